@@ -1,0 +1,568 @@
+//! Elementwise work as expressions compiled into generated kernels.
+//!
+//! An `Expr` tree over input tensors (any dtypes, any strides: broadcast, transposed, sliced,
+//! reversed views) becomes one GLSL kernel. The same path serves a single `add` and a whole fused
+//! chain from the Defn compiler. Kernels are keyed by the expression, the dtypes, the rank and
+//! each input's access pattern; shapes, strides and addresses travel in a parameter block, so a
+//! new shape never means a new compile.
+//!
+//! Numerics follow Nx.BinaryBackend: every float node is computed in f64 and rounded once to its
+//! own type; integer nodes are computed in 64 bits and wrapped to their width.
+
+use crate::dtype::{DType, Kind};
+use crate::error::{invalid, Result};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+macro_rules! ops {
+    ($name:ident { $($variant:ident = $text:literal),* $(,)? }) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+            /// Nx's name for the op.
+            pub fn name(self) -> &'static str { match self { $($name::$variant => $text),* } }
+            pub fn parse(s: &str) -> Result<$name> {
+                match s { $($text => Ok($name::$variant),)* _ => Err(invalid!("unknown {} {s:?}", stringify!($name))) }
+            }
+        }
+    };
+}
+
+ops!(UnaryOp {
+    Negate = "negate", Abs = "abs", Sign = "sign", Ceil = "ceil", Floor = "floor", Round = "round",
+    Exp = "exp", Expm1 = "expm1", Log = "log", Log1p = "log1p", Sigmoid = "sigmoid", Sqrt = "sqrt",
+    Rsqrt = "rsqrt", Cbrt = "cbrt", Sin = "sin", Cos = "cos", Tan = "tan", Asin = "asin", Acos = "acos",
+    Atan = "atan", Sinh = "sinh", Cosh = "cosh", Tanh = "tanh", Asinh = "asinh", Acosh = "acosh",
+    Atanh = "atanh", Erf = "erf", Erfc = "erfc", ErfInv = "erf_inv", IsNan = "is_nan",
+    IsInfinity = "is_infinity", BitwiseNot = "bitwise_not", LogicalNot = "logical_not",
+    CountLeadingZeros = "count_leading_zeros", PopulationCount = "population_count",
+});
+
+ops!(BinaryOp {
+    Add = "add", Subtract = "subtract", Multiply = "multiply", Divide = "divide", Pow = "pow",
+    Remainder = "remainder", Quotient = "quotient", Atan2 = "atan2", Max = "max", Min = "min",
+    BitwiseAnd = "bitwise_and", BitwiseOr = "bitwise_or", BitwiseXor = "bitwise_xor",
+    LeftShift = "left_shift", RightShift = "right_shift", Equal = "equal", NotEqual = "not_equal",
+    Greater = "greater", Less = "less", GreaterEqual = "greater_equal", LessEqual = "less_equal",
+    LogicalAnd = "logical_and", LogicalOr = "logical_or", LogicalXor = "logical_xor",
+});
+
+impl UnaryOp {
+    /// Float-only ops: integer inputs are converted to the (float) result type first.
+    fn is_float_math(self) -> bool {
+        !matches!(
+            self,
+            UnaryOp::Negate
+                | UnaryOp::Abs
+                | UnaryOp::Sign
+                | UnaryOp::Ceil
+                | UnaryOp::Floor
+                | UnaryOp::Round
+                | UnaryOp::IsNan
+                | UnaryOp::IsInfinity
+                | UnaryOp::BitwiseNot
+                | UnaryOp::LogicalNot
+                | UnaryOp::CountLeadingZeros
+                | UnaryOp::PopulationCount
+        )
+    }
+    fn is_predicate(self) -> bool {
+        matches!(self, UnaryOp::IsNan | UnaryOp::IsInfinity | UnaryOp::LogicalNot)
+    }
+    fn integer_only(self) -> bool {
+        matches!(self, UnaryOp::BitwiseNot | UnaryOp::CountLeadingZeros | UnaryOp::PopulationCount)
+    }
+}
+
+impl BinaryOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Equal
+                | BinaryOp::NotEqual
+                | BinaryOp::Greater
+                | BinaryOp::Less
+                | BinaryOp::GreaterEqual
+                | BinaryOp::LessEqual
+        )
+    }
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor)
+    }
+    fn integer_only(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::BitwiseAnd
+                | BinaryOp::BitwiseOr
+                | BinaryOp::BitwiseXor
+                | BinaryOp::LeftShift
+                | BinaryOp::RightShift
+                | BinaryOp::Quotient
+        )
+    }
+}
+
+/// A scalar constant stored as the bits of its compute form (f64 bits or i64/u64).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    F(f64),
+    I(i64),
+    U(u64),
+}
+
+/// An elementwise expression. `dtype` on each node is its result type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Input(usize),
+    Const { value: Scalar, dtype: DType },
+    Unary { op: UnaryOp, arg: Box<Expr>, dtype: DType },
+    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr>, dtype: DType },
+    /// `pred != 0 ? on_true : on_false`
+    Select { pred: Box<Expr>, on_true: Box<Expr>, on_false: Box<Expr>, dtype: DType },
+    /// Nx.as_type: value conversion.
+    Convert { arg: Box<Expr>, dtype: DType },
+    /// Nx.bitcast: same bits, another type of the same width.
+    Bitcast { arg: Box<Expr>, dtype: DType },
+    /// The flat (row-major) index of the output element, as Nx.iota over all axes; `axis`
+    /// picks the coordinate along one axis instead.
+    Iota { axis: Option<usize>, dtype: DType },
+}
+
+impl Expr {
+    pub fn input(i: usize) -> Expr {
+        Expr::Input(i)
+    }
+    pub fn unary(op: UnaryOp, arg: Expr, dtype: DType) -> Expr {
+        Expr::Unary { op, arg: Box::new(arg), dtype }
+    }
+    pub fn binary(op: BinaryOp, lhs: Expr, rhs: Expr, dtype: DType) -> Expr {
+        Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs), dtype }
+    }
+    pub fn convert(arg: Expr, dtype: DType) -> Expr {
+        Expr::Convert { arg: Box::new(arg), dtype }
+    }
+    pub fn select(pred: Expr, on_true: Expr, on_false: Expr, dtype: DType) -> Expr {
+        Expr::Select { pred: Box::new(pred), on_true: Box::new(on_true), on_false: Box::new(on_false), dtype }
+    }
+
+    /// The result type, given the input dtypes.
+    pub fn dtype(&self, inputs: &[DType]) -> Result<DType> {
+        Ok(match self {
+            Expr::Input(i) => *inputs.get(*i).ok_or_else(|| invalid!("expression uses input {i} of {}", inputs.len()))?,
+            Expr::Const { dtype, .. }
+            | Expr::Unary { dtype, .. }
+            | Expr::Binary { dtype, .. }
+            | Expr::Select { dtype, .. }
+            | Expr::Convert { dtype, .. }
+            | Expr::Bitcast { dtype, .. }
+            | Expr::Iota { dtype, .. } => *dtype,
+        })
+    }
+}
+
+/// How a kernel indexes one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// `offset + i`: same shape as the output, row-major.
+    Contiguous,
+    /// `offset`: one element broadcast everywhere.
+    Scalar,
+    /// `offset + Σ coord[d] * stride[d]`: any view.
+    Strided,
+}
+
+pub(crate) struct Generated {
+    pub key: String,
+    pub source: String,
+}
+
+/// Generates the kernel for `outputs` (all of the same shape, rank `rank`) over inputs with the
+/// given dtypes and access patterns.
+pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access) -> Result<Generated> {
+    let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
+    let mut key = format!("ew r{rank} out:{out_access:?}");
+    for (t, a) in inputs {
+        write!(key, " {t}:{a:?}").unwrap();
+    }
+    for e in outputs {
+        write!(key, " => {e:?}").unwrap();
+    }
+    let mut g = Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs, in_types: &in_types, used_coords: false };
+    let mut stores = String::new();
+    for (o, e) in outputs.iter().enumerate() {
+        let t = e.dtype(&in_types)?;
+        let v = g.node(e)?;
+        let enc = encode(t, &v);
+        writeln!(stores, "        {}(ParamsU64(pc.params).v[{o}]).v[oi] = {enc};", buf_type(t)).unwrap();
+    }
+    let n_addr = outputs.len() + inputs.len();
+    let mut src = String::new();
+    src.push_str(crate::kernel::SHADER_PRELUDE);
+    src.push_str(BF16_RULE);
+    src.push_str(include_str!("kernels/numeric.glsl"));
+    src.push_str(include_str!("kernels/ops.glsl"));
+    if g.body.contains("m_") {
+        src.push_str(crate::kernels::MATH_F64);
+    }
+    src.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
+    writeln!(src, "    ParamsI32 meta = ParamsI32(pc.params + {}ul);", n_addr * 8).unwrap();
+    // meta layout: shape[rank], output offset and strides[rank], then per input: offset, strides[rank]
+    writeln!(src, "    int ooff = meta.v[{rank}];").unwrap();
+    if out_access == Access::Strided {
+        for d in 0..rank {
+            writeln!(src, "    int ost_{d} = meta.v[{}];", rank + 1 + d).unwrap();
+        }
+    }
+    for (j, (_, access)) in inputs.iter().enumerate() {
+        let base = 2 * rank + 1 + j * (rank + 1);
+        writeln!(src, "    int off{j} = meta.v[{base}];").unwrap();
+        if *access == Access::Strided {
+            for d in 0..rank {
+                writeln!(src, "    int st{j}_{d} = meta.v[{}];", base + 1 + d).unwrap();
+            }
+        }
+    }
+    for d in 0..rank {
+        writeln!(src, "    uint dim{d} = uint(meta.v[{d}]);").unwrap();
+    }
+    src.push_str("    uint step = gl_NumWorkGroups.x * 256u;\n");
+    src.push_str("    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += step) {\n");
+    let needs_coords = g.used_coords || out_access == Access::Strided || inputs.iter().any(|(_, a)| *a == Access::Strided);
+    if needs_coords && rank > 0 {
+        src.push_str("        uint rest = i;\n");
+        for d in (0..rank).rev() {
+            writeln!(src, "        uint c{d} = rest % dim{d}; rest /= dim{d};").unwrap();
+        }
+    }
+    let mut oi = "ooff + int(i)".to_string();
+    if out_access == Access::Strided {
+        oi = "ooff".to_string();
+        for d in 0..rank {
+            write!(oi, " + int(c{d}) * ost_{d}").unwrap();
+        }
+    }
+    writeln!(src, "        int oi = {oi};").unwrap();
+    for (j, (t, access)) in inputs.iter().enumerate() {
+        if !g.body.contains(&format!("x{j}_")) {
+            continue;
+        }
+        let index = match access {
+            Access::Contiguous => format!("off{j} + int(i)"),
+            Access::Scalar => format!("off{j}"),
+            Access::Strided => {
+                let mut s = format!("off{j}");
+                for d in 0..rank {
+                    write!(s, " + int(c{d}) * st{j}_{d}").unwrap();
+                }
+                s
+            }
+        };
+        let addr = format!("ParamsU64(pc.params).v[{}]", outputs.len() + j);
+        writeln!(src, "        {} x{j}_ = {};", t.glsl_compute(), decode(*t, &format!("{}({addr}).v[{index}]", buf_type(*t)))).unwrap();
+    }
+    src.push_str(&g.body);
+    src.push_str(&stores);
+    src.push_str("    }\n}\n");
+    Ok(Generated { key, source: src })
+}
+
+/// How bf16 is written from f32 bits: Nx.BinaryBackend keeps the top 16 bits (truncation).
+const BF16_RULE: &str = "#define NX_BF16_FROM_F32(b) ((b) >> 16)\n";
+
+fn buf_type(t: DType) -> &'static str {
+    match t.bits() {
+        8 => "BufU8",
+        16 => "BufU16",
+        32 => "BufU32",
+        _ => "BufU64",
+    }
+}
+
+fn decode(t: DType, raw: &str) -> String {
+    match t {
+        DType::F32 => format!("nx_f32_to_f64({raw})"),
+        DType::F64 => format!("nx_bits_to_f64({raw})"),
+        DType::F16 => format!("nx_f16_to_f64(uint({raw}))"),
+        DType::BF16 => format!("nx_bf16_to_f64(uint({raw}))"),
+        DType::S8 => format!("int64_t(int8_t({raw}))"),
+        DType::S16 => format!("int64_t(int16_t({raw}))"),
+        DType::S32 => format!("int64_t(int({raw}))"),
+        DType::S64 => format!("int64_t({raw})"),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => format!("uint64_t({raw})"),
+    }
+}
+
+fn encode(t: DType, v: &str) -> String {
+    match t {
+        DType::F32 => format!("nx_f64_to_f32({v})"),
+        DType::F64 => format!("nx_f64_to_bits({v})"),
+        DType::F16 => format!("uint16_t(nx_f64_to_f16({v}))"),
+        DType::BF16 => format!("uint16_t(nx_f64_to_bf16({v}))"),
+        DType::S8 | DType::U8 => format!("uint8_t({v})"),
+        DType::S16 | DType::U16 => format!("uint16_t({v})"),
+        DType::S32 | DType::U32 => format!("uint({v})"),
+        DType::S64 | DType::U64 => format!("uint64_t({v})"),
+    }
+}
+
+/// Rounds or wraps a computed value to `t`'s value set (so every node's result is exactly what
+/// an unfused op writing `t` would have produced).
+fn wrap(t: DType, v: &str) -> String {
+    match t {
+        DType::F32 => format!("nx_round_f32({v})"),
+        DType::F16 => format!("nx_round_f16({v})"),
+        DType::BF16 => format!("nx_round_bf16({v})"),
+        DType::F64 | DType::S64 | DType::U64 => v.to_string(),
+        DType::S8 => format!("int64_t(int8_t({v}))"),
+        DType::S16 => format!("int64_t(int16_t({v}))"),
+        DType::S32 => format!("int64_t(int({v}))"),
+        DType::U8 => format!("(({v}) & 0xFFul)"),
+        DType::U16 => format!("(({v}) & 0xFFFFul)"),
+        DType::U32 => format!("(({v}) & 0xFFFFFFFFul)"),
+    }
+}
+
+/// Converts a value of type `from` into the compute domain of `to` (no rounding to `to`).
+fn to_domain(from: DType, to: DType, v: &str) -> String {
+    match (from.kind(), to.kind()) {
+        (a, b) if a == b => v.to_string(),
+        (Kind::Float, Kind::Signed) => format!("nx_f64_to_s64({v})"),
+        (Kind::Float, Kind::Unsigned) => format!("nx_f64_to_u64({v})"),
+        (_, Kind::Float) => format!("double({v})"),
+        (Kind::Signed, Kind::Unsigned) => format!("uint64_t({v})"),
+        (Kind::Unsigned, Kind::Signed) => format!("int64_t({v})"),
+        _ => unreachable!(),
+    }
+}
+
+/// The common type two operands are compared in: float if either is, else the wider integer
+/// (signed when either is).
+fn compare_type(a: DType, b: DType) -> DType {
+    if a.is_float() || b.is_float() {
+        DType::F64
+    } else if a.kind() == Kind::Signed || b.kind() == Kind::Signed {
+        DType::S64
+    } else {
+        DType::U64
+    }
+}
+
+struct Gen<'a> {
+    body: String,
+    memo: HashMap<String, String>,
+    next: usize,
+    inputs: &'a [(DType, Access)],
+    in_types: &'a [DType],
+    used_coords: bool,
+}
+
+impl Gen<'_> {
+    fn tmp(&mut self, t: DType, value: String) -> String {
+        if let Some(v) = self.memo.get(&value) {
+            return v.clone(); // common subexpression
+        }
+        let name = format!("t{}", self.next);
+        self.next += 1;
+        writeln!(self.body, "        precise {} {name} = {value};", t.glsl_compute()).unwrap();
+        self.memo.insert(value, name.clone());
+        name
+    }
+
+    fn node(&mut self, e: &Expr) -> Result<String> {
+        let ty = |e: &Expr, g: &Gen| e.dtype(g.in_types);
+        match e {
+            Expr::Input(i) => {
+                if *i >= self.inputs.len() {
+                    return Err(invalid!("expression uses input {i} of {}", self.inputs.len()));
+                }
+                Ok(format!("x{i}_"))
+            }
+            Expr::Const { value, dtype } => {
+                let lit = match (value, dtype.kind()) {
+                    (Scalar::F(f), Kind::Float) => format!("nx_bits_to_f64({:#x}ul)", f.to_bits()),
+                    (Scalar::I(i), Kind::Signed) => format!("int64_t({:#x}ul)", *i as u64),
+                    (Scalar::U(u), Kind::Unsigned) => format!("uint64_t({u:#x}ul)"),
+                    (Scalar::I(i), Kind::Unsigned) => format!("uint64_t({:#x}ul)", *i as u64),
+                    (Scalar::U(u), Kind::Signed) => format!("int64_t({u:#x}ul)"),
+                    (Scalar::F(_), _) => return Err(invalid!("float constant for integer type {dtype}")),
+                    (Scalar::I(i), Kind::Float) => format!("double(int64_t({:#x}ul))", *i as u64),
+                    (Scalar::U(u), Kind::Float) => format!("double(uint64_t({u:#x}ul))"),
+                };
+                Ok(self.tmp(*dtype, wrap(*dtype, &lit)))
+            }
+            Expr::Iota { axis, dtype } => {
+                let raw = match axis {
+                    None => "uint64_t(i)".to_string(),
+                    Some(a) => {
+                        self.used_coords = true;
+                        format!("uint64_t(c{a})")
+                    }
+                };
+                let v = to_domain(DType::U64, *dtype, &raw);
+                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+            }
+            Expr::Convert { arg, dtype } => {
+                let from = ty(arg, self)?;
+                let a = self.node(arg)?;
+                let v = convert(from, *dtype, &a);
+                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+            }
+            Expr::Bitcast { arg, dtype } => {
+                let from = ty(arg, self)?;
+                if from.bits() != dtype.bits() {
+                    return Err(invalid!("bitcast {from} to {dtype}: widths differ"));
+                }
+                let a = self.node(arg)?;
+                let v = decode(*dtype, &encode(from, &a));
+                Ok(self.tmp(*dtype, v))
+            }
+            Expr::Select { pred, on_true, on_false, dtype } => {
+                let pt = ty(pred, self)?;
+                let (tt, ft) = (ty(on_true, self)?, ty(on_false, self)?);
+                let p = self.node(pred)?;
+                let a = self.node(on_true)?;
+                let b = self.node(on_false)?;
+                let cond = nonzero(pt, &p);
+                let v = format!("({cond}) ? {} : {}", to_domain(tt, *dtype, &a), to_domain(ft, *dtype, &b));
+                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+            }
+            Expr::Unary { op, arg, dtype } => {
+                let from = ty(arg, self)?;
+                let a = self.node(arg)?;
+                if op.integer_only() && (from.is_float() || dtype.is_float()) {
+                    return Err(invalid!("{} needs integer tensors, got {from}", op.name()));
+                }
+                let v = if op.is_predicate() {
+                    unary_predicate(*op, from, &a)
+                } else {
+                    let x = to_domain(from, *dtype, &a);
+                    if op.is_float_math() && !dtype.is_float() {
+                        return Err(invalid!("{} needs a float result type, got {dtype}", op.name()));
+                    }
+                    unary(*op, *dtype, from, &x)
+                };
+                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+            }
+            Expr::Binary { op, lhs, rhs, dtype } => {
+                let (lt, rt) = (ty(lhs, self)?, ty(rhs, self)?);
+                let a = self.node(lhs)?;
+                let b = self.node(rhs)?;
+                let v = if op.is_comparison() {
+                    let ct = compare_type(lt, rt);
+                    let (x, y) = (to_domain(lt, ct, &a), to_domain(rt, ct, &b));
+                    let sym = match op {
+                        BinaryOp::Equal => "==",
+                        BinaryOp::NotEqual => "!=",
+                        BinaryOp::Greater => ">",
+                        BinaryOp::Less => "<",
+                        BinaryOp::GreaterEqual => ">=",
+                        _ => "<=",
+                    };
+                    // u64 against s64: a negative signed value is below every unsigned one.
+                    let mixed = lt.is_integer() && rt.is_integer() && lt.kind() != rt.kind() && (lt == DType::U64 || rt == DType::U64);
+                    let cmp = if mixed {
+                        let (sa, sb) = (lt.kind() == Kind::Signed, rt.kind() == Kind::Signed);
+                        format!("nx_cmp_mixed({}, {}, {}, {}) {sym} 0", to_domain(lt, DType::U64, &a), sa, to_domain(rt, DType::U64, &b), sb)
+                    } else {
+                        format!("({x}) {sym} ({y})")
+                    };
+                    to_domain(DType::U8, *dtype, &format!("(({cmp}) ? 1ul : 0ul)"))
+                } else if op.is_logical() {
+                    let (x, y) = (nonzero(lt, &a), nonzero(rt, &b));
+                    let v = match op {
+                        BinaryOp::LogicalAnd => format!("({x}) && ({y})"),
+                        BinaryOp::LogicalOr => format!("({x}) || ({y})"),
+                        _ => format!("({x}) != ({y})"),
+                    };
+                    to_domain(DType::U8, *dtype, &format!("(({v}) ? 1ul : 0ul)"))
+                } else {
+                    if op.integer_only() && dtype.is_float() {
+                        return Err(invalid!("{} needs integer tensors, got {dtype}", op.name()));
+                    }
+                    let (x, y) = (to_domain(lt, *dtype, &a), to_domain(rt, *dtype, &b));
+                    binary(*op, *dtype, &x, &y)
+                };
+                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+            }
+        }
+    }
+}
+
+fn nonzero(t: DType, v: &str) -> String {
+    match t.kind() {
+        Kind::Float => format!("(({v}) != 0.0LF || nx_isnan({v}))"),
+        Kind::Signed => format!("(({v}) != 0l)"),
+        Kind::Unsigned => format!("(({v}) != 0ul)"),
+    }
+}
+
+/// Nx.as_type from `from` to `to` (the result is wrapped/rounded by the caller).
+fn convert(from: DType, to: DType, v: &str) -> String {
+    to_domain(from, to, v)
+}
+
+fn unary_predicate(op: UnaryOp, from: DType, a: &str) -> String {
+    let b = match (op, from.kind()) {
+        (UnaryOp::IsNan, Kind::Float) => format!("nx_isnan({a})"),
+        (UnaryOp::IsInfinity, Kind::Float) => format!("nx_isinf({a})"),
+        (UnaryOp::LogicalNot, _) => format!("!{}", nonzero(from, a)),
+        _ => "false".to_string(),
+    };
+    format!("(({b}) ? 1ul : 0ul)")
+}
+
+fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
+    let k = t.kind();
+    let bits = from.bits();
+    match (op, k) {
+        (UnaryOp::Negate, Kind::Float) => format!("(-({x}))"),
+        (UnaryOp::Negate, Kind::Signed) => format!("(-({x}))"),
+        (UnaryOp::Negate, Kind::Unsigned) => format!("(0ul - ({x}))"),
+        (UnaryOp::Abs, Kind::Float) => format!("nx_abs({x})"),
+        (UnaryOp::Abs, Kind::Signed) => format!("((({x}) < 0l) ? -({x}) : ({x}))"),
+        (UnaryOp::Abs, Kind::Unsigned) => x.to_string(),
+        (UnaryOp::Sign, Kind::Float) => format!("nx_sign_f64({x})"),
+        (UnaryOp::Sign, Kind::Signed) => format!("((({x}) > 0l) ? 1l : ((({x}) < 0l) ? -1l : 0l))"),
+        (UnaryOp::Sign, Kind::Unsigned) => format!("((({x}) > 0ul) ? 1ul : 0ul)"),
+        (UnaryOp::Ceil | UnaryOp::Floor | UnaryOp::Round, Kind::Signed | Kind::Unsigned) => x.to_string(),
+        (UnaryOp::Ceil, _) => format!("ceil({x})"),
+        (UnaryOp::Floor, _) => format!("floor({x})"),
+        (UnaryOp::Round, _) => format!("nx_round_half_away({x})"),
+        (UnaryOp::Sqrt, _) => format!("sqrt({x})"),
+        (UnaryOp::BitwiseNot, _) => format!("(~({x}))"),
+        (UnaryOp::CountLeadingZeros, _) => format!("nx_clz({x}, {bits})"),
+        (UnaryOp::PopulationCount, _) => format!("nx_popcount({x}, {bits})"),
+        (op, _) => format!("m_{}({x})", op.name()),
+    }
+}
+
+fn binary(op: BinaryOp, t: DType, x: &str, y: &str) -> String {
+    let k = t.kind();
+    let suffix = match k {
+        Kind::Float => "f64",
+        Kind::Signed => "s64",
+        Kind::Unsigned => "u64",
+    };
+    match op {
+        BinaryOp::Add => format!("({x}) + ({y})"),
+        BinaryOp::Subtract => format!("({x}) - ({y})"),
+        BinaryOp::Multiply => format!("({x}) * ({y})"),
+        BinaryOp::Divide => format!("nx_div_{suffix}({x}, {y})"),
+        BinaryOp::Pow => match k {
+            Kind::Float => format!("m_pow({x}, {y})"),
+            _ => format!("nx_pow_{suffix}({x}, {y})"),
+        },
+        BinaryOp::Remainder => format!("nx_rem_{suffix}({x}, {y})"),
+        BinaryOp::Quotient => format!("nx_quot_{suffix}({x}, {y})"),
+        BinaryOp::Atan2 => format!("m_atan2({x}, {y})"),
+        BinaryOp::Max => format!("nx_max_{suffix}({x}, {y})"),
+        BinaryOp::Min => format!("nx_min_{suffix}({x}, {y})"),
+        BinaryOp::BitwiseAnd => format!("({x}) & ({y})"),
+        BinaryOp::BitwiseOr => format!("({x}) | ({y})"),
+        BinaryOp::BitwiseXor => format!("({x}) ^ ({y})"),
+        BinaryOp::LeftShift => format!("nx_shl_{suffix}({x}, {y})"),
+        BinaryOp::RightShift => format!("nx_shr_{suffix}({x}, {y})"),
+        _ => unreachable!("comparisons and logical ops are generated elsewhere"),
+    }
+}

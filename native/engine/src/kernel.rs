@@ -1,0 +1,353 @@
+//! Kernels: GLSL compiled to SPIR-V by shaderc at run time, pipelines cached by identity, and
+//! the on-disk Vulkan pipeline cache guarded by our own header.
+//!
+//! Every kernel shares one pipeline layout: no descriptor sets, one push-constant block
+//! (`PushConstants`: the device address of a parameter block and an item count). Kernels reach
+//! their buffers through addresses in the parameter block, so there is no descriptor pool to
+//! exhaust and no per-binding size limit.
+
+use crate::error::{EngineError, Result};
+use crate::submit::PushConstants;
+use ash::vk;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use vulkano::device::Device;
+use vulkano::pipeline::cache::{PipelineCache, PipelineCacheCreateInfo};
+use vulkano::pipeline::compute::ComputePipelineCreateInfo;
+use vulkano::pipeline::layout::{PipelineLayoutCreateInfo, PushConstantRange};
+use vulkano::pipeline::{ComputePipeline, PipelineLayout, PipelineShaderStageCreateInfo};
+use vulkano::shader::{ShaderModule, ShaderModuleCreateInfo, ShaderStages};
+use vulkano::VulkanObject;
+
+/// A compiled compute pipeline and how it maps work items to workgroups.
+pub struct Kernel {
+    pipeline: Arc<ComputePipeline>,
+    name: String,
+    local_size: u32,
+    items_per_thread: u32,
+}
+
+impl Kernel {
+    pub(crate) fn pipeline_handle(&self) -> vk::Pipeline {
+        self.pipeline.handle()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Work items one workgroup covers in one pass of the kernel's loop.
+    pub fn items_per_group(&self) -> u32 {
+        self.local_size * self.items_per_thread
+    }
+}
+
+/// The header every generated shader starts with: extensions, buffer-reference types and the
+/// shared push-constant block.
+pub const SHADER_PRELUDE: &str = r#"#version 460
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_buffer_reference2 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_ARB_gpu_shader_int64 : require
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer BufU8 { uint8_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufU16 { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufU32 { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer BufU64 { uint64_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer ParamsI32 { int v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer ParamsU64 { uint64_t v[]; };
+layout(push_constant) uniform PushConstants { uint64_t params; uint count; uint pad_; } pc;
+"#;
+
+/// Counters for what has been compiled (tests assert these stay flat under load).
+#[derive(Default)]
+pub(crate) struct KernelStats {
+    pub compiled: std::sync::atomic::AtomicU64,
+    pub lookups: std::sync::atomic::AtomicU64,
+}
+
+pub struct KernelCache {
+    device: Arc<Device>,
+    layout: Arc<PipelineLayout>,
+    compiler: Mutex<shaderc::Compiler>,
+    kernels: Mutex<HashMap<String, Arc<Kernel>>>,
+    /// Serialises builds so two threads never compile the same key twice.
+    building: Mutex<()>,
+    pipeline_cache: Arc<PipelineCache>,
+    cache_file: Option<PathBuf>,
+    cache_header: CacheHeader,
+    pub(crate) stats: KernelStats,
+}
+
+impl KernelCache {
+    pub(crate) fn new(device: Arc<Device>, caps: &crate::DeviceCaps) -> Result<KernelCache> {
+        let layout = PipelineLayout::new(
+            device.clone(),
+            PipelineLayoutCreateInfo {
+                push_constant_ranges: vec![PushConstantRange {
+                    stages: ShaderStages::COMPUTE,
+                    offset: 0,
+                    size: std::mem::size_of::<PushConstants>() as u32,
+                }],
+                ..Default::default()
+            },
+        )
+        .map_err(|e| EngineError::vk("pipeline layout", e))?;
+        let compiler = shaderc::Compiler::new()
+            .ok_or_else(|| EngineError::ShaderCompile { name: "-".into(), message: "shaderc unavailable".into() })?;
+        let cache_header = CacheHeader::for_device(caps);
+        let cache_file = pipeline_cache_path(caps);
+        let initial_data = cache_file
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|bytes| cache_header.validate(&bytes).map(|d| d.to_vec()))
+            .unwrap_or_default();
+        // SAFETY: `initial_data` is either empty or a blob whose header we checked byte for
+        // byte against this device (vendor, device, driver version, cache UUID, checksum).
+        let pipeline_cache = unsafe {
+            PipelineCache::new(device.clone(), PipelineCacheCreateInfo { initial_data, ..Default::default() })
+        }
+        .map_err(|e| EngineError::vk("pipeline cache", e))?;
+        Ok(KernelCache {
+            device,
+            layout,
+            compiler: Mutex::new(compiler),
+            kernels: Mutex::new(HashMap::new()),
+            building: Mutex::new(()),
+            pipeline_cache,
+            cache_file,
+            cache_header,
+            stats: KernelStats::default(),
+        })
+    }
+
+    pub(crate) fn layout_handle(&self) -> vk::PipelineLayout {
+        self.layout.handle()
+    }
+
+    /// Number of distinct pipelines built so far.
+    pub fn len(&self) -> usize {
+        self.kernels.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The kernel for `key`, building it from `source()` the first time. `local_size` must
+    /// match the shader's `local_size_x`; `items_per_thread` is how many items one invocation
+    /// handles per loop step.
+    pub fn get(
+        &self,
+        key: &str,
+        local_size: u32,
+        items_per_thread: u32,
+        source: impl FnOnce() -> String,
+    ) -> Result<Arc<Kernel>> {
+        self.stats.lookups.fetch_add(1, Relaxed);
+        if let Some(k) = self.kernels.lock().get(key) {
+            return Ok(k.clone());
+        }
+        let _building = self.building.lock();
+        if let Some(k) = self.kernels.lock().get(key) {
+            return Ok(k.clone());
+        }
+        let source = source();
+        let spirv = self.compile(key, &source)?;
+        // SAFETY: the SPIR-V was produced by shaderc from our own GLSL just now.
+        let module = unsafe { ShaderModule::new(self.device.clone(), ShaderModuleCreateInfo::new(&spirv)) }
+            .map_err(|e| EngineError::vk(&format!("shader module {key}"), format!("{e:?}")))?;
+        let entry = module
+            .entry_point("main")
+            .ok_or_else(|| EngineError::ShaderCompile { name: key.into(), message: "no main".into() })?;
+        let stage = PipelineShaderStageCreateInfo::new(entry);
+        let pipeline = ComputePipeline::new(
+            self.device.clone(),
+            Some(self.pipeline_cache.clone()),
+            ComputePipelineCreateInfo::stage_layout(stage, self.layout.clone()),
+        )
+        .map_err(|e| EngineError::vk(&format!("compute pipeline {key}"), format!("{e:?}")))?;
+        let kernel = Arc::new(Kernel { pipeline, name: key.to_string(), local_size, items_per_thread });
+        self.kernels.lock().insert(key.to_string(), kernel.clone());
+        self.stats.compiled.fetch_add(1, Relaxed);
+        self.save_pipeline_cache();
+        Ok(kernel)
+    }
+
+    fn compile(&self, name: &str, source: &str) -> Result<Vec<u32>> {
+        let mut options = shaderc::CompileOptions::new()
+            .ok_or_else(|| EngineError::ShaderCompile { name: name.into(), message: "no options".into() })?;
+        options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
+        // No spirv-opt: it rewrites float arithmetic (x/3.0 into a multiply) even where exact
+        // results matter. The driver's compiler optimises the rest.
+        options.set_optimization_level(shaderc::OptimizationLevel::Zero);
+        let artifact = self
+            .compiler
+            .lock()
+            .compile_into_spirv(source, shaderc::ShaderKind::Compute, name, "main", Some(&options))
+            .map_err(|e| EngineError::ShaderCompile {
+                name: name.into(),
+                message: format!("{e}\n--- source ---\n{}", numbered(source)),
+            })?;
+        Ok(artifact.as_binary().to_vec())
+    }
+
+    /// Writes the driver's pipeline cache to disk with our header (atomically; errors ignored:
+    /// the cache only saves time).
+    pub fn save_pipeline_cache(&self) {
+        let Some(path) = &self.cache_file else { return };
+        let Ok(data) = self.pipeline_cache.get_data() else { return };
+        let bytes = self.cache_header.wrap(&data);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+}
+
+fn numbered(source: &str) -> String {
+    source.lines().enumerate().map(|(i, l)| format!("{:4} {l}\n", i + 1)).collect()
+}
+
+fn pipeline_cache_path(caps: &crate::DeviceCaps) -> Option<PathBuf> {
+    if std::env::var("NX_VULKAN_PIPELINE_CACHE").as_deref() == Ok("off") {
+        return None;
+    }
+    let dir = match std::env::var_os("NX_VULKAN_CACHE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => dirs::cache_dir()?.join("nx_vulkan"),
+    };
+    Some(dir.join(format!("pipelines-{}-{}.bin", caps.pci_id().replace(':', "-"), caps.uuid_hex())))
+}
+
+/// Our header in front of the driver's pipeline-cache blob. A file whose header does not match
+/// this device and driver exactly, or whose checksum fails, is ignored (and later replaced):
+/// vulkano hands a blob to the driver unchecked, and drivers trust it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheHeader {
+    vendor_id: u32,
+    device_id: u32,
+    driver_version: u32,
+    pipeline_cache_uuid: [u8; 16],
+}
+
+const CACHE_MAGIC: &[u8; 8] = b"NXVKPC01";
+const CACHE_HEADER_LEN: usize = 8 + 4 * 3 + 16 + 8 + 8;
+
+impl CacheHeader {
+    pub fn for_device(caps: &crate::DeviceCaps) -> CacheHeader {
+        CacheHeader {
+            vendor_id: caps.vendor_id,
+            device_id: caps.device_id,
+            driver_version: caps.driver_version,
+            pipeline_cache_uuid: caps.pipeline_cache_uuid,
+        }
+    }
+
+    pub fn wrap(&self, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(CACHE_HEADER_LEN + data.len());
+        out.extend_from_slice(CACHE_MAGIC);
+        out.extend_from_slice(&self.vendor_id.to_le_bytes());
+        out.extend_from_slice(&self.device_id.to_le_bytes());
+        out.extend_from_slice(&self.driver_version.to_le_bytes());
+        out.extend_from_slice(&self.pipeline_cache_uuid);
+        out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        out.extend_from_slice(&fnv1a64(data).to_le_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    /// The driver blob inside `bytes` if everything matches, else `None`.
+    pub fn validate<'b>(&self, bytes: &'b [u8]) -> Option<&'b [u8]> {
+        if bytes.len() < CACHE_HEADER_LEN || &bytes[..8] != CACHE_MAGIC {
+            return None;
+        }
+        let expected = self.wrap(&[]);
+        // Vendor, device, driver version and UUID must be byte-identical.
+        if bytes[8..8 + 28] != expected[8..8 + 28] {
+            return None;
+        }
+        let len = u64::from_le_bytes(bytes[36..44].try_into().ok()?) as usize;
+        let sum = u64::from_le_bytes(bytes[44..52].try_into().ok()?);
+        let data = bytes.get(CACHE_HEADER_LEN..)?;
+        if data.len() != len || fnv1a64(data) != sum {
+            return None;
+        }
+        // The driver's own header (VkPipelineCacheHeaderVersionOne) must agree as well.
+        if data.len() >= 32 {
+            let vendor = u32::from_le_bytes(data[8..12].try_into().ok()?);
+            let device = u32::from_le_bytes(data[12..16].try_into().ok()?);
+            if vendor != self.vendor_id || device != self.device_id || data[16..32] != self.pipeline_cache_uuid {
+                return None;
+            }
+        }
+        Some(data)
+    }
+}
+
+fn fnv1a64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in data {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> CacheHeader {
+        CacheHeader { vendor_id: 0x10de, device_id: 0x2335, driver_version: 7, pipeline_cache_uuid: [3; 16] }
+    }
+
+    fn driver_blob(h: &CacheHeader) -> Vec<u8> {
+        let mut d = vec![];
+        d.extend_from_slice(&32u32.to_le_bytes());
+        d.extend_from_slice(&1u32.to_le_bytes());
+        d.extend_from_slice(&h.vendor_id.to_le_bytes());
+        d.extend_from_slice(&h.device_id.to_le_bytes());
+        d.extend_from_slice(&h.pipeline_cache_uuid);
+        d.extend_from_slice(b"payload");
+        d
+    }
+
+    #[test]
+    fn a_matching_file_round_trips() {
+        let h = header();
+        let blob = driver_blob(&h);
+        assert_eq!(h.validate(&h.wrap(&blob)), Some(&blob[..]));
+    }
+
+    #[test]
+    fn damaged_or_foreign_files_are_rejected() {
+        let h = header();
+        let good = h.wrap(&driver_blob(&h));
+        // any flipped byte in header or data
+        for i in [0, 9, 13, 17, 25, 40, 47, 60, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[i] ^= 0x55;
+            assert_eq!(h.validate(&bad), None, "flipped byte {i}");
+        }
+        assert_eq!(h.validate(&good[..good.len() - 3]), None, "truncated");
+        assert_eq!(h.validate(b"garbage"), None);
+        assert_eq!(h.validate(&[]), None);
+        let other = CacheHeader { driver_version: 8, ..header() };
+        assert_eq!(other.validate(&good), None, "other driver version");
+        // our header right, driver header from another device
+        let mut foreign = driver_blob(&h);
+        foreign[12] ^= 1;
+        assert_eq!(h.validate(&h.wrap(&foreign)), None);
+    }
+}

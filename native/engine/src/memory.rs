@@ -1,0 +1,238 @@
+//! Device memory: device-local buffers from a size-bucketed pool, with statistics.
+//!
+//! Kernels reach buffers through their device addresses, so a tensor may be larger than the
+//! device's per-binding limit (128 MiB on lavapipe). A `DeviceBuffer` goes back to the pool when
+//! its last owner drops it; the pool keeps a bounded amount of memory for reuse.
+
+use crate::error::{EngineError, Result};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
+use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter, StandardMemoryAllocator};
+
+/// Counters a test or a user can read to see what memory is in use and whether it is reused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers handed out and not yet dropped.
+    pub live_buffers: u64,
+    pub live_bytes: u64,
+    /// Buffers kept by the pool for reuse.
+    pub cached_buffers: u64,
+    pub cached_bytes: u64,
+    /// Buffers created through the driver since the pool was made.
+    pub device_allocations: u64,
+    /// Requests served from the cache.
+    pub reuses: u64,
+}
+
+pub(crate) struct PoolShared {
+    allocator: Arc<StandardMemoryAllocator>,
+    free: Mutex<HashMap<u64, Vec<Subbuffer<[u8]>>>>,
+    max_cached_bytes: u64,
+    max_allocation: u64,
+    device_local_bytes: u64,
+    live_buffers: AtomicU64,
+    live_bytes: AtomicU64,
+    cached_buffers: AtomicU64,
+    cached_bytes: AtomicU64,
+    device_allocations: AtomicU64,
+    reuses: AtomicU64,
+}
+
+/// A device-local buffer. Dropping it returns the memory to the pool.
+pub struct DeviceBuffer {
+    buffer: Option<Subbuffer<[u8]>>,
+    capacity: u64,
+    address: u64,
+    pool: Arc<PoolShared>,
+}
+
+impl DeviceBuffer {
+    /// The buffer's device address (what kernels read and write through).
+    pub fn address(&self) -> u64 {
+        self.address
+    }
+
+    /// Usable size in bytes (at least what was asked for).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    pub(crate) fn subbuffer(&self) -> &Subbuffer<[u8]> {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.release(buffer, self.capacity);
+        }
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuffer({} bytes @ {:#x})", self.capacity, self.address)
+    }
+}
+
+/// Rounds a request up to a bucket: powers of two split in quarters, so reuse is likely and
+/// the waste is at most 25 %.
+fn bucket(bytes: u64) -> u64 {
+    let bytes = bytes.max(256);
+    let pow = 64 - (bytes - 1).leading_zeros(); // 2^pow >= bytes
+    let quarter = (1u64 << pow) / 8;
+    bytes.div_ceil(quarter) * quarter
+}
+
+pub struct BufferPool {
+    shared: Arc<PoolShared>,
+}
+
+impl BufferPool {
+    pub(crate) fn new(
+        allocator: Arc<StandardMemoryAllocator>,
+        device_local_bytes: u64,
+        max_allocation: u64,
+    ) -> BufferPool {
+        let max_cached_bytes = std::env::var("NX_VULKAN_POOL_CACHE_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or((device_local_bytes / 4).min(2 << 30));
+        BufferPool {
+            shared: Arc::new(PoolShared {
+                allocator,
+                free: Mutex::new(HashMap::new()),
+                max_cached_bytes,
+                max_allocation,
+                device_local_bytes,
+                live_buffers: AtomicU64::new(0),
+                live_bytes: AtomicU64::new(0),
+                cached_buffers: AtomicU64::new(0),
+                cached_bytes: AtomicU64::new(0),
+                device_allocations: AtomicU64::new(0),
+                reuses: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// A device-local buffer of at least `bytes` bytes (contents undefined).
+    pub fn alloc(&self, bytes: u64) -> Result<Arc<DeviceBuffer>> {
+        let s = &self.shared;
+        let capacity = bucket(bytes);
+        if capacity > s.max_allocation || capacity > s.device_local_bytes {
+            return Err(EngineError::OutOfMemory {
+                bytes,
+                why: format!(
+                    "larger than the device's largest allocation ({} bytes) or its memory ({} bytes)",
+                    s.max_allocation, s.device_local_bytes
+                ),
+            });
+        }
+        let cached = s.free.lock().get_mut(&capacity).and_then(|v| v.pop());
+        let buffer = match cached {
+            Some(b) => {
+                s.cached_buffers.fetch_sub(1, Relaxed);
+                s.cached_bytes.fetch_sub(capacity, Relaxed);
+                s.reuses.fetch_add(1, Relaxed);
+                b
+            }
+            None => match self.create(capacity) {
+                Ok(b) => b,
+                Err(_) => {
+                    // The driver said no: give back what the pool holds and try once more.
+                    self.trim();
+                    self.create(capacity).map_err(|e| EngineError::OutOfMemory {
+                        bytes,
+                        why: e.to_string(),
+                    })?
+                }
+            },
+        };
+        let address = buffer
+            .device_address()
+            .map_err(|e| EngineError::vk("device address", e))?
+            .get();
+        s.live_buffers.fetch_add(1, Relaxed);
+        s.live_bytes.fetch_add(capacity, Relaxed);
+        Ok(Arc::new(DeviceBuffer {
+            buffer: Some(buffer),
+            capacity,
+            address,
+            pool: s.clone(),
+        }))
+    }
+
+    fn create(&self, capacity: u64) -> Result<Subbuffer<[u8]>> {
+        let buffer = Buffer::new_slice::<u8>(
+            self.shared.allocator.clone(),
+            BufferCreateInfo {
+                usage: BufferUsage::STORAGE_BUFFER
+                    | BufferUsage::SHADER_DEVICE_ADDRESS
+                    | BufferUsage::TRANSFER_SRC
+                    | BufferUsage::TRANSFER_DST,
+                ..Default::default()
+            },
+            AllocationCreateInfo {
+                memory_type_filter: MemoryTypeFilter::PREFER_DEVICE,
+                ..Default::default()
+            },
+            capacity,
+        )
+        .map_err(|e| EngineError::vk("allocating a device buffer", format!("{e:?}")))?;
+        self.shared.device_allocations.fetch_add(1, Relaxed);
+        Ok(buffer)
+    }
+
+    /// Frees every cached buffer back to the driver.
+    pub fn trim(&self) {
+        let s = &self.shared;
+        let drained: Vec<_> = s.free.lock().drain().collect();
+        for (capacity, buffers) in drained {
+            s.cached_buffers.fetch_sub(buffers.len() as u64, Relaxed);
+            s.cached_bytes.fetch_sub(capacity * buffers.len() as u64, Relaxed);
+        }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let s = &self.shared;
+        PoolStats {
+            live_buffers: s.live_buffers.load(Relaxed),
+            live_bytes: s.live_bytes.load(Relaxed),
+            cached_buffers: s.cached_buffers.load(Relaxed),
+            cached_bytes: s.cached_bytes.load(Relaxed),
+            device_allocations: s.device_allocations.load(Relaxed),
+            reuses: s.reuses.load(Relaxed),
+        }
+    }
+}
+
+impl PoolShared {
+    fn release(&self, buffer: Subbuffer<[u8]>, capacity: u64) {
+        self.live_buffers.fetch_sub(1, Relaxed);
+        self.live_bytes.fetch_sub(capacity, Relaxed);
+        if self.cached_bytes.load(Relaxed) + capacity <= self.max_cached_bytes {
+            self.cached_buffers.fetch_add(1, Relaxed);
+            self.cached_bytes.fetch_add(capacity, Relaxed);
+            self.free.lock().entry(capacity).or_default().push(buffer);
+        }
+        // else: dropping the Subbuffer frees it through vulkano.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bucket;
+
+    #[test]
+    fn buckets_cover_the_request_with_bounded_waste() {
+        for bytes in [0u64, 1, 255, 256, 257, 1000, 4096, 4097, 1 << 20, (1 << 20) + 1, 3 << 30] {
+            let b = bucket(bytes);
+            assert!(b >= bytes.max(256), "{bytes} -> {b}");
+            assert!(b as f64 <= (bytes.max(256) as f64) * 1.25 + 1.0, "{bytes} -> {b}");
+        }
+    }
+}

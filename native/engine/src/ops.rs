@@ -1,0 +1,383 @@
+//! Tensor operations on a `Context`: transfers and elementwise work.
+
+use crate::dtype::DType;
+use crate::elementwise::{generate, Access, BinaryOp, Expr, Scalar, UnaryOp};
+use crate::error::{invalid, EngineError, Result};
+use crate::tensor::{contiguous_strides, numel, Tensor, MAX_ELEMENTS};
+use crate::Context;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
+use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter};
+use vulkano::VulkanObject;
+
+fn check_size(shape: &[usize]) -> Result<usize> {
+    let mut n: usize = 1;
+    for &d in shape {
+        n = n.checked_mul(d).ok_or_else(|| invalid!("shape {shape:?} overflows"))?;
+    }
+    if n > MAX_ELEMENTS {
+        return Err(invalid!("shape {shape:?} has {n} elements; at most {MAX_ELEMENTS} are supported per tensor"));
+    }
+    Ok(n)
+}
+
+/// Numpy/Nx broadcast of two shapes (trailing axes aligned).
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let mut out = vec![0; rank];
+    for i in 0..rank {
+        let da = if i < rank - a.len() { 1 } else { a[i - (rank - a.len())] };
+        let db = if i < rank - b.len() { 1 } else { b[i - (rank - b.len())] };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return Err(invalid!("shapes {a:?} and {b:?} cannot be broadcast together")),
+        };
+    }
+    Ok(out)
+}
+
+impl Context {
+    fn staging(&self, bytes: u64, download: bool) -> Result<Subbuffer<[u8]>> {
+        Buffer::new_slice::<u8>(
+            self.memory_allocator.clone(),
+            BufferCreateInfo {
+                usage: if download { BufferUsage::TRANSFER_DST } else { BufferUsage::TRANSFER_SRC },
+                ..Default::default()
+            },
+            AllocationCreateInfo {
+                memory_type_filter: if download {
+                    MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_RANDOM_ACCESS
+                } else {
+                    MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_SEQUENTIAL_WRITE
+                },
+                ..Default::default()
+            },
+            bytes.max(1),
+        )
+        .map_err(|e| EngineError::OutOfMemory { bytes, why: format!("staging buffer: {e:?}") })
+    }
+
+    /// A new contiguous tensor with undefined contents.
+    pub fn empty(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let n = check_size(shape)?;
+        let buffer = self.pool.alloc((n * dtype.size()) as u64)?;
+        Ok(Tensor::new(buffer, dtype, shape.to_vec()))
+    }
+
+    /// Copies host bytes (row-major, little-endian) into a new device tensor.
+    pub fn upload(&self, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
+        let n = check_size(shape)?;
+        if bytes.len() != n * dtype.size() {
+            return Err(invalid!(
+                "{} bytes given for a {dtype} tensor of shape {shape:?}, which needs {}",
+                bytes.len(),
+                n * dtype.size()
+            ));
+        }
+        let t = self.empty(dtype, shape)?;
+        if n > 0 {
+            let staging = self.staging(bytes.len() as u64, false)?;
+            staging.write().map_err(|e| EngineError::vk("staging write", e))?[..bytes.len()].copy_from_slice(bytes);
+            let mut batch = self.batch()?;
+            batch.copy_raw(staging.buffer().handle(), staging.offset(), t.buffer.subbuffer().buffer().handle(), t.buffer.subbuffer().offset(), bytes.len() as u64);
+            batch.keep(&t.buffer);
+            batch.keep_host(staging);
+            batch.finish()?;
+        }
+        self.stats.uploads.fetch_add(1, Relaxed);
+        Ok(t)
+    }
+
+    /// Reads a tensor back as row-major little-endian bytes (views are materialised first).
+    pub fn download(&self, t: &Tensor) -> Result<Vec<u8>> {
+        let t = self.contiguous(t)?;
+        let bytes = t.byte_size();
+        self.stats.downloads.fetch_add(1, Relaxed);
+        if bytes == 0 {
+            return Ok(vec![]);
+        }
+        let staging = self.staging(bytes as u64, true)?;
+        let mut batch = self.batch()?;
+        let src = t.buffer.subbuffer();
+        batch.copy_raw(src.buffer().handle(), src.offset() + (t.offset * t.dtype.size()) as u64, staging.buffer().handle(), staging.offset(), bytes as u64);
+        batch.keep(&t.buffer);
+        batch.finish()?;
+        let data = staging.read().map_err(|e| EngineError::vk("staging read", e))?[..bytes].to_vec();
+        Ok(data)
+    }
+
+    /// A contiguous copy of a view (the tensor itself when already contiguous).
+    pub fn contiguous(&self, t: &Tensor) -> Result<Tensor> {
+        if t.is_contiguous() {
+            return Ok(t.clone());
+        }
+        self.map(&Expr::Input(0), &[t])
+    }
+
+    /// Evaluates one expression over inputs of the output's shape (broadcast views included).
+    pub fn map(&self, expr: &Expr, inputs: &[&Tensor]) -> Result<Tensor> {
+        let shape = inputs.first().map(|t| t.shape.clone()).unwrap_or_default();
+        Ok(self.map_multi(std::slice::from_ref(expr), inputs, &shape)?.remove(0))
+    }
+
+    /// Evaluates several expressions over the same inputs in one kernel (one output each).
+    /// Every input must already have `shape` (use `Tensor::broadcast_to` for broadcasting).
+    pub fn map_multi(&self, exprs: &[Expr], inputs: &[&Tensor], shape: &[usize]) -> Result<Vec<Tensor>> {
+        let in_types: Vec<DType> = inputs.iter().map(|t| t.dtype).collect();
+        let outs = exprs
+            .iter()
+            .map(|e| self.empty(e.dtype(&in_types)?, shape))
+            .collect::<Result<Vec<_>>>()?;
+        let out_refs: Vec<&Tensor> = outs.iter().collect();
+        let mut batch = self.batch()?;
+        self.record_map(&mut batch, exprs, inputs, &out_refs)?;
+        batch.finish()?;
+        Ok(outs)
+    }
+
+    /// Records an elementwise kernel writing `outputs` (same shape; contiguous, or strided
+    /// views of larger buffers for put_slice/pad/concatenate).
+    pub fn record_map(&self, batch: &mut crate::submit::Batch<'_>, exprs: &[Expr], inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<()> {
+        let shape = outputs.first().map(|t| t.shape.clone()).ok_or_else(|| invalid!("no outputs"))?;
+        let n = check_size(&shape)?;
+        let rank = shape.len();
+        for t in inputs {
+            if t.shape != shape {
+                return Err(invalid!("input of shape {:?} given for output shape {shape:?}", t.shape));
+            }
+        }
+        let in_types: Vec<DType> = inputs.iter().map(|t| t.dtype).collect();
+        let out_strides = outputs[0].strides.clone();
+        let out_offset = outputs[0].offset;
+        for (e, o) in exprs.iter().zip(outputs) {
+            if e.dtype(&in_types)? != o.dtype || o.shape != shape || o.strides != out_strides || o.offset != out_offset {
+                return Err(invalid!("outputs must share one layout and match their expressions' types"));
+            }
+        }
+        if exprs.len() != outputs.len() {
+            return Err(invalid!("{} expressions for {} outputs", exprs.len(), outputs.len()));
+        }
+        let out_access = if outputs[0].is_contiguous() { Access::Contiguous } else { Access::Strided };
+        let accesses: Vec<(DType, Access)> = inputs
+            .iter()
+            .map(|t| {
+                let a = if t.strides.iter().zip(&t.shape).all(|(s, &d)| *s == 0 || d == 1) {
+                    Access::Scalar
+                } else if t.is_contiguous() {
+                    Access::Contiguous
+                } else {
+                    Access::Strided
+                };
+                (t.dtype, a)
+            })
+            .collect();
+        let generated = generate(exprs, &accesses, rank, out_access)?;
+        let kernel = self.kernels.get(&generated.key, 256, 1, || generated.source.clone())?;
+        let mut params = Vec::with_capacity(8 * (outputs.len() + inputs.len()) + 4 * (rank + 1) * (inputs.len() + 2));
+        for t in outputs.iter().chain(inputs.iter()) {
+            params.extend_from_slice(&t.buffer.address().to_le_bytes());
+        }
+        let push_i32 = |params: &mut Vec<u8>, v: isize| -> Result<()> {
+            let v = i32::try_from(v).map_err(|_| invalid!("index {v} exceeds 32 bits"))?;
+            params.extend_from_slice(&v.to_le_bytes());
+            Ok(())
+        };
+        for &d in &shape {
+            push_i32(&mut params, d as isize)?;
+        }
+        push_i32(&mut params, out_offset as isize)?;
+        for &s in &out_strides {
+            push_i32(&mut params, s)?;
+        }
+        for t in inputs {
+            push_i32(&mut params, t.offset as isize)?;
+            for &s in &t.strides {
+                push_i32(&mut params, s)?;
+            }
+        }
+        for t in inputs.iter().chain(outputs.iter()) {
+            batch.keep(&t.buffer);
+        }
+        batch.dispatch(&kernel, &params, n as u64)
+    }
+
+    /// `op(x)` with result type `out` (Nx decides it: e.g. f32 for exp of s32).
+    pub fn unary(&self, op: UnaryOp, x: &Tensor, out: DType) -> Result<Tensor> {
+        self.map(&Expr::unary(op, Expr::Input(0), out), &[x])
+    }
+
+    /// `op(a, b)` with broadcasting and result type `out`.
+    pub fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor, out: DType) -> Result<Tensor> {
+        let shape = broadcast_shapes(&a.shape, &b.shape)?;
+        let (a, b) = (a.broadcast_to(&shape)?, b.broadcast_to(&shape)?);
+        let e = Expr::binary(op, Expr::Input(0), Expr::Input(1), out);
+        Ok(self.map_multi(&[e], &[&a, &b], &shape)?.remove(0))
+    }
+
+    /// Nx.as_type.
+    pub fn convert(&self, x: &Tensor, out: DType) -> Result<Tensor> {
+        self.map(&Expr::convert(Expr::Input(0), out), &[x])
+    }
+
+    /// `pred != 0 ? on_true : on_false`, broadcasting all three.
+    pub fn select(&self, pred: &Tensor, on_true: &Tensor, on_false: &Tensor, out: DType) -> Result<Tensor> {
+        let shape = broadcast_shapes(&broadcast_shapes(&pred.shape, &on_true.shape)?, &on_false.shape)?;
+        let ins = [pred.broadcast_to(&shape)?, on_true.broadcast_to(&shape)?, on_false.broadcast_to(&shape)?];
+        let e = Expr::select(Expr::Input(0), Expr::Input(1), Expr::Input(2), out);
+        Ok(self.map_multi(&[e], &[&ins[0], &ins[1], &ins[2]], &shape)?.remove(0))
+    }
+
+    /// Nx.clip: `min(max(x, lo), hi)`, `lo` and `hi` broadcast to `x`.
+    pub fn clip(&self, x: &Tensor, lo: &Tensor, hi: &Tensor, out: DType) -> Result<Tensor> {
+        let shape = x.shape.clone();
+        let ins = [x.clone(), lo.broadcast_to(&shape)?, hi.broadcast_to(&shape)?];
+        let e = Expr::binary(
+            BinaryOp::Min,
+            Expr::binary(BinaryOp::Max, Expr::Input(0), Expr::Input(1), out),
+            Expr::Input(2),
+            out,
+        );
+        Ok(self.map_multi(&[e], &[&ins[0], &ins[1], &ins[2]], &shape)?.remove(0))
+    }
+
+    /// A tensor filled with one value.
+    pub fn full(&self, value: Scalar, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        Ok(self.map_multi(&[Expr::Const { value, dtype }], &[], shape)?.remove(0))
+    }
+
+    /// Nx.iota: counts along `axis`, or over the flattened tensor when `axis` is `None`.
+    pub fn iota(&self, dtype: DType, shape: &[usize], axis: Option<usize>) -> Result<Tensor> {
+        if let Some(a) = axis {
+            if a >= shape.len() {
+                return Err(invalid!("iota axis {a} out of range for shape {shape:?}"));
+            }
+        }
+        Ok(self.map_multi(&[Expr::Iota { axis, dtype }], &[], shape)?.remove(0))
+    }
+
+    /// Writes `update` into a copy of `base` at `start` (Nx.put_slice; starts are clamped as
+    /// Nx clamps them so the update fits).
+    pub fn put_slice(&self, base: &Tensor, start: &[usize], update: &Tensor) -> Result<Tensor> {
+        let rank = base.shape.len();
+        if start.len() != rank || update.shape.len() != rank || update.shape.iter().zip(&base.shape).any(|(u, b)| u > b) {
+            return Err(invalid!("put_slice of {:?} into {:?} at {start:?} does not fit", update.shape, base.shape));
+        }
+        let start: Vec<usize> = (0..rank).map(|d| start[d].min(base.shape[d] - update.shape[d])).collect();
+        let out = self.empty(base.dtype, &base.shape)?;
+        let region = out.slice(&start, &update.shape, &vec![1; rank])?;
+        let mut batch = self.batch()?;
+        self.record_map(&mut batch, &[Expr::Input(0)], &[base], &[&out])?;
+        let cast = Expr::convert(Expr::Input(0), base.dtype);
+        self.record_map(&mut batch, &[cast], &[update], &[&region])?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Joins tensors along `axis` (all other axes equal), converting to `out`.
+    pub fn concatenate(&self, parts: &[&Tensor], axis: usize, out: DType) -> Result<Tensor> {
+        let first = parts.first().ok_or_else(|| invalid!("concatenate needs at least one tensor"))?;
+        let rank = first.shape.len();
+        if axis >= rank {
+            return Err(invalid!("concatenate axis {axis} out of range for rank {rank}"));
+        }
+        let mut shape = first.shape.clone();
+        shape[axis] = 0;
+        for p in parts {
+            if p.shape.len() != rank || (0..rank).any(|d| d != axis && p.shape[d] != first.shape[d]) {
+                return Err(invalid!("concatenate: shapes {:?} and {:?} differ off axis {axis}", first.shape, p.shape));
+            }
+            shape[axis] += p.shape[axis];
+        }
+        let result = self.empty(out, &shape)?;
+        let mut batch = self.batch()?;
+        let mut at = 0;
+        for p in parts {
+            let mut start = vec![0; rank];
+            start[axis] = at;
+            at += p.shape[axis];
+            if p.numel() == 0 {
+                continue;
+            }
+            let region = result.slice(&start, &p.shape, &vec![1; rank])?;
+            self.record_map(&mut batch, &[Expr::convert(Expr::Input(0), out)], &[p], &[&region])?;
+        }
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Nx.pad: `config[d] = (low, high, interior)`; negative low/high crop.
+    pub fn pad(&self, x: &Tensor, value: &Tensor, config: &[(i64, i64, u64)]) -> Result<Tensor> {
+        let rank = x.shape.len();
+        if config.len() != rank {
+            return Err(invalid!("pad needs {rank} (low, high, interior) triples, got {}", config.len()));
+        }
+        let mut shape = vec![0usize; rank];
+        for d in 0..rank {
+            let (lo, hi, interior) = config[d];
+            let n = x.shape[d] as i64;
+            let span = if n == 0 { 0 } else { n + (n - 1) * interior as i64 };
+            let len = lo + span + hi;
+            if len < 0 {
+                return Err(invalid!("pad config {config:?} gives a negative size for shape {:?}", x.shape));
+            }
+            shape[d] = len as usize;
+        }
+        let out = self.full_from(value, x.dtype, &shape)?;
+        // Elements of x land at lo + k*(interior+1); those outside [0, len) are cropped.
+        let mut start = vec![0usize; rank];
+        let mut count = vec![0usize; rank];
+        let mut src_start = vec![0usize; rank];
+        for d in 0..rank {
+            let (lo, _, interior) = config[d];
+            let step = interior as i64 + 1;
+            let n = x.shape[d] as i64;
+            // first k with lo + k*step >= 0, last k with lo + k*step < len
+            let k0 = if lo >= 0 { 0 } else { (-lo + step - 1) / step };
+            let k1 = if shape[d] == 0 { -1 } else { ((shape[d] as i64 - 1 - lo).div_euclid(step)).min(n - 1) };
+            let c = (k1 - k0 + 1).max(0);
+            count[d] = c as usize;
+            src_start[d] = if c > 0 { k0 as usize } else { 0 };
+            start[d] = if c > 0 { (lo + k0 * step) as usize } else { 0 };
+        }
+        if count.iter().all(|&c| c > 0) {
+            let src = x.slice(&src_start, &count, &vec![1; rank])?;
+            let steps: Vec<usize> = config.iter().map(|c| c.2 as usize + 1).collect();
+            let region = out.slice(&start, &count, &steps)?;
+            let mut batch = self.batch()?;
+            self.record_map(&mut batch, &[Expr::Input(0)], &[&src], &[&region])?;
+            batch.finish()?;
+        }
+        Ok(out)
+    }
+
+    /// A tensor of `shape` filled with the single element of `value` (converted to `dtype`).
+    pub fn full_from(&self, value: &Tensor, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        if value.numel() != 1 {
+            return Err(invalid!("fill value must have one element, has shape {:?}", value.shape));
+        }
+        let v = value.reshape_view_scalar().broadcast_to(shape)?;
+        self.map(&Expr::convert(Expr::Input(0), dtype), &[&v])
+    }
+}
+
+impl Tensor {
+    /// A rank-0 view of a one-element tensor.
+    pub(crate) fn reshape_view_scalar(&self) -> Tensor {
+        Tensor { shape: vec![], strides: vec![], ..self.clone() }
+    }
+
+    pub fn contiguous_strides(&self) -> Vec<isize> {
+        contiguous_strides(&self.shape)
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Arc<Context>>();
+    is::<Tensor>();
+    let _ = numel;
+}
