@@ -24,6 +24,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod memory;
 pub mod ops;
+pub mod reduce;
 pub mod submit;
 pub mod tensor;
 

@@ -1,0 +1,580 @@
+//! Reductions against plain CPU references (naive loops), per dtype, over views, odd and empty
+//! sizes, special values, all three strategies, and reruns (bit-identical).
+
+use half::{bf16, f16};
+use nx_vulkan_engine::reduce::{choose_strategy, ArgOp, ReduceOp, Strategy, TieBreak};
+use nx_vulkan_engine::*;
+use std::sync::Arc;
+
+fn ctx() -> Arc<Context> {
+    Context::global().expect("device")
+}
+
+/// A value as the reference computes it: floats in f64, integers exactly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum V {
+    F(f64),
+    I(i128),
+}
+
+impl V {
+    fn f(self) -> f64 {
+        match self {
+            V::F(x) => x,
+            V::I(i) => i as f64,
+        }
+    }
+    fn i(self) -> i128 {
+        match self {
+            V::I(i) => i,
+            V::F(x) => x as i128,
+        }
+    }
+}
+
+fn enc(t: DType, v: V) -> Vec<u8> {
+    match t {
+        DType::F32 => (v.f() as f32).to_le_bytes().to_vec(),
+        DType::F64 => v.f().to_le_bytes().to_vec(),
+        DType::F16 => f16::from_f64(v.f()).to_le_bytes().to_vec(),
+        // Nx.BinaryBackend: round to f32, keep the top 16 bits.
+        DType::BF16 => (((v.f() as f32).to_bits() >> 16) as u16).to_le_bytes().to_vec(),
+        _ => (v.i() as u128).to_le_bytes()[..t.size()].to_vec(),
+    }
+}
+
+fn dec(t: DType, b: &[u8]) -> V {
+    match t {
+        DType::F32 => V::F(f32::from_le_bytes(b.try_into().unwrap()) as f64),
+        DType::F64 => V::F(f64::from_le_bytes(b.try_into().unwrap())),
+        DType::F16 => V::F(f16::from_le_bytes(b.try_into().unwrap()).to_f64()),
+        DType::BF16 => V::F(bf16::from_le_bytes(b.try_into().unwrap()).to_f64()),
+        _ => {
+            let mut w = [0u8; 16];
+            w[..t.size()].copy_from_slice(b);
+            let u = u128::from_le_bytes(w);
+            let bits = t.bits() as u32;
+            if matches!(t, DType::S8 | DType::S16 | DType::S32 | DType::S64) {
+                V::I(((u << (128 - bits)) as i128) >> (128 - bits))
+            } else {
+                V::I(u as i128)
+            }
+        }
+    }
+}
+
+/// Wraps/rounds a reference value to what type `t` stores.
+fn store(t: DType, v: V) -> V {
+    dec(t, &enc(t, v))
+}
+
+fn bytes(t: DType, vals: &[V]) -> Vec<u8> {
+    vals.iter().flat_map(|v| enc(t, *v)).collect()
+}
+
+fn download(ctx: &Context, t: &Tensor) -> Vec<V> {
+    let b = ctx.download(t).unwrap();
+    b.chunks(t.dtype().size()).map(|c| dec(t.dtype(), c)).collect()
+}
+
+/// The logical (row-major) elements of a view, read on the CPU through its strides.
+fn logical(t: &Tensor, physical: &[V]) -> Vec<V> {
+    let shape = t.shape();
+    let n: usize = shape.iter().product();
+    (0..n)
+        .map(|i| {
+            let mut rest = i;
+            let mut at = t.offset() as isize;
+            for d in (0..shape.len()).rev() {
+                at += (rest % shape[d]) as isize * t.strides()[d];
+                rest /= shape[d];
+            }
+            physical[at as usize]
+        })
+        .collect()
+}
+
+fn same(a: V, b: V) -> bool {
+    match (a, b) {
+        (V::F(x), V::F(y)) => (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
+}
+
+/// Deterministic test data: small integers (so float sums are exact in any order), with a
+/// few fractions for floats.
+fn data(t: DType, n: usize, seed: u64) -> Vec<V> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let r = (s >> 33) as i64;
+            match t.kind_name() {
+                'f' => V::F(((r % 17) - 8) as f64 * 0.5),
+                's' => V::I(((r % 9) - 4) as i128),
+                _ => V::I((r % 7) as i128),
+            }
+        })
+        .collect()
+}
+
+trait KindName {
+    fn kind_name(self) -> char;
+}
+impl KindName for DType {
+    fn kind_name(self) -> char {
+        if self.is_float() {
+            'f'
+        } else if matches!(self, DType::S8 | DType::S16 | DType::S32 | DType::S64) {
+            's'
+        } else {
+            'u'
+        }
+    }
+}
+
+fn type_min(t: DType) -> V {
+    match t.kind_name() {
+        'f' => V::F(f64::NEG_INFINITY),
+        's' => V::I(-(1i128 << (t.bits() - 1))),
+        _ => V::I(0),
+    }
+}
+fn type_max(t: DType) -> V {
+    match t.kind_name() {
+        'f' => V::F(f64::INFINITY),
+        's' => V::I((1i128 << (t.bits() - 1)) - 1),
+        _ => V::I((1i128 << t.bits()) - 1),
+    }
+}
+
+/// Sequential reference over `vals` (the reduced elements in row-major order).
+fn ref_reduce(op: ReduceOp, in_t: DType, out: DType, vals: &[V]) -> V {
+    let r = match op {
+        ReduceOp::Sum | ReduceOp::Product => {
+            let sum = op == ReduceOp::Sum;
+            if out.is_float() {
+                let mut acc = if sum { 0.0 } else { 1.0 };
+                for v in vals {
+                    acc = if sum { acc + v.f() } else { acc * v.f() };
+                }
+                V::F(acc)
+            } else {
+                let mut acc: i128 = if sum { 0 } else { 1 };
+                for v in vals {
+                    // wrap to 64 bits each step, as the kernel does
+                    let x = v.i();
+                    acc = if sum { acc.wrapping_add(x) } else { acc.wrapping_mul(x) };
+                    acc = acc as i64 as i128;
+                }
+                V::I(acc)
+            }
+        }
+        ReduceOp::Max | ReduceOp::Min => {
+            let max = op == ReduceOp::Max;
+            let mut acc: Option<V> = None;
+            for &v in vals {
+                acc = Some(match acc {
+                    None => v,
+                    Some(a) => {
+                        if in_t.is_float() {
+                            let (x, y) = (a.f(), v.f());
+                            if x.is_nan() {
+                                a
+                            } else if y.is_nan() || (max && y > x) || (!max && y < x) {
+                                v
+                            } else {
+                                a
+                            }
+                        } else if (max && v.i() > a.i()) || (!max && v.i() < a.i()) {
+                            v
+                        } else {
+                            a
+                        }
+                    }
+                });
+            }
+            acc.unwrap_or(if max { type_min(in_t) } else { type_max(in_t) })
+        }
+        ReduceOp::All => V::I(vals.iter().all(|v| v.f() != 0.0 || v.f().is_nan()) as i128),
+        ReduceOp::Any => V::I(vals.iter().any(|v| v.f() != 0.0 || v.f().is_nan()) as i128),
+    };
+    store(out, r)
+}
+
+fn ref_arg(op: ArgOp, tie: TieBreak, vals: &[V]) -> V {
+    let mut best: Option<(usize, V)> = None;
+    for (i, &v) in vals.iter().enumerate() {
+        let take = match best {
+            None => true,
+            Some((_, b)) => {
+                let (x, y) = (b.f(), v.f());
+                if x.is_nan() {
+                    false
+                } else if y.is_nan() {
+                    true
+                } else if matches!((b, v), (V::I(p), V::I(q)) if p == q) || (b.is_float_v() && x == y) {
+                    tie == TieBreak::High
+                } else if op == ArgOp::ArgMax {
+                    match (b, v) {
+                        (V::I(p), V::I(q)) => q > p,
+                        _ => y > x,
+                    }
+                } else {
+                    match (b, v) {
+                        (V::I(p), V::I(q)) => q < p,
+                        _ => y < x,
+                    }
+                }
+            }
+        };
+        if take {
+            best = Some((i, v));
+        }
+    }
+    V::I(best.map(|b| b.0).unwrap_or(0) as i128)
+}
+
+trait IsF {
+    fn is_float_v(self) -> bool;
+}
+impl IsF for V {
+    fn is_float_v(self) -> bool {
+        matches!(self, V::F(_))
+    }
+}
+
+/// Reference reduction of the logical row-major `vals` of `shape` over `axes`.
+fn reference(shape: &[usize], axes: &[usize], vals: &[V], f: impl Fn(&[V]) -> V) -> Vec<V> {
+    let rank = shape.len();
+    let kept: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
+    let red: Vec<usize> = (0..rank).filter(|d| axes.contains(d)).collect();
+    let o_n: usize = kept.iter().map(|&d| shape[d]).product();
+    let r_n: usize = red.iter().map(|&d| shape[d]).product();
+    let strides: Vec<usize> = (0..rank).map(|d| shape[d + 1..].iter().product()).collect();
+    let coords = |mut i: usize, dims: &[usize]| -> usize {
+        let mut at = 0;
+        for &d in dims.iter().rev() {
+            at += (i % shape[d]) * strides[d];
+            i /= shape[d];
+        }
+        at
+    };
+    (0..o_n)
+        .map(|o| {
+            let base = coords(o, &kept);
+            let group: Vec<V> = (0..r_n).map(|r| vals[base + coords(r, &red)]).collect();
+            f(&group)
+        })
+        .collect()
+}
+
+fn check(got: &[V], want: &[V], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(same(*g, *w), "{what}: at {i}: got {g:?}, want {w:?}");
+    }
+}
+
+/// Nx's output type for sum/product.
+fn sum_type(t: DType) -> DType {
+    match t.kind_name() {
+        'f' => t,
+        's' => DType::S64,
+        _ => DType::U64,
+    }
+}
+
+fn run_reduce(ctx: &Context, op: ReduceOp, x: &Tensor, phys: &[V], axes: &[usize], out: DType) -> (Vec<V>, Vec<V>) {
+    let t = ctx.reduce(op, x, axes, false, out).unwrap();
+    let got = download(ctx, &t);
+    let vals = logical(x, phys);
+    let want = reference(x.shape(), axes, &vals, |g| ref_reduce(op, x.dtype(), out, g));
+    (got, want)
+}
+
+#[test]
+fn every_op_and_dtype_matches_the_reference() {
+    let ctx = ctx();
+    let shape = [7usize, 13];
+    for &t in DType::ALL.iter() {
+        let phys = data(t, 91, t as u64);
+        let x = ctx.upload(t, &shape, &bytes(t, &phys)).unwrap();
+        for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::All, ReduceOp::Any] {
+            let out = match op {
+                ReduceOp::Sum | ReduceOp::Product => sum_type(t),
+                ReduceOp::All | ReduceOp::Any => DType::U8,
+                _ => t,
+            };
+            for axes in [&[1usize][..], &[0], &[0, 1]] {
+                let before = ctx.stats().dispatches;
+                let (got, want) = run_reduce(&ctx, op, &x, &phys, axes, out);
+                assert!(ctx.stats().dispatches > before, "ran on the device");
+                check(&got, &want, &format!("{op:?} {t} axes {axes:?}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn narrow_outputs_wrap_and_round() {
+    let ctx = ctx();
+    // s8 sum into s8 wraps; u8 product into u8 wraps; f32 sum of f16 rounds once.
+    let vals: Vec<V> = (0..50).map(|i| V::I(100 + i)).collect();
+    let x = ctx.upload(DType::S16, &[50], &bytes(DType::S16, &vals)).unwrap();
+    for out in [DType::S8, DType::U8, DType::S16, DType::U32] {
+        let t = ctx.reduce(ReduceOp::Sum, &x, &[0], false, out).unwrap();
+        check(&download(&ctx, &t), &[ref_reduce(ReduceOp::Sum, DType::S16, out, &vals)], &format!("sum into {out}"));
+        let t = ctx.reduce(ReduceOp::Product, &x, &[0], false, out).unwrap();
+        check(&download(&ctx, &t), &[ref_reduce(ReduceOp::Product, DType::S16, out, &vals)], &format!("product into {out}"));
+    }
+    // u64 sums wrap mod 2^64
+    let big: Vec<V> = (0..5).map(|i| V::I((u64::MAX - i) as i128)).collect();
+    let x = ctx.upload(DType::U64, &[5], &bytes(DType::U64, &big)).unwrap();
+    let t = ctx.reduce(ReduceOp::Sum, &x, &[0], false, DType::U64).unwrap();
+    let want = ((0..5u64).fold(0u64, |a, i| a.wrapping_add(u64::MAX - i))) as i128;
+    check(&download(&ctx, &t), &[V::I(want)], "u64 wrap");
+    // s64 extremes
+    let ext = [V::I(i64::MIN as i128), V::I(i64::MAX as i128), V::I(-1)];
+    let x = ctx.upload(DType::S64, &[3], &bytes(DType::S64, &ext)).unwrap();
+    for op in [ReduceOp::Max, ReduceOp::Min, ReduceOp::Sum] {
+        let t = ctx.reduce(op, &x, &[0], false, DType::S64).unwrap();
+        check(&download(&ctx, &t), &[ref_reduce(op, DType::S64, DType::S64, &ext)], &format!("s64 {op:?}"));
+    }
+}
+
+#[test]
+fn float_sums_accumulate_in_f64_and_round_once() {
+    let ctx = ctx();
+    // 1 + many tiny values: an f32 accumulator would lose them all.
+    let mut vals = vec![V::F(1.0)];
+    vals.extend((0..200).map(|_| V::F(2f64.powi(-30))));
+    for t in [DType::F32, DType::F16, DType::BF16] {
+        let x = ctx.upload(t, &[vals.len()], &bytes(t, &vals)).unwrap();
+        let phys = download(&ctx, &x);
+        let got = download(&ctx, &ctx.reduce(ReduceOp::Sum, &x, &[0], false, t).unwrap());
+        check(&got, &[ref_reduce(ReduceOp::Sum, t, t, &phys)], &format!("{t} sum"));
+        let got = download(&ctx, &ctx.reduce(ReduceOp::Sum, &x, &[0], false, DType::F64).unwrap());
+        let exact: f64 = phys.iter().map(|v| v.f()).sum();
+        check(&got, &[V::F(exact)], &format!("{t} sum into f64"));
+    }
+    // f32 values with fractional bits: sequential f64 sum rounded once.
+    let vals: Vec<V> = (0..200).map(|i| V::F(((i as f32) * 0.1f32 + 1.0 / 3.0) as f64)).collect();
+    let x = ctx.upload(DType::F32, &[200], &bytes(DType::F32, &vals)).unwrap();
+    let got = download(&ctx, &ctx.reduce(ReduceOp::Sum, &x, &[0], false, DType::F32).unwrap());
+    check(&got, &[ref_reduce(ReduceOp::Sum, DType::F32, DType::F32, &vals)], "f32 sum");
+    let got = download(&ctx, &ctx.reduce(ReduceOp::Product, &x.slice(&[1], &[20], &[1]).unwrap(), &[0], false, DType::F32).unwrap());
+    check(&got, &[ref_reduce(ReduceOp::Product, DType::F32, DType::F32, &vals[1..21])], "f32 product");
+}
+
+#[test]
+fn views_transposed_sliced_reversed_broadcast() {
+    let ctx = ctx();
+    for t in [DType::F32, DType::S32, DType::U8, DType::F64] {
+        let phys = data(t, 6 * 5 * 4, 3);
+        let base = ctx.upload(t, &[6, 5, 4], &bytes(t, &phys)).unwrap();
+        let views = [
+            base.transpose(&[2, 0, 1]).unwrap(),
+            base.slice(&[1, 0, 1], &[3, 5, 2], &[2, 1, 2]).unwrap(),
+            base.reverse(&[0, 2]).unwrap().transpose(&[1, 2, 0]).unwrap(),
+            base.slice(&[0, 2, 0], &[6, 1, 4], &[1, 1, 1]).unwrap().broadcast(&[6, 3, 4], &[0, 1, 2]).unwrap(),
+        ];
+        for (vi, v) in views.iter().enumerate() {
+            for axes in [&[0usize][..], &[2], &[0, 2], &[1, 0], &[0, 1, 2], &[]] {
+                for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+                    let out = if op == ReduceOp::Sum { sum_type(t) } else { t };
+                    let (got, want) = run_reduce(&ctx, op, v, &phys, axes, out);
+                    check(&got, &want, &format!("{t} view {vi} {op:?} axes {axes:?}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn keep_axes_shapes() {
+    let ctx = ctx();
+    let x = ctx.upload(DType::F32, &[2, 3, 4], &bytes(DType::F32, &data(DType::F32, 24, 1))).unwrap();
+    assert_eq!(ctx.reduce(ReduceOp::Sum, &x, &[1], true, DType::F32).unwrap().shape(), &[2, 1, 4]);
+    assert_eq!(ctx.reduce(ReduceOp::Sum, &x, &[0, 2], false, DType::F32).unwrap().shape(), &[3]);
+    assert_eq!(ctx.reduce(ReduceOp::Sum, &x, &[0, 1, 2], false, DType::F32).unwrap().shape(), &[] as &[usize]);
+    assert_eq!(ctx.reduce(ReduceOp::Sum, &x, &[0, 1, 2], true, DType::F32).unwrap().shape(), &[1, 1, 1]);
+    let a = ctx.arg_reduce(ArgOp::ArgMax, &x, Some(2), true, TieBreak::Low, DType::S64).unwrap();
+    assert_eq!(a.shape(), &[2, 3, 1]);
+    let a = ctx.arg_reduce(ArgOp::ArgMax, &x, None, false, TieBreak::Low, DType::S64).unwrap();
+    assert_eq!(a.shape(), &[] as &[usize]);
+    assert!(ctx.reduce(ReduceOp::Sum, &x, &[3], false, DType::F32).is_err());
+    assert!(ctx.reduce(ReduceOp::Sum, &x, &[1, 1], false, DType::F32).is_err());
+    assert!(ctx.arg_reduce(ArgOp::ArgMax, &x, Some(0), false, TieBreak::Low, DType::F32).is_err());
+}
+
+#[test]
+fn empty_reductions_give_the_identity() {
+    let ctx = ctx();
+    for t in [DType::F32, DType::BF16, DType::S8, DType::S32, DType::U16, DType::U64, DType::S64] {
+        let x = ctx.upload(t, &[0, 5], &[]).unwrap();
+        for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::All, ReduceOp::Any] {
+            let out = match op {
+                ReduceOp::Sum | ReduceOp::Product => sum_type(t),
+                ReduceOp::All | ReduceOp::Any => DType::U8,
+                _ => t,
+            };
+            let got = download(&ctx, &ctx.reduce(op, &x, &[0], false, out).unwrap());
+            let want = vec![ref_reduce(op, t, out, &[]); 5];
+            check(&got, &want, &format!("empty {op:?} {t}"));
+            // empty outputs
+            let e = ctx.reduce(op, &x, &[1], false, out).unwrap();
+            assert_eq!(e.shape(), &[0]);
+            assert!(download(&ctx, &e).is_empty());
+        }
+        let got = download(&ctx, &ctx.arg_reduce(ArgOp::ArgMin, &x, Some(0), false, TieBreak::Low, DType::S64).unwrap());
+        check(&got, &vec![V::I(0); 5], "empty argmin");
+    }
+    let s = ctx.upload(DType::F32, &[0], &[]).unwrap();
+    let got = download(&ctx, &ctx.reduce(ReduceOp::Max, &s, &[0], false, DType::F32).unwrap());
+    check(&got, &[V::F(f64::NEG_INFINITY)], "max of nothing");
+    // a scalar reduced over no axes is itself
+    let one = ctx.upload(DType::S32, &[], &bytes(DType::S32, &[V::I(-7)])).unwrap();
+    check(&download(&ctx, &ctx.reduce(ReduceOp::Product, &one, &[], false, DType::S64).unwrap()), &[V::I(-7)], "scalar");
+}
+
+#[test]
+fn special_values() {
+    let ctx = ctx();
+    let nan = f64::NAN;
+    let inf = f64::INFINITY;
+    let rows: Vec<Vec<f64>> = vec![
+        vec![1.0, nan, 3.0, -inf],
+        vec![-0.0, 0.0, -0.0, -1.0],
+        vec![0.0, -0.0, 0.0, 1.0],
+        vec![inf, -inf, 2.0, 2.0],
+        vec![nan, 5.0, nan, -5.0],
+        vec![-inf, -inf, -inf, -inf],
+    ];
+    let flat: Vec<V> = rows.iter().flatten().map(|&x| V::F(x)).collect();
+    for t in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let x = ctx.upload(t, &[6, 4], &bytes(t, &flat)).unwrap();
+        let phys = download(&ctx, &x);
+        for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::All, ReduceOp::Any] {
+            let out = if matches!(op, ReduceOp::All | ReduceOp::Any) { DType::U8 } else { t };
+            for axes in [&[1usize][..], &[0]] {
+                let (got, want) = run_reduce(&ctx, op, &x, &phys, axes, out);
+                check(&got, &want, &format!("{t} {op:?} axes {axes:?}"));
+            }
+        }
+        // -0.0 vs 0.0: the first one wins (signs checked bit for bit by `same`)
+        let got = download(&ctx, &ctx.reduce(ReduceOp::Max, &x, &[1], false, t).unwrap());
+        assert_eq!(got[1].f().to_bits(), (-0.0f64).to_bits());
+        let got = download(&ctx, &ctx.reduce(ReduceOp::Min, &x, &[1], false, t).unwrap());
+        assert_eq!(got[2].f().to_bits(), 0.0f64.to_bits());
+        for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+            for tie in [TieBreak::Low, TieBreak::High] {
+                let got = download(&ctx, &ctx.arg_reduce(op, &x, Some(1), false, tie, DType::S64).unwrap());
+                let want = reference(&[6, 4], &[1], &phys, |g| ref_arg(op, tie, g));
+                check(&got, &want, &format!("{t} {op:?} {tie:?}"));
+            }
+        }
+    }
+    // spot checks of the rule itself
+    let x = ctx.upload(DType::F32, &[6, 4], &bytes(DType::F32, &flat)).unwrap();
+    let am = download(&ctx, &ctx.arg_reduce(ArgOp::ArgMax, &x, Some(1), false, TieBreak::High, DType::S64).unwrap());
+    assert_eq!(am[0], V::I(1), "first NaN");
+    assert_eq!(am[3], V::I(0), "inf");
+    assert_eq!(am[4], V::I(0), "first NaN, high tie break");
+    assert_eq!(am[5], V::I(3), "all equal, high");
+}
+
+#[test]
+fn arg_reduce_every_dtype_axis_and_tie() {
+    let ctx = ctx();
+    for &t in DType::ALL.iter() {
+        let phys = data(t, 5 * 6 * 7, 11 + t as u64);
+        let base = ctx.upload(t, &[5, 6, 7], &bytes(t, &phys)).unwrap();
+        let x = base.transpose(&[1, 2, 0]).unwrap();
+        let vals = logical(&x, &phys);
+        for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+            for tie in [TieBreak::Low, TieBreak::High] {
+                for axis in [Some(0usize), Some(1), Some(2), None] {
+                    let out = if axis == Some(1) { DType::U8 } else { DType::S64 };
+                    let got = download(&ctx, &ctx.arg_reduce(op, &x, axis, false, tie, out).unwrap());
+                    let axes: Vec<usize> = axis.map(|a| vec![a]).unwrap_or(vec![0, 1, 2]);
+                    let want = reference(x.shape(), &axes, &vals, |g| ref_arg(op, tie, g));
+                    check(&got, &want, &format!("{t} {op:?} {tie:?} axis {axis:?}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn strategies_by_shape() {
+    assert_eq!(choose_strategy(40000, 3), Strategy::PerOutput);
+    assert_eq!(choose_strategy(3, 1023), Strategy::PerGroup);
+    assert!(matches!(choose_strategy(2, 70000), Strategy::Split { .. }));
+    assert!(matches!(choose_strategy(1, 1 << 24), Strategy::Split { segments: 256 }));
+}
+
+#[test]
+fn large_reductions_every_strategy() {
+    let ctx = ctx();
+    // (shape, axes): PerOutput, PerGroup (1023 and 7*1023 long), Split (two outputs of 70001)
+    let cases: [(&[usize], &[usize]); 5] =
+        [(&[40000, 3], &[1]), (&[3, 1023], &[1]), (&[1023, 3], &[0]), (&[7, 3, 1023], &[0, 2]), (&[2, 70001], &[1])];
+    for (shape, axes) in cases {
+        let n: usize = shape.iter().product();
+        for t in [DType::F32, DType::S32, DType::F16] {
+            let mut phys = data(t, n, n as u64);
+            if t.is_float() {
+                phys[n / 2 + 17] = V::F(100.0); // a unique max
+                phys[n / 3 + 5] = V::F(-100.0);
+            }
+            let x = ctx.upload(t, shape, &bytes(t, &phys)).unwrap();
+            for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Any, ReduceOp::All] {
+                let out = match op {
+                    ReduceOp::Sum => sum_type(t),
+                    ReduceOp::All | ReduceOp::Any => DType::U8,
+                    _ => t,
+                };
+                let (got, want) = run_reduce(&ctx, op, &x, &phys, axes, out);
+                check(&got, &want, &format!("{t} {op:?} {shape:?} axes {axes:?}"));
+            }
+            if axes.len() == 1 {
+                for (op, tie) in [(ArgOp::ArgMax, TieBreak::Low), (ArgOp::ArgMin, TieBreak::High)] {
+                    let got = download(&ctx, &ctx.arg_reduce(op, &x, Some(axes[0]), false, tie, DType::S64).unwrap());
+                    let want = reference(shape, axes, &phys, |g| ref_arg(op, tie, g));
+                    check(&got, &want, &format!("{t} {op:?} {shape:?}"));
+                }
+            }
+        }
+    }
+    // NaN placement in a split reduction: the first NaN wins argmax, max is NaN.
+    let mut phys = data(DType::F32, 2 * 70001, 5);
+    phys[70001 + 60000] = V::F(f64::NAN);
+    phys[70001 + 50000] = V::F(f64::NAN);
+    phys[123] = V::F(f64::NAN);
+    let x = ctx.upload(DType::F32, &[2, 70001], &bytes(DType::F32, &phys)).unwrap();
+    let got = download(&ctx, &ctx.arg_reduce(ArgOp::ArgMax, &x, Some(1), false, TieBreak::High, DType::S64).unwrap());
+    check(&got, &[V::I(123), V::I(50000)], "first NaN in a split reduction");
+    let got = download(&ctx, &ctx.reduce(ReduceOp::Min, &x, &[1], false, DType::F32).unwrap());
+    assert!(got.iter().all(|v| v.f().is_nan()));
+}
+
+#[test]
+fn reruns_are_bit_identical() {
+    let ctx = ctx();
+    // fractional f32 values: the sum depends on the order, so identical bits show a fixed order
+    for shape in [[1usize, 100003], [5, 3001], [300, 77]] {
+        let n = shape[0] * shape[1];
+        let vals: Vec<V> = (0..n).map(|i| V::F(((i as f32 * 0.7311).sin() * 1000.0) as f64)).collect();
+        let x = ctx.upload(DType::F32, &shape, &bytes(DType::F32, &vals)).unwrap();
+        let a = ctx.download(&ctx.reduce(ReduceOp::Sum, &x, &[1], false, DType::F32).unwrap()).unwrap();
+        let b = ctx.download(&ctx.reduce(ReduceOp::Sum, &x, &[1], false, DType::F32).unwrap()).unwrap();
+        assert_eq!(a, b, "{shape:?}");
+        // and close to the sequential f64 sum (any fixed order in f64 is within ~1e-13 here)
+        let got = download(&ctx, &ctx.reduce(ReduceOp::Sum, &x, &[1], false, DType::F64).unwrap());
+        let want = reference(&shape, &[1], &vals, |g| V::F(g.iter().map(|v| v.f()).sum()));
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g.f() - w.f()).abs() <= 1e-9 * w.f().abs().max(1.0), "{shape:?}: {g:?} vs {w:?}");
+        }
+    }
+}
