@@ -234,3 +234,46 @@ pub(crate) fn select(selector: &DeviceSelector) -> Result<(usize, Arc<PhysicalDe
         }),
     }
 }
+
+/// The text `nx-vulkan info` and `mix nx_vulkan.info` print: every device and what it can do.
+pub fn info_report() -> Result<String> {
+    use std::fmt::Write;
+    let devices = list_devices()?;
+    let selected = select(&DeviceSelector::from_env()).map(|(i, _)| i);
+    let mut s = String::new();
+    writeln!(s, "nx_vulkan {} — {} Vulkan device(s)", env!("CARGO_PKG_VERSION"), devices.len()).unwrap();
+    for c in &devices {
+        let mark = if selected.as_ref().ok() == Some(&c.index) { "*" } else { " " };
+        writeln!(s, "{mark} [{}] {} ({}, {})", c.index, c.name, c.device_type, c.pci_id()).unwrap();
+        writeln!(s, "      driver: {} {} (version {:#x}), Vulkan {}", c.driver_name, c.driver_info, c.driver_version, c.api_version).unwrap();
+        writeln!(
+            s,
+            "      types: f64={} f16={} int8={} int16={} int64={} storage8={} storage16={} bda={} coopmat={}",
+            c.float64, c.float16, c.int8, c.int16, c.int64, c.storage_8bit, c.storage_16bit, c.buffer_device_address, c.cooperative_matrix
+        )
+        .unwrap();
+        writeln!(
+            s,
+            "      limits: subgroup={} workgroup={} shared={} B push={} B binding={} MiB alloc={} MiB memory={} MiB",
+            c.subgroup_size,
+            c.max_workgroup_invocations,
+            c.max_shared_memory,
+            c.max_push_constants,
+            c.max_storage_buffer_range >> 20,
+            c.max_allocation_size >> 20,
+            c.device_local_bytes >> 20
+        )
+        .unwrap();
+        let missing = c.missing_requirements();
+        if missing.is_empty() {
+            writeln!(s, "      usable: yes").unwrap();
+        } else {
+            writeln!(s, "      usable: no (missing {})", missing.join(", ")).unwrap();
+        }
+    }
+    match selected {
+        Ok(i) => writeln!(s, "selected: [{i}] (NX_VULKAN_DEVICE={})", std::env::var("NX_VULKAN_DEVICE").unwrap_or_default()).unwrap(),
+        Err(e) => writeln!(s, "selected: none — {e}").unwrap(),
+    }
+    Ok(s)
+}

@@ -244,7 +244,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     }
     writeln!(src, "        int oi = {oi};").unwrap();
     for (j, (t, access)) in inputs.iter().enumerate() {
-        if !g.body.contains(&format!("x{j}_")) {
+        if !g.body.contains(&format!("x{j}_")) && !stores.contains(&format!("x{j}_")) {
             continue;
         }
         let index = match access {

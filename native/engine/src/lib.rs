@@ -72,6 +72,8 @@ pub struct EngineStats {
     pub pool: PoolStats,
 }
 
+static GLOBAL: once_cell::sync::OnceCell<Arc<Context>> = once_cell::sync::OnceCell::new();
+
 /// One opened Vulkan device with its queue, memory pool, kernels and submitters.
 pub struct Context {
     pub(crate) device: Arc<Device>,
@@ -139,10 +141,24 @@ impl Context {
         }))
     }
 
-    /// The process-wide context for `NX_VULKAN_DEVICE` (opened once, on first use).
+    /// The process-wide context: the device chosen by `init_global`, else by
+    /// `NX_VULKAN_DEVICE` (opened once, on first use).
     pub fn global() -> Result<Arc<Context>> {
-        static GLOBAL: once_cell::sync::OnceCell<Arc<Context>> = once_cell::sync::OnceCell::new();
         GLOBAL.get_or_try_init(|| Context::open(&DeviceSelector::from_env())).cloned()
+    }
+
+    /// Opens `selector` as the process-wide context. Asking again for the device already open
+    /// is fine; asking for another one is an error (tensors live on the first).
+    pub fn init_global(selector: &DeviceSelector) -> Result<Arc<Context>> {
+        let ctx = GLOBAL.get_or_try_init(|| Context::open(selector))?.clone();
+        let (wanted, _) = device::select(selector)?;
+        if wanted != ctx.caps.index {
+            return Err(EngineError::InvalidArgument(format!(
+                "device {} ({}) is already in use by this process; cannot switch to {selector:?}",
+                ctx.caps.index, ctx.caps.name
+            )));
+        }
+        Ok(ctx)
     }
 
     pub fn stats(&self) -> EngineStats {

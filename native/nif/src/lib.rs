@@ -1,0 +1,345 @@
+//! The BEAM side of nx_vulkan: decodes terms, calls the engine on its big-stack threads,
+//! encodes results. No GPU logic lives here.
+//!
+//! Every call that touches the device runs on a dirty scheduler and hands the work to
+//! `nx_vulkan_engine::exec::run`; results come back as `{:ok, value}` or
+//! `{:error, {kind, message}}` (kind: `:argument`, `:out_of_memory`, `:device`, `:internal`).
+//! Panics are caught in the engine thread and by rustler; none reaches the VM.
+
+use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, Tensor, UnaryOp};
+use parking_lot::RwLock;
+use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, Term};
+use std::panic::RefUnwindSafe;
+use std::sync::Arc;
+
+mod atoms {
+    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated }
+}
+
+/// An Elixir handle to a device tensor. `deallocate` empties it early; the garbage collector
+/// drops it otherwise, and the buffer goes back to the pool either way.
+pub struct TensorRef {
+    tensor: RwLock<Option<Tensor>>,
+}
+
+// The tensor is only reached through the RwLock; a panic cannot leave it half-updated.
+impl RefUnwindSafe for TensorRef {}
+
+#[rustler::resource_impl]
+impl rustler::Resource for TensorRef {}
+
+type Handle = ResourceArc<TensorRef>;
+
+fn handle(t: Tensor) -> Handle {
+    ResourceArc::new(TensorRef { tensor: RwLock::new(Some(t)) })
+}
+
+fn get(h: &Handle) -> engine::Result<Tensor> {
+    h.tensor.read().clone().ok_or_else(|| {
+        EngineError::InvalidArgument("the tensor was deallocated (dead handle)".into())
+    })
+}
+
+fn kind(e: &EngineError) -> Atom {
+    match e {
+        EngineError::InvalidArgument(_) => atoms::argument(),
+        EngineError::OutOfMemory { .. } => atoms::out_of_memory(),
+        EngineError::NoDevice(_) | EngineError::DeviceNotFound { .. } | EngineError::Unsupported { .. } => atoms::device(),
+        EngineError::ShaderCompile { .. } | EngineError::Vulkan(_) => atoms::internal(),
+    }
+}
+
+fn encode_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
+    match r {
+        Ok(v) => (atoms::ok(), ok(env, v)).encode(env),
+        Err(e) => (atoms::error(), (kind(&e), e.to_string())).encode(env),
+    }
+}
+
+/// Runs `f` against the process-wide context on an engine thread.
+fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::Result<T> + Send + 'static) -> engine::Result<T> {
+    engine::exec::run(move || {
+        let ctx = Context::global()?;
+        f(&ctx)
+    })
+}
+
+fn tensor_result<'a>(env: Env<'a>, r: engine::Result<Tensor>) -> Term<'a> {
+    encode_result(env, r, |env, t| handle(t).encode(env))
+}
+
+fn dtype(s: &str) -> engine::Result<DType> {
+    DType::parse(s)
+}
+
+fn caps_map<'a>(env: Env<'a>, c: &engine::DeviceCaps) -> NifResult<Term<'a>> {
+    let mut m = Term::map_new(env);
+    let put = |m: Term<'a>, k: &str, v: Term<'a>| m.map_put(rustler::types::atom::Atom::from_str(env, k).unwrap(), v);
+    m = put(m, "index", c.index.encode(env))?;
+    m = put(m, "name", c.name.encode(env))?;
+    m = put(m, "type", c.device_type.encode(env))?;
+    m = put(m, "pci_id", c.pci_id().encode(env))?;
+    m = put(m, "uuid", c.uuid_hex().encode(env))?;
+    m = put(m, "driver_name", c.driver_name.encode(env))?;
+    m = put(m, "driver_info", c.driver_info.encode(env))?;
+    m = put(m, "driver_version", c.driver_version.encode(env))?;
+    m = put(m, "api_version", c.api_version.encode(env))?;
+    m = put(m, "float64", c.float64.encode(env))?;
+    m = put(m, "float16", c.float16.encode(env))?;
+    m = put(m, "int8", c.int8.encode(env))?;
+    m = put(m, "int16", c.int16.encode(env))?;
+    m = put(m, "int64", c.int64.encode(env))?;
+    m = put(m, "buffer_device_address", c.buffer_device_address.encode(env))?;
+    m = put(m, "cooperative_matrix", c.cooperative_matrix.encode(env))?;
+    m = put(m, "subgroup_size", c.subgroup_size.encode(env))?;
+    m = put(m, "max_workgroup_invocations", c.max_workgroup_invocations.encode(env))?;
+    m = put(m, "max_shared_memory", c.max_shared_memory.encode(env))?;
+    m = put(m, "max_push_constants", c.max_push_constants.encode(env))?;
+    m = put(m, "max_storage_buffer_range", c.max_storage_buffer_range.encode(env))?;
+    m = put(m, "max_allocation_size", c.max_allocation_size.encode(env))?;
+    m = put(m, "device_local_bytes", c.device_local_bytes.encode(env))?;
+    let missing: Vec<&str> = c.missing_requirements();
+    m = put(m, "usable", missing.is_empty().encode(env))?;
+    m = put(m, "missing", missing.encode(env))?;
+    Ok(m)
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn devices(env: Env<'_>) -> NifResult<Term<'_>> {
+    match engine::exec::run(engine::list_devices) {
+        Ok(list) => {
+            let maps = list.iter().map(|c| caps_map(env, c)).collect::<NifResult<Vec<_>>>()?;
+            Ok((atoms::ok(), maps).encode(env))
+        }
+        Err(e) => Ok((atoms::error(), (kind(&e), e.to_string())).encode(env)),
+    }
+}
+
+/// Opens the device named by `selector` ("" for the default, an index, or part of a name).
+#[rustler::nif(schedule = "DirtyIo")]
+fn open(env: Env<'_>, selector: String) -> NifResult<Term<'_>> {
+    let r = engine::exec::run(move || {
+        let sel = if selector.is_empty() { engine::DeviceSelector::from_env() } else { engine::DeviceSelector::parse(&selector) };
+        Context::init_global(&sel).map(|c| c.caps.clone())
+    });
+    match r {
+        Ok(c) => Ok((atoms::ok(), caps_map(env, &c)?).encode(env)),
+        Err(e) => Ok((atoms::error(), (kind(&e), e.to_string())).encode(env)),
+    }
+}
+
+/// The report `nx-vulkan info` prints.
+#[rustler::nif(schedule = "DirtyIo")]
+fn info_report(env: Env<'_>) -> Term<'_> {
+    encode_result(env, engine::exec::run(engine::device::info_report), |env, s| s.encode(env))
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn device_info(env: Env<'_>) -> NifResult<Term<'_>> {
+    match on_engine(|ctx| Ok(ctx.caps.clone())) {
+        Ok(c) => Ok((atoms::ok(), caps_map(env, &c)?).encode(env)),
+        Err(e) => Ok((atoms::error(), (kind(&e), e.to_string())).encode(env)),
+    }
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn stats(env: Env<'_>) -> NifResult<Term<'_>> {
+    let r = on_engine(|ctx| Ok(ctx.stats()));
+    match r {
+        Ok(s) => {
+            let pairs: Vec<(Atom, u64)> = vec![
+                (Atom::from_str(env, "dispatches")?, s.dispatches),
+                (Atom::from_str(env, "submits")?, s.submits),
+                (Atom::from_str(env, "copies")?, s.copies),
+                (Atom::from_str(env, "uploads")?, s.uploads),
+                (Atom::from_str(env, "downloads")?, s.downloads),
+                (Atom::from_str(env, "pipelines")?, s.pipelines),
+                (Atom::from_str(env, "kernel_lookups")?, s.kernel_lookups),
+                (Atom::from_str(env, "submitters")?, s.submitters),
+                (Atom::from_str(env, "live_buffers")?, s.pool.live_buffers),
+                (Atom::from_str(env, "live_bytes")?, s.pool.live_bytes),
+                (Atom::from_str(env, "cached_buffers")?, s.pool.cached_buffers),
+                (Atom::from_str(env, "cached_bytes")?, s.pool.cached_bytes),
+                (Atom::from_str(env, "device_allocations")?, s.pool.device_allocations),
+                (Atom::from_str(env, "reuses")?, s.pool.reuses),
+            ];
+            let mut m = Term::map_new(env);
+            for (k, v) in pairs {
+                m = m.map_put(k, v)?;
+            }
+            Ok((atoms::ok(), m).encode(env))
+        }
+        Err(e) => Ok((atoms::error(), (kind(&e), e.to_string())).encode(env)),
+    }
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn trim_pool(env: Env<'_>) -> Term<'_> {
+    encode_result(env, on_engine(|ctx| Ok(ctx.pool.trim())), |env, _| atoms::ok().encode(env))
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn upload<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: Vec<usize>) -> Term<'a> {
+    let bytes = data.as_slice().to_vec();
+    tensor_result(env, on_engine(move |ctx| ctx.upload(dtype(&dtype_name)?, &shape, &bytes)))
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn download(env: Env<'_>, t: Handle) -> NifResult<Term<'_>> {
+    let r = get(&t).and_then(|t| on_engine(move |ctx| ctx.download(&t)));
+    match r {
+        Ok(bytes) => {
+            let mut bin = OwnedBinary::new(bytes.len());
+            bin.as_mut_slice().copy_from_slice(&bytes);
+            Ok((atoms::ok(), bin.release(env)).encode(env))
+        }
+        Err(e) => Ok((atoms::error(), (kind(&e), e.to_string())).encode(env)),
+    }
+}
+
+/// `{dtype, shape}` of a live handle (cheap: no device work).
+#[rustler::nif]
+fn describe(env: Env<'_>, t: Handle) -> Term<'_> {
+    encode_result(env, get(&t), |env, t| (t.dtype().name(), t.shape().to_vec()).encode(env))
+}
+
+#[rustler::nif]
+fn deallocate(env: Env<'_>, t: Handle) -> Term<'_> {
+    match t.tensor.write().take() {
+        Some(_) => atoms::ok().encode(env),
+        None => atoms::already_deallocated().encode(env),
+    }
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn unary(env: Env<'_>, op: String, x: Handle, out: String) -> Term<'_> {
+    let r = get(&x).and_then(|x| {
+        let op = UnaryOp::parse(&op)?;
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.unary(op, &x, out))
+    });
+    tensor_result(env, r)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn binary(env: Env<'_>, op: String, a: Handle, b: Handle, out: String) -> Term<'_> {
+    let r = (|| {
+        let (a, b) = (get(&a)?, get(&b)?);
+        let op = BinaryOp::parse(&op)?;
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.binary(op, &a, &b, out))
+    })();
+    tensor_result(env, r)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn convert(env: Env<'_>, x: Handle, out: String) -> Term<'_> {
+    let r = get(&x).and_then(|x| {
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.convert(&x, out))
+    });
+    tensor_result(env, r)
+}
+
+#[rustler::nif]
+fn bitcast(env: Env<'_>, x: Handle, out: String) -> Term<'_> {
+    tensor_result(env, get(&x).and_then(|x| x.bitcast(dtype(&out)?)))
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn select(env: Env<'_>, p: Handle, a: Handle, b: Handle, out: String) -> Term<'_> {
+    let r = (|| {
+        let (p, a, b) = (get(&p)?, get(&a)?, get(&b)?);
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.select(&p, &a, &b, out))
+    })();
+    tensor_result(env, r)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn clip(env: Env<'_>, x: Handle, lo: Handle, hi: Handle, out: String) -> Term<'_> {
+    let r = (|| {
+        let (x, lo, hi) = (get(&x)?, get(&lo)?, get(&hi)?);
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.clip(&x, &lo, &hi, out))
+    })();
+    tensor_result(env, r)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn iota(env: Env<'_>, dtype_name: String, shape: Vec<usize>, axis: Option<usize>) -> Term<'_> {
+    let r = dtype(&dtype_name).and_then(|t| on_engine(move |ctx| ctx.iota(t, &shape, axis)));
+    tensor_result(env, r)
+}
+
+/// Reshape is a view when the tensor is contiguous, a copy otherwise.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn reshape(env: Env<'_>, x: Handle, shape: Vec<usize>) -> Term<'_> {
+    let r = get(&x).and_then(|x| {
+        if x.is_contiguous() {
+            x.reshape(&shape)
+        } else {
+            on_engine(move |ctx| ctx.contiguous(&x)?.reshape(&shape))
+        }
+    });
+    tensor_result(env, r)
+}
+
+#[rustler::nif]
+fn transpose(env: Env<'_>, x: Handle, perm: Vec<usize>) -> Term<'_> {
+    tensor_result(env, get(&x).and_then(|x| x.transpose(&perm)))
+}
+
+#[rustler::nif]
+fn broadcast(env: Env<'_>, x: Handle, shape: Vec<usize>, axes: Vec<usize>) -> Term<'_> {
+    tensor_result(env, get(&x).and_then(|x| x.broadcast(&shape, &axes)))
+}
+
+#[rustler::nif]
+fn slice(env: Env<'_>, x: Handle, start: Vec<usize>, lengths: Vec<usize>, steps: Vec<usize>) -> Term<'_> {
+    tensor_result(env, get(&x).and_then(|x| x.slice(&start, &lengths, &steps)))
+}
+
+#[rustler::nif]
+fn reverse(env: Env<'_>, x: Handle, axes: Vec<usize>) -> Term<'_> {
+    tensor_result(env, get(&x).and_then(|x| x.reverse(&axes)))
+}
+
+/// Materialises a view into its own contiguous buffer.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn contiguous(env: Env<'_>, x: Handle) -> Term<'_> {
+    tensor_result(env, get(&x).and_then(|x| on_engine(move |ctx| ctx.contiguous(&x))))
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn pad(env: Env<'_>, x: Handle, value: Handle, config: Vec<(i64, i64, u64)>) -> Term<'_> {
+    let r = (|| {
+        let (x, v) = (get(&x)?, get(&value)?);
+        on_engine(move |ctx| ctx.pad(&x, &v, &config))
+    })();
+    tensor_result(env, r)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn put_slice(env: Env<'_>, x: Handle, start: Vec<usize>, update: Handle) -> Term<'_> {
+    let r = (|| {
+        let (x, u) = (get(&x)?, get(&update)?);
+        on_engine(move |ctx| ctx.put_slice(&x, &start, &u))
+    })();
+    tensor_result(env, r)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn concatenate(env: Env<'_>, parts: Vec<Handle>, axis: usize, out: String) -> Term<'_> {
+    let r = (|| {
+        let parts = parts.iter().map(get).collect::<engine::Result<Vec<_>>>()?;
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.concatenate(&parts.iter().collect::<Vec<_>>(), axis, out))
+    })();
+    tensor_result(env, r)
+}
+
+rustler::init!("Elixir.NxVulkan.Native");
+
+#[allow(dead_code)]
+fn _assert_types(_: Arc<Context>) {}

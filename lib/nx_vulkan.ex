@@ -1,0 +1,107 @@
+defmodule NxVulkan do
+  @moduledoc """
+  GPU compute for Elixir on Vulkan.
+
+  This module is the small tensor-handle API the Nx backend builds on: put bytes on the
+  device, run native ops, read bytes back. Handles are opaque references; the device memory
+  behind one is returned to the engine's pool when the handle is garbage-collected or
+  `deallocate/1`d.
+
+      iex> a = NxVulkan.upload(<<1.0::float-32-little, 2.0::float-32-little>>, {:f, 32}, {2})
+      iex> b = NxVulkan.binary(:add, a, a, {:f, 32})
+      iex> NxVulkan.download(b)
+      <<2.0::float-32-little, 4.0::float-32-little>>
+
+  The device is chosen explicitly: `NX_VULKAN_DEVICE` (an index or part of a name) or
+  `open/1` before first use. A device that is absent is an error, never a silent switch.
+  Bad arguments raise `ArgumentError`; device, memory and internal failures raise
+  `NxVulkan.Error`.
+  """
+
+  alias NxVulkan.Native
+
+  @typedoc "An Nx type tuple such as `{:f, 32}` or `{:bf, 16}`."
+  @type type :: {:f | :bf | :s | :u, pos_integer}
+  @type handle :: reference
+
+  @doc "Every Vulkan device the loader reports, with its capabilities."
+  def devices, do: unwrap!(Native.devices())
+
+  @doc """
+  Opens the device to use in this VM: `nil` for `NX_VULKAN_DEVICE` or the default, an index,
+  or part of a device name. Must come before any tensor work if it names a different device.
+  """
+  def open(selector \\ nil) do
+    selector = if selector == nil, do: "", else: to_string(selector)
+    unwrap!(Native.open(selector))
+  end
+
+  @doc "Capabilities of the device in use (opening the default device if none is open)."
+  def device_info, do: unwrap!(Native.device_info())
+
+  @doc "The same report as `nx-vulkan info`."
+  def info_report, do: unwrap!(Native.info_report())
+
+  @doc """
+  Engine counters: dispatches, submits, pipelines built, buffer pool state. Tests use these to
+  see where work ran.
+  """
+  def stats, do: unwrap!(Native.stats())
+
+  @doc "Frees the buffers the pool keeps for reuse."
+  def trim_pool, do: unwrap!(Native.trim_pool())
+
+  @doc "Copies a row-major little-endian binary to a new device tensor."
+  def upload(data, type, shape) when is_binary(data) and is_tuple(shape) do
+    unwrap!(Native.upload(data, type_name(type), Tuple.to_list(shape)))
+  end
+
+  @doc "Reads a device tensor back as a binary."
+  def download(handle), do: unwrap!(Native.download(handle))
+
+  @doc "`{type, shape}` of a handle."
+  def describe(handle) do
+    {type, shape} = unwrap!(Native.describe(handle))
+    {parse_type(type), List.to_tuple(shape)}
+  end
+
+  @doc "Frees the device memory now. Returns `:ok`, or `:already_deallocated`."
+  def deallocate(handle), do: Native.deallocate(handle)
+
+  @doc "An elementwise unary op (`:exp`, `:negate`, ...) with result type `out`."
+  def unary(op, handle, out), do: unwrap!(Native.unary(Atom.to_string(op), handle, type_name(out)))
+
+  @doc "An elementwise binary op with broadcasting and result type `out`."
+  def binary(op, a, b, out), do: unwrap!(Native.binary(Atom.to_string(op), a, b, type_name(out)))
+
+  def as_type(handle, out), do: unwrap!(Native.convert(handle, type_name(out)))
+  def bitcast(handle, out), do: unwrap!(Native.bitcast(handle, type_name(out)))
+  def select(pred, on_true, on_false, out), do: unwrap!(Native.select(pred, on_true, on_false, type_name(out)))
+  def clip(x, lo, hi, out), do: unwrap!(Native.clip(x, lo, hi, type_name(out)))
+  def iota(type, shape, axis \\ nil), do: unwrap!(Native.iota(type_name(type), Tuple.to_list(shape), axis))
+  def reshape(handle, shape), do: unwrap!(Native.reshape(handle, Tuple.to_list(shape)))
+  def transpose(handle, axes), do: unwrap!(Native.transpose(handle, axes))
+  def broadcast(handle, shape, axes), do: unwrap!(Native.broadcast(handle, Tuple.to_list(shape), axes))
+  def slice(handle, start, lengths, steps), do: unwrap!(Native.slice(handle, start, lengths, steps))
+  def reverse(handle, axes), do: unwrap!(Native.reverse(handle, axes))
+  def contiguous(handle), do: unwrap!(Native.contiguous(handle))
+  def pad(handle, value, config), do: unwrap!(Native.pad(handle, value, config))
+  def put_slice(handle, start, update), do: unwrap!(Native.put_slice(handle, start, update))
+  def concatenate(handles, axis, out), do: unwrap!(Native.concatenate(handles, axis, type_name(out)))
+
+  @doc false
+  def type_name({:f, bits}) when bits in [16, 32, 64], do: "f#{bits}"
+  def type_name({:bf, 16}), do: "bf16"
+  def type_name({:s, bits}) when bits in [8, 16, 32, 64], do: "s#{bits}"
+  def type_name({:u, bits}) when bits in [8, 16, 32, 64], do: "u#{bits}"
+  def type_name(other), do: raise(ArgumentError, "NxVulkan does not support the type #{inspect(other)}")
+
+  @doc false
+  def parse_type("bf16"), do: {:bf, 16}
+  def parse_type(<<k, bits::binary>>), do: {List.to_atom([k]), String.to_integer(bits)}
+
+  defp unwrap!({:ok, value}), do: value
+  defp unwrap!(:ok), do: :ok
+  defp unwrap!({:error, {:argument, message}}), do: raise(ArgumentError, message)
+  defp unwrap!({:error, {kind, message}}), do: raise(NxVulkan.Error, kind: kind, message: message)
+end
