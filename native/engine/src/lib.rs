@@ -22,6 +22,7 @@ pub mod error;
 pub mod exec;
 pub mod kernel;
 pub mod kernels;
+pub mod matmul;
 pub mod memory;
 pub mod ops;
 pub mod reduce;

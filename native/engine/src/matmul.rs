@@ -1,0 +1,533 @@
+//! Dot products and batched matrix multiplication (Nx.dot/6).
+//!
+//! `dot` regroups each operand as a 3-axis view — `a` as `[B, M, K]`, `b` as `[B, K, N]` —
+//! merging axes through their strides where the layout allows (transposed and sliced inputs are
+//! read in place) and materialising with `Context::contiguous` only where it does not. The
+//! result is a contiguous `[B, M, N]` tensor reshaped to Nx's axis order: batch axes, then
+//! `a`'s free axes, then `b`'s free axes.
+//!
+//! Kernels (chosen by [`choose_kernel`] from the output type, the shape and `DeviceCaps`):
+//! - [`MatmulKernel::Tiled`] for f32: a shared-memory GEMM. A workgroup of 256 invocations
+//!   computes a `BM × BN` tile (128×128, or 64×64 for small problems) stepping `BK` (8 or 16)
+//!   along K; each invocation owns a `BM/16 × BN/16` register block (8×8 or 4×4) laid out as
+//!   4×4 sub-blocks 64 rows/columns apart, so its shared-memory reads are 16-byte vectors
+//!   without bank conflicts. Both tiles are double-buffered in shared memory (one barrier per
+//!   K step) with the next tile prefetched into registers while the current one is multiplied.
+//!   Global loads are 16-byte vectors when the operand's contiguous axis allows it, otherwise
+//!   four strided scalar loads; each operand's thread mapping follows its contiguous axis so
+//!   loads coalesce for transposed operands too. Bounds checks are compiled out when M, N and K
+//!   are tile multiples.
+//! - [`MatmulKernel::Tiled`] for f64: the same kernel in double (64×64×8 tiles, 4×4 per
+//!   invocation).
+//! - [`MatmulKernel::Simple`]: one invocation per output element, for f16/bf16 (accumulated in
+//!   f64, rounded once) and integers (64-bit accumulation, wrapped to the output width).
+//!
+//! **Numerics.** f32 dot accumulates in f32 (Nx's rule for dot), one `fma` per product in
+//! ascending k, so reruns are bit-identical. The f32 kernel reads stored bits with
+//! `uintBitsToFloat` and multiplies with the device's f32 units: on devices that do not
+//! preserve f32 denormals (the H200 reports `shaderDenormPreserveFloat32 = false`), denormal
+//! inputs, products and partial sums (|x| < 2^-126) may be flushed to zero. That is the usual
+//! GPU SGEMM behaviour; results outside the denormal range are unaffected. f64 products and sums
+//! are `precise` and unfused (`acc + a*b` in ascending k), which is exactly Nx.BinaryBackend's
+//! order and rounding: f64 results are bit-identical to it. Operands of another type than the
+//! f32/f64 output are converted first (`Nx.as_type`), as Nx does.
+//!
+//! **Seam for tensor cores.** `MatmulKernel::CoopMat` is where a cooperative-matrix kernel
+//! (VK_KHR_cooperative_matrix, f16/bf16 inputs) plugs in: `choose_kernel` picks it when
+//! `DeviceCaps::cooperative_matrix` is set and a compiler that accepts `GL_KHR_cooperative_matrix`
+//! is linked (Debian's shaderc cannot compile it; see STACK.md). Until then it is never chosen.
+
+use crate::device::DeviceCaps;
+use crate::dtype::{DType, Kind};
+use crate::error::{invalid, EngineError, Result};
+use crate::reduce::{buf_type, decode, encode, merge_dims, to_domain};
+use crate::tensor::{numel, Tensor};
+use crate::Context;
+use std::fmt::Write;
+
+/// Which kernel computes a `[B, M, K] × [B, K, N]` product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatmulKernel {
+    /// Shared-memory tiled GEMM for f32 or f64 (`bm × bn` per workgroup, `bk` per K step).
+    Tiled { dtype: DType, bm: u32, bn: u32, bk: u32 },
+    /// One invocation per output element: any output type, exact accumulation.
+    Simple,
+    /// Cooperative-matrix (tensor core) kernel: reserved, never chosen yet (see module docs).
+    CoopMat,
+}
+
+/// The kernel for an `out`-typed product of `batch` `m × k` by `k × n` matrices on `caps`.
+/// Depends on the shape and the device's capabilities only.
+pub fn choose_kernel(caps: &DeviceCaps, out: DType, batch: usize, m: usize, n: usize, _k: usize) -> MatmulKernel {
+    // CoopMat: needs caps.cooperative_matrix and a coopmat-capable shader compiler (not linked).
+    let tiled = match out {
+        DType::F32 => {
+            let big_tiles = batch * m.div_ceil(128) * n.div_ceil(128);
+            if big_tiles >= 128 {
+                MatmulKernel::Tiled { dtype: DType::F32, bm: 128, bn: 128, bk: 8 }
+            } else {
+                MatmulKernel::Tiled { dtype: DType::F32, bm: 64, bn: 64, bk: 16 }
+            }
+        }
+        DType::F64 => MatmulKernel::Tiled { dtype: DType::F64, bm: 64, bn: 64, bk: 8 },
+        _ => return MatmulKernel::Simple,
+    };
+    if let MatmulKernel::Tiled { dtype, bm, bn, bk } = tiled {
+        if shared_bytes(dtype, bm, bn, bk) > caps.max_shared_memory as usize {
+            return MatmulKernel::Simple;
+        }
+    }
+    tiled
+}
+
+fn shared_bytes(dtype: DType, bm: u32, bn: u32, bk: u32) -> usize {
+    // two buffers of [bk][b/4 + 1] 4-vectors per operand
+    let v = 4 * dtype.size();
+    2 * bk as usize * ((bm / 4 + 1) + (bn / 4 + 1)) as usize * v
+}
+
+/// An operand seen as three strided axes.
+#[derive(Clone, Copy, Debug)]
+struct View3 {
+    offset: usize,
+    /// strides of (batch, rows, cols); a size-1 or empty group has stride 0
+    s: [isize; 3],
+}
+
+/// Views `t` (already permuted to `[batch..., rows..., cols...]` with the given group lengths)
+/// as three axes, or `None` when a group's axes cannot be merged through strides.
+fn view3(t: &Tensor, groups: [usize; 3]) -> Option<View3> {
+    let mut at = 0;
+    let mut s = [0isize; 3];
+    for g in 0..3 {
+        let dims: Vec<(usize, isize)> = (at..at + groups[g]).map(|d| (t.shape[d], t.strides[d])).collect();
+        at += groups[g];
+        let size: usize = dims.iter().map(|d| d.0).product();
+        if size == 0 {
+            continue;
+        }
+        let merged = merge_dims(&dims);
+        match merged.len() {
+            0 => {}
+            1 => s[g] = merged[0].1,
+            _ => return None,
+        }
+    }
+    Some(View3 { offset: t.offset, s })
+}
+
+impl Context {
+    /// Nx.dot/6: contracts `contract_a` of `a` with `contract_b` of `b` (pairwise), batching over
+    /// `batch_a`/`batch_b`. The result's axes are the batch axes, then `a`'s remaining axes, then
+    /// `b`'s remaining axes, in their original order; its type is `out`.
+    pub fn dot(
+        &self,
+        a: &Tensor,
+        contract_a: &[usize],
+        batch_a: &[usize],
+        b: &Tensor,
+        contract_b: &[usize],
+        batch_b: &[usize],
+        out: DType,
+    ) -> Result<Tensor> {
+        check_axes(a, contract_a, batch_a, "a")?;
+        check_axes(b, contract_b, batch_b, "b")?;
+        if contract_a.len() != contract_b.len() || batch_a.len() != batch_b.len() {
+            return Err(invalid!(
+                "dot: {} contraction and {} batch axes on a, {} and {} on b",
+                contract_a.len(),
+                batch_a.len(),
+                contract_b.len(),
+                batch_b.len()
+            ));
+        }
+        for (&x, &y) in contract_a.iter().zip(contract_b).chain(batch_a.iter().zip(batch_b)) {
+            if a.shape[x] != b.shape[y] {
+                return Err(invalid!(
+                    "dot: axis {x} of a (size {}) does not match axis {y} of b (size {})",
+                    a.shape[x],
+                    b.shape[y]
+                ));
+            }
+        }
+        let free_a: Vec<usize> = (0..a.shape.len()).filter(|d| !contract_a.contains(d) && !batch_a.contains(d)).collect();
+        let free_b: Vec<usize> = (0..b.shape.len()).filter(|d| !contract_b.contains(d) && !batch_b.contains(d)).collect();
+        let mut out_shape: Vec<usize> = batch_a.iter().map(|&d| a.shape[d]).collect();
+        out_shape.extend(free_a.iter().map(|&d| a.shape[d]));
+        out_shape.extend(free_b.iter().map(|&d| b.shape[d]));
+        let bsz: usize = batch_a.iter().map(|&d| a.shape[d]).product();
+        let m: usize = free_a.iter().map(|&d| a.shape[d]).product();
+        let n: usize = free_b.iter().map(|&d| b.shape[d]).product();
+        let k: usize = contract_a.iter().map(|&d| a.shape[d]).product();
+        let result = self.empty(out, &[bsz, m, n])?.reshape(&out_shape)?;
+        if bsz * m * n == 0 {
+            return Ok(result);
+        }
+        let kernel = choose_kernel(&self.caps, out, bsz, m, n, k);
+        // The tiled kernels read operands of their own type: convert others first (Nx casts
+        // both operands to the output type).
+        let (a, b) = match kernel {
+            MatmulKernel::Tiled { dtype, .. } => (self.as_type(a, dtype)?, self.as_type(b, dtype)?),
+            _ => (a.clone(), b.clone()),
+        };
+        let perm_a: Vec<usize> = batch_a.iter().chain(&free_a).chain(contract_a).copied().collect();
+        let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&free_b).copied().collect();
+        let va = self.operand(&a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
+        let vb = self.operand(&b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
+        self.gemm(kernel, &va, &vb, &result, [bsz, m, n, k])?;
+        Ok(result)
+    }
+
+    /// `x` as `dtype` (no copy when it already is).
+    fn as_type(&self, x: &Tensor, dtype: DType) -> Result<Tensor> {
+        if x.dtype == dtype {
+            Ok(x.clone())
+        } else {
+            self.convert(x, dtype)
+        }
+    }
+
+    fn operand(&self, t: &Tensor, perm: &[usize], groups: [usize; 3]) -> Result<(Tensor, View3)> {
+        let p = t.transpose(perm)?;
+        if let Some(v) = view3(&p, groups) {
+            return Ok((p, v));
+        }
+        let c = self.contiguous(&p)?;
+        let v = view3(&c, groups).ok_or_else(|| EngineError::Vulkan("contiguous operand did not merge".into()))?;
+        Ok((c, v))
+    }
+
+    fn gemm(&self, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4]) -> Result<()> {
+        let [bsz, m, n, k] = dims;
+        let (ta, va) = a;
+        let (tb, vb) = b;
+        let mut params = Vec::with_capacity(24 + 12 * 4);
+        for t in [ta, tb, c] {
+            params.extend_from_slice(&t.buffer.address().to_le_bytes());
+        }
+        let meta = [
+            m as isize,
+            n as isize,
+            k as isize,
+            bsz as isize,
+            va.offset as isize,
+            va.s[0],
+            va.s[1],
+            va.s[2],
+            vb.offset as isize,
+            vb.s[0],
+            vb.s[1],
+            vb.s[2],
+        ];
+        for v in meta {
+            let v = i32::try_from(v).map_err(|_| invalid!("dot: index {v} exceeds 32 bits"))?;
+            params.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut batch = self.batch()?;
+        for t in [ta, tb, c] {
+            batch.keep(&t.buffer);
+        }
+        match kernel {
+            MatmulKernel::Tiled { dtype, bm, bn, bk } => {
+                let aligned = |addr: u64, v: &View3, contiguous_axis: usize, len: usize| {
+                    dtype == DType::F32
+                        && addr % 16 == 0
+                        && v.s[contiguous_axis] == 1
+                        && len % 4 == 0
+                        && v.offset % 4 == 0
+                        && (0..3).all(|d| d == contiguous_axis || v.s[d] % 4 == 0)
+                };
+                // A contiguous along k (rows of A) unless it is contiguous along m only.
+                let a_kmajor = !(va.s[1] == 1 && va.s[2] != 1);
+                let b_nmajor = !(vb.s[1] == 1 && vb.s[2] != 1);
+                let cfg = TileCfg {
+                    dtype,
+                    bm,
+                    bn,
+                    bk,
+                    a_kmajor,
+                    b_nmajor,
+                    a_v4: if a_kmajor { aligned(ta.buffer.address(), va, 2, k) } else { aligned(ta.buffer.address(), va, 1, m) },
+                    b_v4: if b_nmajor { aligned(tb.buffer.address(), vb, 2, n) } else { aligned(tb.buffer.address(), vb, 1, k) },
+                    c_v4: dtype == DType::F32 && n % 4 == 0 && c.buffer.address() % 16 == 0,
+                    // (K == 0 keeps the checks so the first tile load reads nothing)
+                    checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
+                };
+                let key = format!("{cfg:?}");
+                let kern = self.kernels.get(&key, 256, 1, || cfg.source())?;
+                let max = self.caps.max_workgroup_count;
+                let groups = [
+                    u32::try_from(n.div_ceil(bn as usize)).unwrap_or(u32::MAX),
+                    u32::try_from(m.div_ceil(bm as usize)).unwrap_or(u32::MAX),
+                    (bsz as u32).min(max[2]).min(65535),
+                ];
+                batch.dispatch_grid(&kern, &params, (bsz * m * n) as u32, groups)?;
+            }
+            MatmulKernel::Simple => {
+                let key = format!("matmul simple {}x{}->{}", ta.dtype, tb.dtype, c.dtype);
+                let src = simple_source(ta.dtype, tb.dtype, c.dtype);
+                let kern = self.kernels.get(&key, 256, 1, || src)?;
+                batch.dispatch(&kern, &params, (bsz * m * n) as u64)?;
+            }
+            MatmulKernel::CoopMat => {
+                return Err(EngineError::Unsupported {
+                    device: self.caps.name.clone(),
+                    what: "cooperative-matrix dot kernels are not built yet".into(),
+                })
+            }
+        }
+        batch.finish()
+    }
+}
+
+fn check_axes(t: &Tensor, contract: &[usize], batch: &[usize], name: &str) -> Result<()> {
+    let rank = t.shape.len();
+    let mut seen = vec![false; rank];
+    for &d in contract.iter().chain(batch) {
+        if d >= rank || std::mem::replace(&mut seen[d], true) {
+            return Err(invalid!(
+                "dot: axes {contract:?} (contract) and {batch:?} (batch) of {name} must be distinct axes of its rank {rank}"
+            ));
+        }
+    }
+    if numel(&t.shape) > crate::tensor::MAX_ELEMENTS {
+        return Err(invalid!("dot operand {name} is too large"));
+    }
+    Ok(())
+}
+
+/// The meta block every matmul kernel reads (after the three addresses).
+const META: &str = "    ParamsI32 meta = ParamsI32(pc.params + 24ul);
+    int M = meta.v[0]; int N = meta.v[1]; int K = meta.v[2]; int Bt = meta.v[3];
+    int offA = meta.v[4]; int sAb = meta.v[5]; int sAm = meta.v[6]; int sAk = meta.v[7];
+    int offB = meta.v[8]; int sBb = meta.v[9]; int sBk = meta.v[10]; int sBn = meta.v[11];
+    uint64_t addrA = ParamsU64(pc.params).v[0];
+    uint64_t addrB = ParamsU64(pc.params).v[1];
+    uint64_t addrC = ParamsU64(pc.params).v[2];
+";
+
+fn simple_source(ta: DType, tb: DType, out: DType) -> String {
+    let mut s = String::new();
+    s.push_str(crate::kernel::SHADER_PRELUDE);
+    s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
+    s.push_str(include_str!("kernels/numeric.glsl"));
+    s.push_str(include_str!("kernels/ops.glsl"));
+    s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
+    s.push_str(META);
+    let acc = out.glsl_compute();
+    let x = to_domain(ta, out, &decode(ta, &format!("{}(addrA).v[ia]", buf_type(ta))));
+    let y = to_domain(tb, out, &decode(tb, &format!("{}(addrB).v[ib]", buf_type(tb))));
+    let zero = match out.kind() {
+        Kind::Float => "0.0LF",
+        Kind::Signed => "0l",
+        Kind::Unsigned => "0ul",
+    };
+    let precise = if out.is_float() { "precise " } else { "" };
+    write!(
+        s,
+        "    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {{
+        int n = int(i % uint(N)); int m = int((i / uint(N)) % uint(M)); int b = int(i / (uint(N) * uint(M)));
+        int ia = offA + b * sAb + m * sAm;
+        int ib = offB + b * sBb + n * sBn;
+        {precise}{acc} acc = {zero};
+        for (int k = 0; k < K; k++) {{
+            {precise}{acc} p = ({x}) * ({y});
+            acc = acc + p;
+            ia += sAk; ib += sBk;
+        }}
+        {}(addrC).v[i] = {};
+    }}
+}}
+",
+        buf_type(out),
+        encode(out, "acc")
+    )
+    .unwrap();
+    s
+}
+
+/// Everything the tiled kernel's source depends on (its cache key is its Debug form).
+#[derive(Clone, Copy, Debug)]
+struct TileCfg {
+    dtype: DType,
+    bm: u32,
+    bn: u32,
+    bk: u32,
+    /// A's quads run along k (A row-major); else along m.
+    a_kmajor: bool,
+    /// B's quads run along n (B row-major); else along k.
+    b_nmajor: bool,
+    /// 16-byte global loads for A / B, 16-byte stores of C.
+    a_v4: bool,
+    b_v4: bool,
+    c_v4: bool,
+    /// Bounds checks (M, N or K not a tile multiple).
+    checked: bool,
+}
+
+impl TileCfg {
+    fn source(&self) -> String {
+        let f32 = self.dtype == DType::F32;
+        let (t, v4) = if f32 { ("float", "vec4") } else { ("double", "dvec4") };
+        let (bm, bn, bk) = (self.bm, self.bn, self.bk);
+        let (tm, tn) = (bm / 16, bn / 16);
+        let qa = bm * bk / 4; // quads per A tile
+        let qb = bn * bk / 4;
+        let mut s = String::new();
+        s.push_str(crate::kernel::SHADER_PRELUDE);
+        s.push_str("#extension GL_EXT_control_flow_attributes : require\n");
+        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
+        s.push_str(include_str!("kernels/numeric.glsl"));
+        s.push_str("layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufV4 { uvec4 v[]; };\n");
+        writeln!(s, "#define BM {bm}\n#define BN {bn}\n#define BK {bk}\n#define TM {tm}\n#define TN {tn}").unwrap();
+        writeln!(s, "#define T {t}\n#define V4 {v4}").unwrap();
+        // A quad of 4 elements at (r, c..c+3) along the contiguous axis c; rows/cols bounded by
+        // R/C; element address base + r*rs + c*cs.
+        let scalar = |idx: &str| {
+            if f32 {
+                format!("uintBitsToFloat(BufU32(addr).v[{idx}])")
+            } else {
+                format!("nx_bits_to_f64(BufU64(addr).v[{idx}])")
+            }
+        };
+        for (name, v4ok) in [("quadA", self.a_v4), ("quadB", self.b_v4)] {
+            writeln!(s, "V4 {name}(uint64_t addr, int base, int r, int c, int R, int C, int rs, int cs) {{").unwrap();
+            s.push_str("    V4 q = V4(0);\n");
+            if v4ok {
+                let guard = if self.checked { "if (r < R && c < C) " } else { "" };
+                writeln!(s, "    {guard}q = uintBitsToFloat(BufV4(addr).v[(base + r * rs + c) >> 2]);").unwrap();
+            } else {
+                s.push_str("    int at = base + r * rs + c * cs;\n");
+                for j in 0..4 {
+                    let guard = if self.checked { format!("if (r < R && c + {j} < C) ") } else { String::new() };
+                    writeln!(s, "    {guard}q[{j}] = {};", scalar(&format!("at + {j} * cs"))).unwrap();
+                }
+            }
+            s.push_str("    return q;\n}\n");
+        }
+        // Shared tiles: [buffer][k][row/4 (+1 pad)] 4-vectors.
+        writeln!(s, "shared V4 As[2][BK][BM / 4 + 1];\nshared V4 Bs[2][BK][BN / 4 + 1];").unwrap();
+        s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
+        s.push_str(META);
+        s.push_str("    int tid = int(gl_LocalInvocationID.x); int tx = tid % 16; int ty = tid / 16;\n");
+        s.push_str("    int m0 = int(gl_WorkGroupID.y) * BM; int n0 = int(gl_WorkGroupID.x) * BN;\n");
+        s.push_str("    int nt = (K + BK - 1) / BK;\n");
+        let la = qa.div_ceil(256);
+        let lb = qb.div_ceil(256);
+        writeln!(s, "    V4 ra[{la}]; V4 rb[{lb}];").unwrap();
+        // Loading tile kt into registers.
+        let mut load = String::new();
+        for i in 0..la {
+            let q = format!("(tid + {})", i * 256);
+            let guard = if qa % 256 != 0 { format!("if ({q} < {qa}) ") } else { String::new() };
+            if self.a_kmajor {
+                // quad (m, k..k+3)
+                writeln!(load, "        {guard}ra[{i}] = quadA(addrA, baseA, m0 + {q} / (BK / 4), k0 + ({q} % (BK / 4)) * 4, M, K, sAm, sAk);").unwrap();
+            } else {
+                // quad (k, m..m+3)
+                writeln!(load, "        {guard}ra[{i}] = quadA(addrA, baseA, k0 + {q} / (BM / 4), m0 + ({q} % (BM / 4)) * 4, K, M, sAk, sAm);").unwrap();
+            }
+        }
+        for i in 0..lb {
+            let q = format!("(tid + {})", i * 256);
+            let guard = if qb % 256 != 0 { format!("if ({q} < {qb}) ") } else { String::new() };
+            if self.b_nmajor {
+                writeln!(load, "        {guard}rb[{i}] = quadB(addrB, baseB, k0 + {q} / (BN / 4), n0 + ({q} % (BN / 4)) * 4, K, N, sBk, sBn);").unwrap();
+            } else {
+                writeln!(load, "        {guard}rb[{i}] = quadB(addrB, baseB, n0 + {q} / (BK / 4), k0 + ({q} % (BK / 4)) * 4, N, K, sBn, sBk);").unwrap();
+            }
+        }
+        // Storing the registers into shared buffer `buf`.
+        let mut store = String::new();
+        for i in 0..la {
+            let q = format!("(tid + {})", i * 256);
+            let guard = if qa % 256 != 0 { format!("if ({q} < {qa}) ") } else { String::new() };
+            if self.a_kmajor {
+                writeln!(store, "        {guard}{{ int r = {q} / (BK / 4); int c = ({q} % (BK / 4)) * 4;").unwrap();
+                for j in 0..4 {
+                    writeln!(store, "            As[buf][c + {j}][r >> 2][r & 3] = ra[{i}][{j}];").unwrap();
+                }
+                store.push_str("        }\n");
+            } else {
+                writeln!(store, "        {guard}As[buf][{q} / (BM / 4)][{q} % (BM / 4)] = ra[{i}];").unwrap();
+            }
+        }
+        for i in 0..lb {
+            let q = format!("(tid + {})", i * 256);
+            let guard = if qb % 256 != 0 { format!("if ({q} < {qb}) ") } else { String::new() };
+            if self.b_nmajor {
+                writeln!(store, "        {guard}Bs[buf][{q} / (BN / 4)][{q} % (BN / 4)] = rb[{i}];").unwrap();
+            } else {
+                writeln!(store, "        {guard}{{ int r = {q} / (BK / 4); int c = ({q} % (BK / 4)) * 4;").unwrap();
+                for j in 0..4 {
+                    writeln!(store, "            Bs[buf][c + {j}][r >> 2][r & 3] = rb[{i}][{j}];").unwrap();
+                }
+                store.push_str("        }\n");
+            }
+        }
+        let fma = if f32 {
+            "acc[i][j] = fma(a[i], b[j], acc[i][j]);"
+        } else {
+            // Nx.BinaryBackend's f64 rounding: product rounded, then sum rounded (no fusion).
+            "precise double p = a[i] * b[j]; acc[i][j] = acc[i][j] + p;"
+        };
+        write!(
+            s,
+            "    for (int bz = int(gl_WorkGroupID.z); bz < Bt; bz += int(gl_NumWorkGroups.z)) {{
+        int baseA = offA + bz * sAb;
+        int baseB = offB + bz * sBb;
+        precise T acc[TM][TN];
+        [[unroll]] for (int i = 0; i < TM; i++) [[unroll]] for (int j = 0; j < TN; j++) acc[i][j] = T(0);
+        int k0 = 0;
+        int buf = 0;
+{load}{store}        barrier();
+        for (int kt = 0; kt < nt; kt++) {{
+            int cur = kt & 1;
+            k0 = (kt + 1) * BK;
+            bool more = kt + 1 < nt;
+            if (more) {{
+{load}            }}
+            [[unroll]] for (int kk = 0; kk < BK; kk++) {{
+                T a[TM]; T b[TN];
+                [[unroll]] for (int i = 0; i < TM / 4; i++) {{
+                    V4 v = As[cur][kk][i * 16 + ty];
+                    a[i * 4] = v.x; a[i * 4 + 1] = v.y; a[i * 4 + 2] = v.z; a[i * 4 + 3] = v.w;
+                }}
+                [[unroll]] for (int j = 0; j < TN / 4; j++) {{
+                    V4 v = Bs[cur][kk][j * 16 + tx];
+                    b[j * 4] = v.x; b[j * 4 + 1] = v.y; b[j * 4 + 2] = v.z; b[j * 4 + 3] = v.w;
+                }}
+                [[unroll]] for (int i = 0; i < TM; i++) [[unroll]] for (int j = 0; j < TN; j++) {{ {fma} }}
+            }}
+            if (more) {{
+                buf = cur ^ 1;
+{store}            }}
+            barrier();
+        }}
+        int baseC = bz * M * N;
+        [[unroll]] for (int i = 0; i < TM / 4; i++) [[unroll]] for (int r = 0; r < 4; r++) {{
+            int m = m0 + i * 64 + ty * 4 + r;
+            [[unroll]] for (int j = 0; j < TN / 4; j++) {{
+                int n = n0 + j * 64 + tx * 4;
+",
+        )
+        .unwrap();
+        if self.c_v4 {
+            let guard = if self.checked { "if (m < M && n < N) " } else { "" };
+            writeln!(s, "                {guard}BufV4(addrC).v[(baseC + m * N + n) >> 2] = floatBitsToUint(vec4(acc[i * 4 + r][j * 4], acc[i * 4 + r][j * 4 + 1], acc[i * 4 + r][j * 4 + 2], acc[i * 4 + r][j * 4 + 3]));").unwrap();
+        } else {
+            for c in 0..4 {
+                let guard = if self.checked { format!("if (m < M && n + {c} < N) ") } else { String::new() };
+                let v = format!("acc[i * 4 + r][j * 4 + {c}]");
+                let enc = if f32 {
+                    format!("BufU32(addrC).v[baseC + m * N + n + {c}] = floatBitsToUint({v});")
+                } else {
+                    format!("BufU64(addrC).v[baseC + m * N + n + {c}] = nx_f64_to_bits({v});")
+                };
+                writeln!(s, "                {guard}{enc}").unwrap();
+            }
+        }
+        s.push_str("            }\n        }\n    }\n}\n");
+        s
+    }
+}

@@ -1,0 +1,448 @@
+//! Nx.dot/6 against plain CPU references (naive loops): every dtype, odd sizes (tile
+//! remainders), transposed/strided operands, batch axes, special values, reruns.
+//!
+//! Bounds: f32 accumulates in f32 (one fma per product, ascending k), so each element is
+//! checked against an f64 reference with the classical bound |c - ref| <= (K + 2) * 2^-24 *
+//! sum_k |a_k * b_k| (gamma_K for recursive summation with fused products), and the whole result
+//! with ||c - ref||_F / ||ref||_F < 1e-5. f64, f16/bf16 (f64 accumulation, one rounding) and
+//! integers (64-bit wrapping) are compared bit for bit.
+
+use half::{bf16, f16};
+use nx_vulkan_engine::matmul::{choose_kernel, MatmulKernel};
+use nx_vulkan_engine::*;
+use std::sync::Arc;
+
+fn ctx() -> Arc<Context> {
+    Context::global().expect("device")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum V {
+    F(f64),
+    I(i128),
+}
+
+impl V {
+    fn f(self) -> f64 {
+        match self {
+            V::F(x) => x,
+            V::I(i) => i as f64,
+        }
+    }
+    fn i(self) -> i128 {
+        match self {
+            V::I(i) => i,
+            V::F(x) => x as i128,
+        }
+    }
+}
+
+fn signed(t: DType) -> bool {
+    matches!(t, DType::S8 | DType::S16 | DType::S32 | DType::S64)
+}
+
+fn enc(t: DType, v: V) -> Vec<u8> {
+    match t {
+        DType::F32 => (v.f() as f32).to_le_bytes().to_vec(),
+        DType::F64 => v.f().to_le_bytes().to_vec(),
+        DType::F16 => f16::from_f64(v.f()).to_le_bytes().to_vec(),
+        DType::BF16 => (((v.f() as f32).to_bits() >> 16) as u16).to_le_bytes().to_vec(),
+        _ => (v.i() as u128).to_le_bytes()[..t.size()].to_vec(),
+    }
+}
+
+fn dec(t: DType, b: &[u8]) -> V {
+    match t {
+        DType::F32 => V::F(f32::from_le_bytes(b.try_into().unwrap()) as f64),
+        DType::F64 => V::F(f64::from_le_bytes(b.try_into().unwrap())),
+        DType::F16 => V::F(f16::from_le_bytes(b.try_into().unwrap()).to_f64()),
+        DType::BF16 => V::F(bf16::from_le_bytes(b.try_into().unwrap()).to_f64()),
+        _ => {
+            let mut w = [0u8; 16];
+            w[..t.size()].copy_from_slice(b);
+            let u = u128::from_le_bytes(w);
+            let bits = t.bits() as u32;
+            if signed(t) {
+                V::I(((u << (128 - bits)) as i128) >> (128 - bits))
+            } else {
+                V::I(u as i128)
+            }
+        }
+    }
+}
+
+fn bytes(t: DType, vals: &[V]) -> Vec<u8> {
+    vals.iter().flat_map(|v| enc(t, *v)).collect()
+}
+
+fn download(ctx: &Context, t: &Tensor) -> Vec<V> {
+    let b = ctx.download(t).unwrap();
+    b.chunks(t.dtype().size()).map(|c| dec(t.dtype(), c)).collect()
+}
+
+/// Random data already representable in `t` (floats in [-1, 1) with fractional bits).
+fn data(t: DType, n: usize, seed: u64) -> Vec<V> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15).wrapping_add(0x2545F4914F6CDD1D);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+            let v = match t {
+                DType::F32 | DType::F64 => V::F(2.0 * u - 1.0),
+                DType::F16 | DType::BF16 => V::F(((2.0 * u - 1.0) * 64.0).round() / 16.0),
+                DType::U64 => V::I((s >> 1) as i128), // large: products and sums wrap
+                DType::S64 => V::I(s as i64 as i128),
+                _ if signed(t) => V::I((s % 201) as i128 - 100),
+                _ => V::I((s % 200) as i128),
+            };
+            dec(t, &enc(t, v))
+        })
+        .collect()
+}
+
+/// The logical (row-major) elements of a view, read on the CPU through its strides.
+fn logical(t: &Tensor, physical: &[V]) -> Vec<V> {
+    let shape = t.shape();
+    let n: usize = shape.iter().product();
+    (0..n)
+        .map(|i| {
+            let mut rest = i;
+            let mut at = t.offset() as isize;
+            for d in (0..shape.len()).rev() {
+                at += (rest % shape[d]) as isize * t.strides()[d];
+                rest /= shape[d];
+            }
+            physical[at as usize]
+        })
+        .collect()
+}
+
+fn flat(shape: &[usize], idx: &[usize]) -> usize {
+    idx.iter().zip(shape).fold(0, |acc, (&i, &n)| acc * n + i)
+}
+
+fn unflat(mut i: usize, dims: &[usize]) -> Vec<usize> {
+    let mut out = vec![0; dims.len()];
+    for d in (0..dims.len()).rev() {
+        out[d] = i % dims[d];
+        i /= dims[d];
+    }
+    out
+}
+
+/// Naive Nx.dot/6: for each output element, `f` folds the (a, b) pairs in contraction order.
+#[allow(clippy::too_many_arguments)]
+fn ref_dot(
+    sa: &[usize],
+    va: &[V],
+    ca: &[usize],
+    ba: &[usize],
+    sb: &[usize],
+    vb: &[V],
+    cb: &[usize],
+    bb: &[usize],
+    f: impl Fn(&[(V, V)]) -> V,
+) -> Vec<V> {
+    let fa: Vec<usize> = (0..sa.len()).filter(|d| !ca.contains(d) && !ba.contains(d)).collect();
+    let fb: Vec<usize> = (0..sb.len()).filter(|d| !cb.contains(d) && !bb.contains(d)).collect();
+    let bdims: Vec<usize> = ba.iter().map(|&d| sa[d]).collect();
+    let fadims: Vec<usize> = fa.iter().map(|&d| sa[d]).collect();
+    let fbdims: Vec<usize> = fb.iter().map(|&d| sb[d]).collect();
+    let kdims: Vec<usize> = ca.iter().map(|&d| sa[d]).collect();
+    let n_out: usize = bdims.iter().chain(&fadims).chain(&fbdims).product();
+    let n_k: usize = kdims.iter().product();
+    let mut out_dims = bdims.clone();
+    out_dims.extend(&fadims);
+    out_dims.extend(&fbdims);
+    let mut pairs = Vec::with_capacity(n_k);
+    (0..n_out)
+        .map(|o| {
+            let c = unflat(o, &out_dims);
+            let (bi, rest) = c.split_at(bdims.len());
+            let (ai, bi2) = rest.split_at(fadims.len());
+            let mut ia = vec![0; sa.len()];
+            let mut ib = vec![0; sb.len()];
+            for (j, &d) in ba.iter().enumerate() {
+                ia[d] = bi[j];
+                ib[bb[j]] = bi[j];
+            }
+            for (j, &d) in fa.iter().enumerate() {
+                ia[d] = ai[j];
+            }
+            for (j, &d) in fb.iter().enumerate() {
+                ib[d] = bi2[j];
+            }
+            pairs.clear();
+            for k in 0..n_k {
+                let kc = unflat(k, &kdims);
+                for (j, &d) in ca.iter().enumerate() {
+                    ia[d] = kc[j];
+                    ib[cb[j]] = kc[j];
+                }
+                pairs.push((va[flat(sa, &ia)], vb[flat(sb, &ib)]));
+            }
+            f(&pairs)
+        })
+        .collect()
+}
+
+/// Exact reference for f64 / f16 / bf16 / integer outputs.
+fn exact(out: DType, pairs: &[(V, V)]) -> V {
+    let v = if out.is_float() {
+        let mut acc = 0.0f64;
+        for (x, y) in pairs {
+            acc += x.f() * y.f(); // Rust does not contract: product rounded, then sum
+        }
+        V::F(acc)
+    } else {
+        let mut acc: i64 = 0;
+        for (x, y) in pairs {
+            let (x, y) = if signed(out) { (x.i() as i64, y.i() as i64) } else { (x.i() as u64 as i64, y.i() as u64 as i64) };
+            acc = acc.wrapping_add(x.wrapping_mul(y));
+        }
+        V::I(acc as i128)
+    };
+    dec(out, &enc(out, v))
+}
+
+fn same(a: V, b: V) -> bool {
+    match (a, b) {
+        (V::F(x), V::F(y)) => (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
+}
+
+struct Case<'a> {
+    sa: &'a [usize],
+    ca: &'a [usize],
+    ba: &'a [usize],
+    sb: &'a [usize],
+    cb: &'a [usize],
+    bb: &'a [usize],
+}
+
+/// Runs `dot` on `a`/`b` (any views of the uploaded `pa`/`pb`) and compares with the reference.
+fn run(ctx: &Context, a: &Tensor, pa: &[V], b: &Tensor, pb: &[V], c: &Case, out: DType, what: &str) -> Vec<u8> {
+    let before = ctx.stats().dispatches;
+    let t = ctx.dot(a, c.ca, c.ba, b, c.cb, c.bb, out).unwrap();
+    let got = download(ctx, &t);
+    if got.is_empty() {
+        // nothing to compute
+    } else {
+        assert!(ctx.stats().dispatches > before, "{what}: ran on the device");
+    }
+    let (la, lb) = (logical(a, pa), logical(b, pb));
+    if out == DType::F32 {
+        let want = ref_dot(c.sa, &la, c.ca, c.ba, c.sb, &lb, c.cb, c.bb, |p| V::F(p.iter().map(|(x, y)| x.f() * y.f()).sum()));
+        let bound = ref_dot(c.sa, &la, c.ca, c.ba, c.sb, &lb, c.cb, c.bb, |p| V::F(p.iter().map(|(x, y)| (x.f() * y.f()).abs()).sum()));
+        let k = p_len(c);
+        let (mut err2, mut ref2) = (0.0f64, 0.0f64);
+        for i in 0..got.len() {
+            let (g, w) = (got[i].f(), want[i].f());
+            if w.is_nan() || w.is_infinite() {
+                assert!(same(got[i], want[i]), "{what}: at {i}: {g} vs {w}");
+                continue;
+            }
+            let tol = (k as f64 + 2.0) * 2f64.powi(-24) * bound[i].f() + 1e-300;
+            assert!((g - w).abs() <= tol, "{what}: at {i}: got {g}, want {w} (tolerance {tol})");
+            err2 += (g - w) * (g - w);
+            ref2 += w * w;
+        }
+        if ref2 > 0.0 {
+            assert!((err2 / ref2).sqrt() < 1e-5, "{what}: relative Frobenius error {}", (err2 / ref2).sqrt());
+        }
+    } else {
+        let want = ref_dot(c.sa, &la, c.ca, c.ba, c.sb, &lb, c.cb, c.bb, |p| exact(out, p));
+        assert_eq!(got.len(), want.len());
+        for i in 0..got.len() {
+            assert!(same(got[i], want[i]), "{what}: at {i}: got {:?}, want {:?}", got[i], want[i]);
+        }
+    }
+    ctx.download(&t).unwrap()
+}
+
+fn p_len(c: &Case) -> usize {
+    c.ca.iter().map(|&d| c.sa[d]).product()
+}
+
+/// Plain matmul [B?, M, K] x [B?, K, N] in dtype `t` -> `out`.
+fn matmul(ctx: &Context, t: DType, out: DType, bsz: usize, m: usize, n: usize, k: usize, seed: u64) {
+    let (sa, sb) = if bsz == 0 { (vec![m, k], vec![k, n]) } else { (vec![bsz, m, k], vec![bsz, k, n]) };
+    let pa = data(t, sa.iter().product(), seed);
+    let pb = data(t, sb.iter().product(), seed + 1);
+    let a = ctx.upload(t, &sa, &bytes(t, &pa)).unwrap();
+    let b = ctx.upload(t, &sb, &bytes(t, &pb)).unwrap();
+    let r = sa.len();
+    let (ba, bb): (&[usize], &[usize]) = if bsz == 0 { (&[], &[]) } else { (&[0], &[0]) };
+    let case = Case { sa: &sa, ca: &[r - 1], ba, sb: &sb, cb: &[r - 2], bb };
+    run(ctx, &a, &pa, &b, &pb, &case, out, &format!("{t}->{out} b{bsz} {m}x{n}x{k}"));
+}
+
+#[test]
+fn f32_sizes_and_tile_remainders() {
+    let ctx = ctx();
+    for (m, n, k) in [(1, 1, 1), (7, 7, 7), (65, 33, 17), (64, 64, 16), (128, 128, 8), (130, 70, 9), (1, 1023, 3), (3, 5, 300), (100, 4, 36)] {
+        matmul(&ctx, DType::F32, DType::F32, 0, m, n, k, (m * 1000 + n) as u64);
+    }
+    // batched, enough tiles for the 128x128 kernel
+    matmul(&ctx, DType::F32, DType::F32, 130, 65, 33, 17, 9);
+    matmul(&ctx, DType::F32, DType::F32, 128, 128, 128, 16, 10);
+    assert!(matches!(choose_kernel(&ctx.caps, DType::F32, 128, 65, 33, 17), MatmulKernel::Tiled { bm: 128, .. }));
+}
+
+#[test]
+fn f32_transposed_and_strided_operands() {
+    let ctx = ctx();
+    let t = DType::F32;
+    for (m, n, k) in [(33, 20, 12), (64, 64, 32), (17, 9, 5)] {
+        let pa = data(t, m * k, 1);
+        let pb = data(t, k * n, 2);
+        // a stored as [k, m] (A^T), b stored as [n, k] (B^T): contract a's axis 0 with b's axis 1
+        let at = ctx.upload(t, &[k, m], &bytes(t, &pa)).unwrap();
+        let bt = ctx.upload(t, &[n, k], &bytes(t, &pb)).unwrap();
+        let case = Case { sa: &[k, m], ca: &[0], ba: &[], sb: &[n, k], cb: &[1], bb: &[] };
+        run(&ctx, &at, &pa, &bt, &pb, &case, t, &format!("A^T B^T {m}x{n}x{k}"));
+        // the same data seen through transposed views (transpose then contract the last/first)
+        let av = at.transpose(&[1, 0]).unwrap();
+        let bv = bt.transpose(&[1, 0]).unwrap();
+        let case = Case { sa: &[m, k], ca: &[1], ba: &[], sb: &[k, n], cb: &[0], bb: &[] };
+        run(&ctx, &av, &pa, &bv, &pb, &case, t, &format!("views {m}x{n}x{k}"));
+        // strided slices and a reversed axis (negative strides)
+        let big = data(t, (2 * m + 1) * (k + 3), 3);
+        let base = ctx.upload(t, &[2 * m + 1, k + 3], &bytes(t, &big)).unwrap();
+        let sl = base.slice(&[1, 2], &[m, k], &[2, 1]).unwrap().reverse(&[1]).unwrap();
+        let b2 = ctx.upload(t, &[k, n], &bytes(t, &pb)).unwrap();
+        let case = Case { sa: &[m, k], ca: &[1], ba: &[], sb: &[k, n], cb: &[0], bb: &[] };
+        run(&ctx, &sl, &big, &b2, &pb, &case, t, &format!("slice/reverse {m}x{n}x{k}"));
+    }
+}
+
+#[test]
+fn dot6_axes_order_and_batches() {
+    let ctx = ctx();
+    for t in [DType::F32, DType::F64, DType::S32] {
+        // a [2, 3, 4, 5]: batch 0, contract [3, 1]; b [2, 5, 6, 3]: batch 0, contract [1, 3]
+        let sa = [2, 3, 4, 5];
+        let sb = [2, 5, 6, 3];
+        let pa = data(t, 120, 4);
+        let pb = data(t, 180, 5);
+        let a = ctx.upload(t, &sa, &bytes(t, &pa)).unwrap();
+        let b = ctx.upload(t, &sb, &bytes(t, &pb)).unwrap();
+        let case = Case { sa: &sa, ca: &[3, 1], ba: &[0], sb: &sb, cb: &[1, 3], bb: &[0] };
+        run(&ctx, &a, &pa, &b, &pb, &case, t, &format!("{t} dot6"));
+        assert_eq!(ctx.dot(&a, &[3, 1], &[0], &b, &[1, 3], &[0], t).unwrap().shape(), &[2, 4, 6]);
+        // two batch axes in swapped order, free axes on both sides
+        let sa = [3, 2, 4, 2];
+        let sb = [2, 4, 3, 5];
+        let pa = data(t, 48, 6);
+        let pb = data(t, 120, 7);
+        let a = ctx.upload(t, &sa, &bytes(t, &pa)).unwrap();
+        let b = ctx.upload(t, &sb, &bytes(t, &pb)).unwrap();
+        let case = Case { sa: &sa, ca: &[2], ba: &[1, 0], sb: &sb, cb: &[1], bb: &[0, 2] };
+        run(&ctx, &a, &pa, &b, &pb, &case, t, &format!("{t} two batch axes"));
+        assert_eq!(ctx.dot(&a, &[2], &[1, 0], &b, &[1], &[0, 2], t).unwrap().shape(), &[2, 3, 2, 5]);
+        // outer product (no contraction) and full contraction (scalar)
+        let case = Case { sa: &[3, 4], ca: &[], ba: &[], sb: &[5], cb: &[], bb: &[] };
+        let a = ctx.upload(t, &[3, 4], &bytes(t, &pa[..12])).unwrap();
+        let b = ctx.upload(t, &[5], &bytes(t, &pb[..5])).unwrap();
+        run(&ctx, &a, &pa[..12], &b, &pb[..5], &case, t, &format!("{t} outer"));
+        let b = ctx.upload(t, &[3, 4], &bytes(t, &pb[..12])).unwrap();
+        let case = Case { sa: &[3, 4], ca: &[0, 1], ba: &[], sb: &[3, 4], cb: &[0, 1], bb: &[] };
+        run(&ctx, &a, &pa[..12], &b, &pb[..12], &case, t, &format!("{t} full contraction"));
+    }
+    // broadcast batch operand (stride 0)
+    let t = DType::F32;
+    let pa = data(t, 6 * 4, 8);
+    let pb = data(t, 4 * 5, 9);
+    let a = ctx.upload(t, &[6, 4], &bytes(t, &pa)).unwrap();
+    let b = ctx.upload(t, &[4, 5], &bytes(t, &pb)).unwrap().broadcast(&[3, 4, 5], &[1, 2]).unwrap();
+    let a3 = a.broadcast(&[3, 6, 4], &[1, 2]).unwrap();
+    let case = Case { sa: &[3, 6, 4], ca: &[2], ba: &[0], sb: &[3, 4, 5], cb: &[1], bb: &[0] };
+    run(&ctx, &a3, &pa, &b, &pb, &case, t, "broadcast batch");
+    // bad arguments
+    assert!(ctx.dot(&a, &[0], &[], &a, &[1], &[], t).is_err(), "sizes 6 and 4");
+    assert!(ctx.dot(&a, &[1, 1], &[], &a, &[1, 1], &[], t).is_err(), "repeated axis");
+    assert!(ctx.dot(&a, &[1], &[], &a, &[1, 0], &[], t).is_err(), "counts differ");
+    assert!(ctx.dot(&a, &[2], &[], &a, &[1], &[], t).is_err(), "out of range");
+}
+
+#[test]
+fn f64_is_exact() {
+    let ctx = ctx();
+    for (m, n, k) in [(1, 1, 1), (7, 7, 7), (65, 33, 17), (64, 64, 8), (70, 130, 40)] {
+        matmul(&ctx, DType::F64, DType::F64, 0, m, n, k, (m + n + k) as u64);
+    }
+    matmul(&ctx, DType::F64, DType::F64, 3, 20, 10, 9, 77);
+}
+
+#[test]
+fn half_types_and_integers_are_exact() {
+    let ctx = ctx();
+    for t in [DType::F16, DType::BF16, DType::S8, DType::S16, DType::S32, DType::S64, DType::U8, DType::U16, DType::U32, DType::U64] {
+        matmul(&ctx, t, t, 0, 7, 5, 13, 1 + t as u64);
+        matmul(&ctx, t, t, 2, 9, 3, 33, 2 + t as u64);
+    }
+    // mixed: f16 x s8 into f32 (operands converted), s8 x u8 into s16
+    let pa = data(DType::F16, 5 * 6, 1);
+    let pb = data(DType::S8, 6 * 7, 2);
+    let a = ctx.upload(DType::F16, &[5, 6], &bytes(DType::F16, &pa)).unwrap();
+    let b = ctx.upload(DType::S8, &[6, 7], &bytes(DType::S8, &pb)).unwrap();
+    let case = Case { sa: &[5, 6], ca: &[1], ba: &[], sb: &[6, 7], cb: &[0], bb: &[] };
+    run(&ctx, &a, &pa, &b, &pb, &case, DType::F32, "f16 x s8 -> f32");
+    run(&ctx, &a, &pa, &b, &pb, &case, DType::F64, "f16 x s8 -> f64");
+    let pa = data(DType::S8, 5 * 6, 3);
+    let pb = data(DType::U8, 6 * 7, 4);
+    let a = ctx.upload(DType::S8, &[5, 6], &bytes(DType::S8, &pa)).unwrap();
+    let b = ctx.upload(DType::U8, &[6, 7], &bytes(DType::U8, &pb)).unwrap();
+    run(&ctx, &a, &pa, &b, &pb, &case, DType::S16, "s8 x u8 -> s16");
+}
+
+#[test]
+fn empty_and_special_values() {
+    let ctx = ctx();
+    for t in [DType::F32, DType::F64, DType::S32, DType::F16] {
+        // K = 0: zeros; M = 0 / N = 0: empty results
+        let a = ctx.upload(t, &[4, 0], &[]).unwrap();
+        let b = ctx.upload(t, &[0, 3], &[]).unwrap();
+        let c = ctx.dot(&a, &[1], &[], &b, &[0], &[], t).unwrap();
+        assert_eq!(c.shape(), &[4, 3]);
+        let got = download(&ctx, &c);
+        assert!(got.iter().all(|v| v.f() == 0.0 && v.f().to_bits() == 0), "{t}: {got:?}");
+        let a = ctx.upload(t, &[0, 5], &[]).unwrap();
+        let b = ctx.upload(t, &[5, 3], &bytes(t, &data(t, 15, 1))).unwrap();
+        let c = ctx.dot(&a, &[1], &[], &b, &[0], &[], t).unwrap();
+        assert_eq!(c.shape(), &[0, 3]);
+        assert!(ctx.download(&c).unwrap().is_empty());
+    }
+    // K = 0 with tile-multiple M and N takes the tiled kernel
+    let a = ctx.upload(DType::F32, &[64, 0], &[]).unwrap();
+    let b = ctx.upload(DType::F32, &[0, 64], &[]).unwrap();
+    assert!(download(&ctx, &ctx.dot(&a, &[1], &[], &b, &[0], &[], DType::F32).unwrap()).iter().all(|v| v.f().to_bits() == 0));
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    for t in [DType::F32, DType::F64, DType::F16] {
+        let pa: Vec<V> = [1.0, nan, 2.0, inf, 0.0, 1.0, -0.0, -0.0, 3.0].iter().map(|&x| V::F(x)).collect();
+        let pb: Vec<V> = [1.0, 2.0, 0.0, -1.0, inf, 1.0, 5.0, -inf, -0.0].iter().map(|&x| V::F(x)).collect();
+        let a = ctx.upload(t, &[3, 3], &bytes(t, &pa)).unwrap();
+        let b = ctx.upload(t, &[3, 3], &bytes(t, &pb)).unwrap();
+        let case = Case { sa: &[3, 3], ca: &[1], ba: &[], sb: &[3, 3], cb: &[0], bb: &[] };
+        run(&ctx, &a, &pa, &b, &pb, &case, t, &format!("{t} special"));
+    }
+}
+
+#[test]
+fn reruns_are_bit_identical() {
+    let ctx = ctx();
+    for t in [DType::F32, DType::F64] {
+        let (m, n, k) = (65, 70, 300);
+        let pa = data(t, m * k, 11);
+        let pb = data(t, k * n, 12);
+        let a = ctx.upload(t, &[m, k], &bytes(t, &pa)).unwrap();
+        let b = ctx.upload(t, &[k, n], &bytes(t, &pb)).unwrap();
+        let case = Case { sa: &[m, k], ca: &[1], ba: &[], sb: &[k, n], cb: &[0], bb: &[] };
+        let x = run(&ctx, &a, &pa, &b, &pb, &case, t, "rerun 1");
+        let y = ctx.download(&ctx.dot(&a, &[1], &[], &b, &[0], &[], t).unwrap()).unwrap();
+        assert_eq!(x, y, "{t}");
+    }
+}
