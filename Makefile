@@ -1,0 +1,32 @@
+# The two commands a fresh machine needs:
+#   make test   installs what is missing (apt), builds, runs every Rust and Elixir test on lavapipe
+#   make demo   device info, a short demo of ops and a small benchmark on the default device
+export RUSTUP_AUTO_INSTALL := 0
+LAVAPIPE := /usr/share/vulkan/icd.d/lvp_icd.x86_64.json
+# Tests run on lavapipe unless VK_DRIVER_FILES is set (the device is always explicit).
+TEST_ENV := env VK_DRIVER_FILES=$${VK_DRIVER_FILES:-$(LAVAPIPE)} NX_VULKAN_CACHE_DIR=$(CURDIR)/_build/vk-cache
+
+.PHONY: setup build test test-rust test-elixir demo bench-gpu clean
+
+setup:
+	bash scripts/setup.sh
+
+build: setup
+	cd native && cargo build --release --workspace
+
+test: build test-rust test-elixir
+
+test-rust:
+	cd native && $(TEST_ENV) cargo test --release --workspace
+
+test-elixir:
+	$(TEST_ENV) mix test
+
+demo: build
+	native/target/release/nx-vulkan info
+	native/target/release/nx-vulkan demo
+	native/target/release/nx-vulkan bench --quick
+
+clean:
+	cd native && cargo clean
+	rm -rf _build _build_nx priv/*.so
