@@ -289,7 +289,44 @@ fn f32_sizes_and_tile_remainders() {
     // batched, enough tiles for the 128x128 kernel
     matmul(&ctx, DType::F32, DType::F32, 130, 65, 33, 17, 9);
     matmul(&ctx, DType::F32, DType::F32, 128, 128, 128, 16, 10);
-    assert!(matches!(choose_kernel(&ctx.caps, DType::F32, 128, 65, 33, 17), MatmulKernel::Tiled { bm: 128, .. }));
+    assert!(matches!(choose_kernel(&ctx.caps, DType::F32, 128, 65, 33, 17), MatmulKernel::Tiled { .. }));
+}
+
+#[test]
+fn every_tiled_variant() {
+    let ctx = ctx();
+    let t = DType::F32;
+    for (bm, bk) in [(128, 8), (128, 16), (64, 16), (64, 8)] {
+        let kernel = Some(MatmulKernel::Tiled { dtype: t, bm, bn: bm, bk });
+        for (m, n, k, ta, tb) in [(130, 70, 9, false, false), (128, 128, 32, false, true), (65, 33, 17, true, false), (64, 64, 16, true, true)] {
+            let (sa, sb) = (if ta { [k, m] } else { [m, k] }, if tb { [n, k] } else { [k, n] });
+            let pa = data(t, m * k, bm as u64 + 1);
+            let pb = data(t, n * k, bk as u64 + 2);
+            let a = ctx.upload(t, &sa, &bytes(t, &pa)).unwrap();
+            let b = ctx.upload(t, &sb, &bytes(t, &pb)).unwrap();
+            let (ca, cb) = (if ta { [0] } else { [1] }, if tb { [1] } else { [0] });
+            let case = Case { sa: &sa, ca: &ca, ba: &[], sb: &sb, cb: &cb, bb: &[] };
+            let what = format!("{bm}x{bk} {m}x{n}x{k} ta:{ta} tb:{tb}");
+            // 2 buffers × bk rows × (bm/4 + 1) vec4 × 2 operands
+            if 2 * bk as usize * (bm as usize / 4 + 1) * 16 * 2 > ctx.caps.max_shared_memory as usize {
+                assert!(ctx.dot_using(kernel, &a, &ca, &[], &b, &cb, &[], t).is_err(), "{what}: too much shared memory");
+                continue;
+            }
+            let got = ctx.download(&ctx.dot_using(kernel, &a, &ca, &[], &b, &cb, &[], t).unwrap()).unwrap();
+            let want = run(&ctx, &a, &pa, &b, &pb, &case, t, &what);
+            // the forced kernel's result passes the same bound (compare through run's checks)
+            let gv: Vec<V> = got.chunks(4).map(|c| dec(t, c)).collect();
+            let wv: Vec<V> = want.chunks(4).map(|c| dec(t, c)).collect();
+            for (i, (g, w)) in gv.iter().zip(&wv).enumerate() {
+                let tol = (k as f64 + 2.0) * 2f64.powi(-23) * (g.f().abs() + w.f().abs() + 1.0);
+                assert!((g.f() - w.f()).abs() <= tol, "{what}: at {i}: {g:?} vs {w:?}");
+            }
+        }
+    }
+    let bad = Some(MatmulKernel::Tiled { dtype: t, bm: 32, bn: 32, bk: 8 });
+    let a = ctx.upload(t, &[2, 2], &[0; 16]).unwrap();
+    assert!(ctx.dot_using(bad, &a, &[1], &[], &a, &[0], &[], t).is_err());
+    assert!(ctx.dot_using(Some(MatmulKernel::CoopMat), &a, &[1], &[], &a, &[0], &[], t).is_err());
 }
 
 #[test]
@@ -444,5 +481,76 @@ fn reruns_are_bit_identical() {
         let x = run(&ctx, &a, &pa, &b, &pb, &case, t, "rerun 1");
         let y = ctx.download(&ctx.dot(&a, &[1], &[], &b, &[0], &[], t).unwrap()).unwrap();
         assert_eq!(x, y, "{t}");
+    }
+}
+
+/// Timing, not a check (run on a real GPU): `NX_BENCH_DOT="4096x4096x4096,2048x2048x2048"`
+/// `cargo test --test matmul -- --ignored bench_dot --nocapture`. Prints the median of 15 runs
+/// (after at least 0.5 s of warm-up) per shape for f32 (A·B and A·Bᵀ) and f64. Each run is one `dot` call:
+/// one submission and its fence wait.
+#[test]
+#[ignore]
+fn bench_dot() {
+    let ctx = ctx();
+    eprintln!("device: {} ({} {})", ctx.caps.name, ctx.caps.driver_name, ctx.caps.driver_info);
+    let shapes = std::env::var("NX_BENCH_DOT").unwrap_or_else(|_| "256x256x256".into());
+    let dtypes = std::env::var("NX_BENCH_TYPES").unwrap_or_else(|_| "f32,f32t,f64".into());
+    // NX_BENCH_TILES="128x128x8,64x64x16": force tiled kernels (f32 only); default: chosen
+    let tiles: Vec<Option<MatmulKernel>> = match std::env::var("NX_BENCH_TILES") {
+        Ok(v) => v
+            .split(',')
+            .map(|t| {
+                let d: Vec<u32> = t.split('x').map(|x| x.parse().unwrap()).collect();
+                Some(MatmulKernel::Tiled { dtype: DType::F32, bm: d[0], bn: d[1], bk: d[2] })
+            })
+            .collect(),
+        Err(_) => vec![None],
+    };
+    for shape in shapes.split(',') {
+        let d: Vec<usize> = shape.split('x').map(|x| x.parse().unwrap()).collect();
+        let (m, n, k) = (d[0], d[1], d[2]);
+        for (ty, &tile) in dtypes.split(',').flat_map(|ty| tiles.iter().map(move |t| (ty, t))) {
+            // f32t: B stored transposed ([n, k]); f32ta: A stored transposed ([k, m])
+            let (t, trans_b, trans_a) = match ty {
+                "f32" => (DType::F32, false, false),
+                "f32t" => (DType::F32, true, false),
+                "f32ta" => (DType::F32, false, true),
+                "f64" => (DType::F64, false, false),
+                other => panic!("unknown type {other}"),
+            };
+            let tile = if t == DType::F32 { tile } else { None };
+            let a = ctx.upload(t, &if trans_a { [k, m] } else { [m, k] }, &bytes(t, &data(t, m * k, 1))).unwrap();
+            let b = ctx.upload(t, &if trans_b { [n, k] } else { [k, n] }, &bytes(t, &data(t, k * n, 2))).unwrap();
+            let ca: &[usize] = if trans_a { &[0] } else { &[1] };
+            let cb: &[usize] = if trans_b { &[1] } else { &[0] };
+            let mut times = vec![];
+            // warm up for at least 0.5 s (clocks ramp up), then time 15 runs
+            let warm = std::time::Instant::now();
+            let mut i = 0;
+            while i < 15 {
+                let start = std::time::Instant::now();
+                let c = match ctx.dot_using(tile, &a, ca, &[], &b, cb, &[], t) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        println!("BENCH {ty} {tile:?}: {e}");
+                        break;
+                    }
+                };
+                let dt = start.elapsed().as_secs_f64();
+                drop(c);
+                if warm.elapsed().as_secs_f64() > 0.5 {
+                    times.push(dt);
+                    i += 1;
+                }
+            }
+            if times.is_empty() {
+                continue;
+            }
+            times.sort_by(|x, y| x.partial_cmp(y).unwrap());
+            let med = times[times.len() / 2];
+            let tflops = 2.0 * (m * n * k) as f64 / med / 1e12;
+            let tile = tile.map(|t| format!("{t:?}")).unwrap_or("chosen".into());
+            println!("BENCH nx_vulkan {ty} {m}x{n}x{k} {tile}: median {:.3} ms, {tflops:.2} TFLOP/s (min {:.3} ms)", med * 1e3, times[0] * 1e3);
+        }
     }
 }
