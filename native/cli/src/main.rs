@@ -24,6 +24,8 @@ enum Command {
     Info,
     /// Run a few ops on the device and check them against the CPU.
     Demo,
+    /// Hash the outputs of every float op on a fixed input set (compare devices bit for bit).
+    Digest,
     /// Measure elementwise bandwidth, SGEMM and per-op latency.
     Bench {
         /// Small sizes (for lavapipe / smoke runs).
@@ -64,6 +66,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", nx_vulkan_engine::device::info_report()?);
             Ok(())
         }
+        Command::Digest => digest(&*open(&cli.device)?),
         Command::Demo => demo(&*open(&cli.device)?),
         Command::Bench { quick, elements, gemm, reps } => {
             let ctx = open(&cli.device)?;
@@ -145,5 +148,50 @@ fn bench(ctx: &Context, elements: usize, gemm: &[usize], reps: usize) -> Result<
     let lat_reps = 1000;
     let secs = time(lat_reps, || ctx.binary(BinaryOp::Add, &one, &one, DType::F32))?;
     println!("{{\"bench\":\"op_latency\",\"device\":{dev:?},\"median_us\":{:.2},\"reps\":{lat_reps}}}", secs * 1e6);
+    Ok(())
+}
+
+/// Fixed inputs: dense ranges, huge/tiny magnitudes and special values.
+fn digest_inputs() -> Vec<f64> {
+    let mut v = vec![0.0, -0.0, 1.0, -1.0, 0.5, -0.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, 5e-324, -5e-324, f64::MAX, -f64::MAX, 1e300, -1e300, 1e-300, 709.78, -745.0, 3.141592653589793, 1.5707963267948966, 1e22, 0.9999999, -0.9999999];
+    for i in 0..4000 {
+        v.push(-20.0 + 40.0 * (i as f64) / 4000.0 + 1e-7 * (i % 7) as f64);
+    }
+    for i in 0..600 {
+        v.push(f64::powi(1.1, i - 300) * if i % 2 == 0 { 1.0 } else { -1.0 });
+    }
+    v
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
+}
+
+fn digest(ctx: &Context) -> Result<()> {
+    let xs = digest_inputs();
+    let bytes: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let x64 = ctx.upload(DType::F64, &[xs.len()], &bytes)?;
+    let x32 = ctx.convert(&x64, DType::F32)?;
+    let rev = x64.reverse(&[0])?;
+    let rev32 = x32.reverse(&[0])?;
+    let mut all = 0u64;
+    for &op in UnaryOp::ALL {
+        for (t, x) in [(DType::F64, &x64), (DType::F32, &x32)] {
+            let Ok(y) = ctx.unary(op, x, if matches!(op, UnaryOp::IsNan | UnaryOp::IsInfinity | UnaryOp::LogicalNot) { DType::U8 } else { t }) else { continue };
+            let h = fnv(&ctx.download(&y)?);
+            all ^= h.rotate_left((op as u32) * 3 + t.bits() as u32);
+            println!("{{\"op\":\"{}\",\"type\":\"{t}\",\"digest\":\"{h:016x}\"}}", op.name());
+        }
+    }
+    for &op in BinaryOp::ALL {
+        for (t, a, b) in [(DType::F64, &x64, &rev), (DType::F32, &x32, &rev32)] {
+            let out = if op.is_comparison() || op.is_logical() { DType::U8 } else { t };
+            let Ok(y) = ctx.binary(op, a, b, out) else { continue };
+            let h = fnv(&ctx.download(&y)?);
+            all ^= h.rotate_left((op as u32) * 5 + t.bits() as u32 + 1);
+            println!("{{\"op\":\"{}\",\"type\":\"{t}\",\"digest\":\"{h:016x}\"}}", op.name());
+        }
+    }
+    println!("{{\"op\":\"ALL\",\"device\":{:?},\"digest\":\"{all:016x}\"}}", ctx.caps.name);
     Ok(())
 }
