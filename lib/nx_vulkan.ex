@@ -89,6 +89,18 @@ defmodule NxVulkan do
   def put_slice(handle, start, update), do: unwrap!(Native.put_slice(handle, start, update))
   def concatenate(handles, axis, out), do: unwrap!(Native.concatenate(handles, axis, type_name(out)))
 
+  @doc "A reduction (`:sum`, `:product`, `:reduce_max`, `:reduce_min`, `:all`, `:any`) over `axes`."
+  def reduce(op, handle, axes, keep_axes, out),
+    do: unwrap!(Native.reduce(Atom.to_string(op), handle, axes, keep_axes, type_name(out)))
+
+  @doc "`:argmax` or `:argmin` along `axis` (`nil`: flattened); `tie_break` is `:low` or `:high`."
+  def arg_reduce(op, handle, axis, keep_axis, tie_break, out),
+    do: unwrap!(Native.arg_reduce(Atom.to_string(op), handle, axis, keep_axis, tie_break == :high, type_name(out)))
+
+  @doc "Nx.dot/6: contraction and batch axes of each operand."
+  def dot(a, contract_a, batch_a, b, contract_b, batch_b, out),
+    do: unwrap!(Native.dot(a, contract_a, batch_a, b, contract_b, batch_b, type_name(out)))
+
   @doc false
   def type_name({:f, bits}) when bits in [16, 32, 64], do: "f#{bits}"
   def type_name({:bf, 16}), do: "bf16"

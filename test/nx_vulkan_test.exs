@@ -57,6 +57,16 @@ defmodule NxVulkanTest do
     assert NxVulkan.download(r) == for(x <- [4, 5, 1, 2], into: <<>>, do: <<x::32-signed-little>>)
   end
 
+  test "reductions and dot from Elixir" do
+    m = NxVulkan.iota({:s, 32}, {2, 3})
+    assert NxVulkan.download(NxVulkan.reduce(:sum, m, [1], false, {:s, 64})) == <<3::64-little, 12::64-little>>
+    assert NxVulkan.download(NxVulkan.arg_reduce(:argmax, m, 0, false, :low, {:s, 64})) == <<1::64-little, 1::64-little, 1::64-little>>
+    # [[0,1,2],[3,4,5]] · [[0,1,2],[3,4,5]]ᵀ = [[5,14],[14,50]]
+    d = NxVulkan.dot(m, [1], [], m, [1], [], {:s, 32})
+    assert NxVulkan.download(d) == for(x <- [5, 14, 14, 50], into: <<>>, do: <<x::32-signed-little>>)
+    assert_raise ArgumentError, fn -> NxVulkan.dot(m, [0], [], m, [1], [], {:s, 32}) end
+  end
+
   describe "bad input gives a clear error and the VM keeps running" do
     test "wrong byte size" do
       assert_raise ArgumentError, ~r/3 bytes given .* needs 8/, fn -> NxVulkan.upload(<<1, 2, 3>>, {:f, 32}, {2}) end

@@ -40,7 +40,10 @@ defmodule NxVulkan.Native do
     contiguous: 1,
     pad: 3,
     put_slice: 3,
-    concatenate: 3
+    concatenate: 3,
+    reduce: 5,
+    arg_reduce: 6,
+    dot: 7
   ]
 
   for {name, arity} <- @nifs do

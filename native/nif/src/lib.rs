@@ -339,6 +339,54 @@ fn concatenate(env: Env<'_>, parts: Vec<Handle>, axis: usize, out: String) -> Te
     tensor_result(env, r)
 }
 
+#[rustler::nif(schedule = "DirtyCpu")]
+fn reduce(env: Env<'_>, op: String, x: Handle, axes: Vec<usize>, keep_axes: bool, out: String) -> Term<'_> {
+    use engine::reduce::ReduceOp;
+    let r = (|| {
+        let x = get(&x)?;
+        let op = match op.as_str() {
+            "sum" => ReduceOp::Sum,
+            "product" => ReduceOp::Product,
+            "reduce_max" => ReduceOp::Max,
+            "reduce_min" => ReduceOp::Min,
+            "all" => ReduceOp::All,
+            "any" => ReduceOp::Any,
+            other => return Err(EngineError::InvalidArgument(format!("unknown reduction {other:?}"))),
+        };
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.reduce(op, &x, &axes, keep_axes, out))
+    })();
+    tensor_result(env, r)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn arg_reduce(env: Env<'_>, op: String, x: Handle, axis: Option<usize>, keep_axis: bool, high: bool, out: String) -> Term<'_> {
+    use engine::reduce::{ArgOp, TieBreak};
+    let r = (|| {
+        let x = get(&x)?;
+        let op = match op.as_str() {
+            "argmax" => ArgOp::ArgMax,
+            "argmin" => ArgOp::ArgMin,
+            other => return Err(EngineError::InvalidArgument(format!("unknown arg-reduction {other:?}"))),
+        };
+        let tie = if high { TieBreak::High } else { TieBreak::Low };
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.arg_reduce(op, &x, axis, keep_axis, tie, out))
+    })();
+    tensor_result(env, r)
+}
+
+/// Nx.dot/6.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn dot(env: Env<'_>, a: Handle, contract_a: Vec<usize>, batch_a: Vec<usize>, b: Handle, contract_b: Vec<usize>, batch_b: Vec<usize>, out: String) -> Term<'_> {
+    let r = (|| {
+        let (a, b) = (get(&a)?, get(&b)?);
+        let out = dtype(&out)?;
+        on_engine(move |ctx| ctx.dot(&a, &contract_a, &batch_a, &b, &contract_b, &batch_b, out))
+    })();
+    tensor_result(env, r)
+}
+
 rustler::init!("Elixir.NxVulkan.Native");
 
 #[allow(dead_code)]
