@@ -22,9 +22,11 @@
 //! the output width. Max/min compare in the input's own domain; a NaN anywhere gives NaN; among
 //! equal values (including -0.0 and +0.0) the first in row-major order wins. Every
 //! max/min/argmax/argmin partial carries the index of its element, so the tree combination
-//! reproduces the sequential answer exactly. Argmax/argmin return the index of the first NaN
-//! when there is one; otherwise the lowest (`TieBreak::Low`) or highest (`TieBreak::High`)
-//! index of the extreme value. Empty reductions give the identity: sum 0, product 1, max -Inf
+//! reproduces the sequential answer exactly. Argmax/argmin follow Nx.BinaryBackend's sequential
+//! scan, where every comparison with NaN is false (/work/nxdeps/SEMANTICS.md): NaNs are ignored,
+//! unless the first element is NaN — then nothing beats it and the result is 0 (`Low`) or the
+//! index of the last NaN (`High`, since NaN ties with NaN there); otherwise the lowest (`Low`) or
+//! highest (`High`) index of the extreme value. Empty reductions give the identity: sum 0, product 1, max -Inf
 //! (the type's minimum for integers), min +Inf (the type's maximum), all 1, any 0, and index 0
 //! for argmax/argmin.
 
@@ -278,6 +280,11 @@ impl Spec {
         )
     }
 
+    /// Float argmax/argmin: candidates are filtered by whether the group's first element is NaN.
+    fn nan_seeded(&self) -> bool {
+        matches!(self.comb, Comb::Extreme { arg: true, .. }) && self.in_t.is_float()
+    }
+
     /// The type partial results are held in: sums and products accumulate in the output's
     /// domain, max/min compare in the input's.
     fn acc_type(&self) -> &'static str {
@@ -325,11 +332,14 @@ impl Spec {
             }
             Comb::All => s.push_str("    av = (av != 0ul && bv != 0ul) ? 1ul : 0ul;\n"),
             Comb::Any => s.push_str("    av = (av != 0ul || bv != 0ul) ? 1ul : 0ul;\n"),
-            Comb::Extreme { max, high, .. } => {
+            Comb::Extreme { max, high, arg } => {
                 let gt = if max { ">" } else { "<" };
                 let tie = if high { "bi > ai" } else { "bi < ai" };
                 s.push_str("    if (bi == NONE) return;\n    bool take;\n    if (ai == NONE) take = true;\n");
-                if in_t.is_float() {
+                if in_t.is_float() && arg {
+                    // candidates are all NaN or all non-NaN (see `nan_seed`): NaNs tie
+                    writeln!(s, "    else if (nx_isnan(av) || nx_isnan(bv)) take = {tie};").unwrap();
+                } else if in_t.is_float() {
                     s.push_str("    else if (nx_isnan(av) || nx_isnan(bv)) take = nx_isnan(bv) && (!nx_isnan(av) || bi < ai);\n");
                 }
                 writeln!(s, "    else if (bv == av) take = {tie};\n    else take = bv {gt} av;").unwrap();
@@ -384,6 +394,11 @@ impl Spec {
             }
         }
         s.push_str("        ACC av = ident(); uint ai = NONE;\n");
+        if self.nan_seeded() && !self.src_partial {
+            // Nx.BinaryBackend: comparisons with NaN are false, so a NaN first element is never
+            // beaten (only later NaNs tie with it) and any other NaN is never taken.
+            s.push_str("        bool nan_seed = R > 0 && nx_isnan(load(base));\n");
+        }
         let elem = |s: &mut String, indent: &str| {
             match self.src_partial {
                 false => {
@@ -395,7 +410,11 @@ impl Spec {
                             writeln!(s, "{indent}e += int(rr % rd{d}) * rs{d}; rr /= rd{d};").unwrap();
                         }
                     }
-                    writeln!(s, "{indent}comb(av, ai, load(e), uint(r));").unwrap();
+                    if self.nan_seeded() {
+                        writeln!(s, "{indent}ACC v = load(e); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? uint(r) : NONE);").unwrap();
+                    } else {
+                        writeln!(s, "{indent}comb(av, ai, load(e), uint(r));").unwrap();
+                    }
                 }
                 true => {
                     // partials of output o sit at o*R .. o*R+R-1; their indices after all P values

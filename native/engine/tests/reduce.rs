@@ -202,6 +202,8 @@ fn ref_reduce(op: ReduceOp, in_t: DType, out: DType, vals: &[V]) -> V {
     store(out, r)
 }
 
+/// Nx.BinaryBackend's scan: seed = first element; `gt(x, cur)` (or `x == cur` for :high) with
+/// every comparison against NaN false, except that NaN == NaN (atoms) is a tie.
 fn ref_arg(op: ArgOp, tie: TieBreak, vals: &[V]) -> V {
     let mut best: Option<(usize, V)> = None;
     for (i, &v) in vals.iter().enumerate() {
@@ -209,10 +211,10 @@ fn ref_arg(op: ArgOp, tie: TieBreak, vals: &[V]) -> V {
             None => true,
             Some((_, b)) => {
                 let (x, y) = (b.f(), v.f());
-                if x.is_nan() {
+                if x.is_nan() && y.is_nan() {
+                    tie == TieBreak::High
+                } else if x.is_nan() || y.is_nan() {
                     false
-                } else if y.is_nan() {
-                    true
                 } else if matches!((b, v), (V::I(p), V::I(q)) if p == q) || (b.is_float_v() && x == y) {
                     tie == TieBreak::High
                 } else if op == ArgOp::ArgMax {
@@ -478,10 +480,23 @@ fn special_values() {
     // spot checks of the rule itself
     let x = ctx.upload(DType::F32, &[6, 4], &bytes(DType::F32, &flat)).unwrap();
     let am = download(&ctx, &ctx.arg_reduce(ArgOp::ArgMax, &x, Some(1), false, TieBreak::High, DType::S64).unwrap());
-    assert_eq!(am[0], V::I(1), "first NaN");
+    assert_eq!(am[0], V::I(2), "[1, NaN, 3, -Inf]: NaN ignored");
     assert_eq!(am[3], V::I(0), "inf");
-    assert_eq!(am[4], V::I(0), "first NaN, high tie break");
+    assert_eq!(am[4], V::I(2), "[NaN, 5, NaN, -5] high: NaN seed, last NaN");
     assert_eq!(am[5], V::I(3), "all equal, high");
+    let am = download(&ctx, &ctx.arg_reduce(ArgOp::ArgMax, &x, Some(1), false, TieBreak::Low, DType::S64).unwrap());
+    assert_eq!(am[4], V::I(0), "NaN seed, low");
+    // SEMANTICS.md's examples
+    for (vals, op, want) in [
+        (vec![1.0, f64::NAN, 3.0, f64::NAN], ArgOp::ArgMax, 2),
+        (vec![f64::NAN, 1.0, 3.0], ArgOp::ArgMax, 0),
+        (vec![1.0, f64::NAN, 0.0], ArgOp::ArgMin, 2),
+    ] {
+        let v: Vec<V> = vals.iter().map(|&x| V::F(x)).collect();
+        let x = ctx.upload(DType::F32, &[v.len()], &bytes(DType::F32, &v)).unwrap();
+        let got = download(&ctx, &ctx.arg_reduce(op, &x, None, false, TieBreak::Low, DType::S64).unwrap());
+        assert_eq!(got, vec![V::I(want)], "{vals:?}");
+    }
 }
 
 #[test]
@@ -547,14 +562,19 @@ fn large_reductions_every_strategy() {
             }
         }
     }
-    // NaN placement in a split reduction: the first NaN wins argmax, max is NaN.
+    // NaN placement in a split reduction: row 0 has a NaN seed (only NaNs count), row 1 NaNs
+    // elsewhere (ignored by argmax); max is NaN for both.
     let mut phys = data(DType::F32, 2 * 70001, 5);
     phys[70001 + 60000] = V::F(f64::NAN);
     phys[70001 + 50000] = V::F(f64::NAN);
-    phys[123] = V::F(f64::NAN);
+    phys[70001 + 777] = V::F(100.0);
+    phys[0] = V::F(f64::NAN);
+    phys[40000] = V::F(f64::NAN);
     let x = ctx.upload(DType::F32, &[2, 70001], &bytes(DType::F32, &phys)).unwrap();
     let got = download(&ctx, &ctx.arg_reduce(ArgOp::ArgMax, &x, Some(1), false, TieBreak::High, DType::S64).unwrap());
-    check(&got, &[V::I(123), V::I(50000)], "first NaN in a split reduction");
+    check(&got, &[V::I(40000), V::I(777)], "NaN rules in a split reduction");
+    let got = download(&ctx, &ctx.arg_reduce(ArgOp::ArgMin, &x, Some(1), false, TieBreak::Low, DType::S64).unwrap());
+    check(&got, &reference(&[2, 70001], &[1], &phys, |g| ref_arg(ArgOp::ArgMin, TieBreak::Low, g)), "argmin split");
     let got = download(&ctx, &ctx.reduce(ReduceOp::Min, &x, &[1], false, DType::F32).unwrap());
     assert!(got.iter().all(|v| v.f().is_nan()));
 }
