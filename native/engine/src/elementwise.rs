@@ -264,6 +264,9 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     src.push_str(&g.body);
     src.push_str(&stores);
     src.push_str("    }\n}\n");
+    if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
+        eprintln!("// ---- {key}\n{}", &src[src.find("layout(local_size_x").unwrap_or(0)..]);
+    }
     Ok(Generated { key, source: src })
 }
 
@@ -287,7 +290,9 @@ fn decode(t: DType, raw: &str) -> String {
         DType::BF16 => format!("nx_bf16_to_f64(uint({raw}))"),
         DType::S8 => format!("int64_t(int8_t({raw}))"),
         DType::S16 => format!("int64_t(int16_t({raw}))"),
-        DType::S32 => format!("int64_t(int({raw}))"),
+        // sign-extend by shifts: lavapipe (Mesa 22.3) miscompiled int64_t(int(uint)) in some
+        // contexts (abs, shifts and pow of s32 went wrong)
+        DType::S32 => format!("(int64_t(uint64_t({raw}) << 32) >> 32)"),
         DType::S64 => format!("int64_t({raw})"),
         DType::U8 | DType::U16 | DType::U32 | DType::U64 => format!("uint64_t({raw})"),
     }
@@ -313,10 +318,11 @@ fn wrap(t: DType, v: &str) -> String {
         DType::F32 => format!("nx_round_f32({v})"),
         DType::F16 => format!("nx_round_f16({v})"),
         DType::BF16 => format!("nx_round_bf16({v})"),
-        DType::F64 | DType::S64 | DType::U64 => v.to_string(),
+        DType::F64 => format!("nx_canon_f64({v})"),
+        DType::S64 | DType::U64 => v.to_string(),
         DType::S8 => format!("int64_t(int8_t({v}))"),
         DType::S16 => format!("int64_t(int16_t({v}))"),
-        DType::S32 => format!("int64_t(int({v}))"),
+        DType::S32 => format!("(int64_t(uint64_t({v}) << 32) >> 32)"),
         DType::U8 => format!("(({v}) & 0xFFul)"),
         DType::U16 => format!("(({v}) & 0xFFFFul)"),
         DType::U32 => format!("(({v}) & 0xFFFFFFFFul)"),
@@ -369,6 +375,17 @@ impl Gen<'_> {
         name
     }
 
+    fn tmp_int(&mut self, value: String) -> String {
+        if let Some(v) = self.memo.get(&value) {
+            return v.clone();
+        }
+        let name = format!("t{}", self.next);
+        self.next += 1;
+        writeln!(self.body, "        int {name} = {value};").unwrap();
+        self.memo.insert(value, name.clone());
+        name
+    }
+
     fn node(&mut self, e: &Expr) -> Result<String> {
         let ty = |e: &Expr, g: &Gen| e.dtype(g.in_types);
         match e {
@@ -405,6 +422,9 @@ impl Gen<'_> {
             Expr::Convert { arg, dtype } => {
                 let from = ty(arg, self)?;
                 let a = self.node(arg)?;
+                if from == *dtype {
+                    return Ok(a); // as_type to the same type is the tensor itself: bits kept
+                }
                 let v = convert(from, *dtype, &a);
                 Ok(self.tmp(*dtype, wrap(*dtype, &v)))
             }
@@ -461,7 +481,25 @@ impl Gen<'_> {
                     };
                     // u64 against s64: a negative signed value is below every unsigned one.
                     let mixed = lt.is_integer() && rt.is_integer() && lt.kind() != rt.kind() && (lt == DType::U64 || rt == DType::U64);
-                    let cmp = if mixed {
+                    let wide_int = |t: DType| t == DType::S64 || t == DType::U64;
+                    let int_float = (wide_int(lt) && rt.is_float()) || (lt.is_float() && wide_int(rt));
+                    let cmp = if int_float {
+                        // Erlang compares integers with floats exactly: double(i) may round
+                        let c = if lt.is_float() {
+                            format!("nx_cmp_flip(nx_cmp_{}_f64({b}, {a}))", if rt == DType::S64 { "s64" } else { "u64" })
+                        } else {
+                            format!("nx_cmp_{}_f64({a}, {b})", if lt == DType::S64 { "s64" } else { "u64" })
+                        };
+                        let c = self.tmp_int(c);
+                        match op {
+                            BinaryOp::Equal => format!("{c} == 0"),
+                            BinaryOp::NotEqual => format!("{c} != 0"),
+                            BinaryOp::Greater => format!("{c} == 1"),
+                            BinaryOp::Less => format!("{c} == -1"),
+                            BinaryOp::GreaterEqual => format!("({c} == 0 || {c} == 1)"),
+                            _ => format!("({c} == 0 || {c} == -1)"),
+                        }
+                    } else if mixed {
                         let (sa, sb) = (lt.kind() == Kind::Signed, rt.kind() == Kind::Signed);
                         format!("nx_cmp_mixed({}, {}, {}, {}) {sym} 0", to_domain(lt, DType::U64, &a), sa, to_domain(rt, DType::U64, &b), sb)
                     } else {
@@ -480,8 +518,26 @@ impl Gen<'_> {
                     if op.integer_only() && dtype.is_float() {
                         return Err(invalid!("{} needs integer tensors, got {dtype}", op.name()));
                     }
-                    let (x, y) = (to_domain(lt, *dtype, &a), to_domain(rt, *dtype, &b));
-                    binary(*op, *dtype, &x, &y)
+                    let exact_mixed = lt.is_integer()
+                        && rt.is_integer()
+                        && lt.kind() != rt.kind()
+                        && (lt == DType::U64 || rt == DType::U64)
+                        && matches!(op, BinaryOp::Max | BinaryOp::Min | BinaryOp::Remainder | BinaryOp::Quotient);
+                    if exact_mixed {
+                        // u64 with a signed operand: no 64-bit domain holds both exactly
+                        let f = match op {
+                            BinaryOp::Max => "max",
+                            BinaryOp::Min => "min",
+                            BinaryOp::Remainder => "rem",
+                            _ => "quot",
+                        };
+                        let (sa, sb) = (lt.kind() == Kind::Signed, rt.kind() == Kind::Signed);
+                        let raw = format!("nx_{f}_mixed({}, {sa}, {}, {sb})", to_domain(lt, DType::U64, &a), to_domain(rt, DType::U64, &b));
+                        to_domain(DType::U64, *dtype, &raw)
+                    } else {
+                        let (x, y) = (to_domain(lt, *dtype, &a), to_domain(rt, *dtype, &b));
+                        binary(*op, *dtype, &x, &y)
+                    }
                 };
                 Ok(self.tmp(*dtype, wrap(*dtype, &v)))
             }
@@ -497,8 +553,24 @@ fn nonzero(t: DType, v: &str) -> String {
     }
 }
 
-/// Nx.as_type from `from` to `to` (the result is wrapped/rounded by the caller).
+/// Nx.as_type from `from` to `to` (the result is wrapped/rounded by the caller). Floats become
+/// integers as BinaryBackend does: NaN 0, ±Inf the target's extremes, else truncated and wrapped.
 fn convert(from: DType, to: DType, v: &str) -> String {
+    if from.is_float() && to.is_integer() {
+        let (lo, hi): (i64, u64) = match to {
+            DType::U8 => (0, 0xFF),
+            DType::U16 => (0, 0xFFFF),
+            DType::U32 => (0, 0xFFFF_FFFF),
+            DType::U64 => (0, u64::MAX),
+            DType::S8 => (-128, 127),
+            // Nx 0.7.2's Nx.Type.{min,max}_finite_binary({:s, 16}) say -32678 and 32677
+            DType::S16 => (-32678, 32677),
+            DType::S32 => (i32::MIN as i64, i32::MAX as u64),
+            _ => (i64::MIN, i64::MAX as u64),
+        };
+        let raw = format!("nx_f64_to_int({v}, {:#x}ul, {hi:#x}ul)", lo as u64);
+        return if to.kind() == Kind::Signed { format!("int64_t({raw})") } else { raw };
+    }
     to_domain(from, to, v)
 }
 
@@ -519,7 +591,7 @@ fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
         (UnaryOp::Negate, Kind::Float) => format!("(-({x}))"),
         (UnaryOp::Negate, Kind::Signed) => format!("(-({x}))"),
         (UnaryOp::Negate, Kind::Unsigned) => format!("(0ul - ({x}))"),
-        (UnaryOp::Abs, Kind::Float) => format!("nx_abs({x})"),
+        (UnaryOp::Abs, Kind::Float) => format!("nx_abs_nx({x})"),
         (UnaryOp::Abs, Kind::Signed) => format!("((({x}) < 0l) ? -({x}) : ({x}))"),
         (UnaryOp::Abs, Kind::Unsigned) => x.to_string(),
         (UnaryOp::Sign, Kind::Float) => format!("nx_sign_f64({x})"),

@@ -234,12 +234,17 @@ impl Context {
     pub fn clip(&self, x: &Tensor, lo: &Tensor, hi: &Tensor, out: DType) -> Result<Tensor> {
         let shape = x.shape.clone();
         let ins = [x.clone(), lo.broadcast_to(&shape)?, hi.broadcast_to(&shape)?];
-        let e = Expr::binary(
-            BinaryOp::Min,
-            Expr::binary(BinaryOp::Max, Expr::Input(0), Expr::Input(1), out),
-            Expr::Input(2),
-            out,
+        // BinaryBackend: `t = x > lo ? x : lo; t < hi ? t : hi`, comparing the original values
+        // (so a NaN x gives lo, a NaN lo gives hi, and lo > hi gives hi).
+        let (x, l, h) = (Expr::Input(0), Expr::Input(1), Expr::Input(2));
+        let gt = Expr::binary(BinaryOp::Greater, x.clone(), l.clone(), DType::U8);
+        let t_below_hi = Expr::select(
+            gt.clone(),
+            Expr::binary(BinaryOp::Less, x.clone(), h.clone(), DType::U8),
+            Expr::binary(BinaryOp::Less, l.clone(), h.clone(), DType::U8),
+            DType::U8,
         );
+        let e = Expr::select(t_below_hi, Expr::select(gt, x, l, out), h, out);
         Ok(self.map_multi(&[e], &[&ins[0], &ins[1], &ins[2]], &shape)?.remove(0))
     }
 

@@ -3,6 +3,19 @@
 // (the H200 does not promise to preserve f32 denormals), and Nx's contract is exact.
 // Every float is computed in double; results are rounded once to their own type.
 
+// ---- double <-> 64-bit integers ----
+double nx_bits_to_f64(uint64_t b) { return packDouble2x32(uvec2(uint(b & 0xFFFFFFFFul), uint(b >> 32))); }
+uint64_t nx_f64_to_bits(double d) { uvec2 w = unpackDouble2x32(d); return (uint64_t(w.y) << 32) | uint64_t(w.x); }
+bool nx_isnan(double x) { return (nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) > 0x7FF0000000000000ul; }
+bool nx_isinf(double x) { return (nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) == 0x7FF0000000000000ul; }
+bool nx_signbit(double x) { return (nx_f64_to_bits(x) >> 63) != 0ul; }
+double nx_abs(double x) { return nx_bits_to_f64(nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul); }
+double nx_copysign(double x, double s) {
+    return nx_bits_to_f64((nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) | (nx_f64_to_bits(s) & 0x8000000000000000ul));
+}
+double nx_nan() { return nx_bits_to_f64(0x7FF8000000000000ul); }
+double nx_inf() { return nx_bits_to_f64(0x7FF0000000000000ul); }
+
 // ---- decode: stored bits -> double (exact) ----
 double nx_small_to_f64(uint bits, int M, int E) {
     uint sign = (bits >> uint(M + E)) & 1u;
@@ -20,9 +33,10 @@ double nx_small_to_f64(uint bits, int M, int E) {
         if (man == 0u) return packDouble2x32(uvec2(0u, sign << 31));
         // subnormal: normalise
         int msb = findMSB(man);
-        int e = msb - M + 1 - bias; // value = man * 2^(1-bias-M), leading bit at msb
+        // value = man * 2^(1-bias-M) = 1.f * 2^e with the leading bit at msb
+        int e = msb - M + 1 - bias;
         uint64_t m64 = (uint64_t(man) << uint(52 - msb)) & 0xFFFFFFFFFFFFFul;
-        hi = (sign << 31) | (uint(e - 1 + 1023) << 20) | uint(m64 >> 32);
+        hi = (sign << 31) | (uint(e + 1023) << 20) | uint(m64 >> 32);
         lo = uint(m64 & 0xFFFFFFFFul);
     } else {
         uint64_t m64 = uint64_t(man) << uint(52 - M);
@@ -55,8 +69,12 @@ uint nx_f64_to_small(double d, int M, int E) {
     uint sbit = sign << uint(M + E);
     if (e == 0x7FF) {
         if (m == 0ul) return sbit | (expmax << uint(M));
-        // NaN: quiet, with the top payload bits
-        return sbit | (expmax << uint(M)) | (1u << uint(M - 1)) | uint(m >> uint(52 - M));
+        // NaN: the top payload bits as they are (a value decoded from this type round-trips
+        // bit for bit: copies keep NaN payloads, as BinaryBackend's layout ops do); quiet when
+        // nothing of the payload fits. Computed NaNs never get here: wrap() canonicalises them.
+        uint pay = uint(m >> uint(52 - M));
+        if (pay == 0u) pay = 1u << uint(M - 1);
+        return sbit | (expmax << uint(M)) | pay;
     }
     if (e == 0 && m == 0ul) return sbit;
     uint64_t sig = (e == 0) ? m : (m | (1ul << 52));
@@ -81,22 +99,16 @@ uint nx_f64_to_small(double d, int M, int E) {
 uint nx_f64_to_f32(double d) { return nx_f64_to_small(d, 23, 8); }
 uint nx_f64_to_f16(double d) { return nx_f64_to_small(d, 10, 5); }
 // bf16 as Nx.BinaryBackend writes it: round to f32 first, then keep the top 16 bits.
-uint nx_f64_to_bf16(double d) { return NX_BF16_FROM_F32(nx_f64_to_f32(d)); }
-
-// ---- round a double to a narrower type's value set (for intermediate results) ----
-double nx_round_f32(double d) { return nx_f32_to_f64(nx_f64_to_f32(d)); }
-double nx_round_f16(double d) { return nx_f16_to_f64(nx_f64_to_f16(d)); }
-double nx_round_bf16(double d) { return nx_bf16_to_f64(nx_f64_to_bf16(d)); }
-
-// ---- double <-> 64-bit integers ----
-double nx_bits_to_f64(uint64_t b) { return packDouble2x32(uvec2(uint(b & 0xFFFFFFFFul), uint(b >> 32))); }
-uint64_t nx_f64_to_bits(double d) { uvec2 w = unpackDouble2x32(d); return (uint64_t(w.y) << 32) | uint64_t(w.x); }
-bool nx_isnan(double x) { return (nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) > 0x7FF0000000000000ul; }
-bool nx_isinf(double x) { return (nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) == 0x7FF0000000000000ul; }
-bool nx_signbit(double x) { return (nx_f64_to_bits(x) >> 63) != 0ul; }
-double nx_abs(double x) { return nx_bits_to_f64(nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul); }
-double nx_copysign(double x, double s) {
-    return nx_bits_to_f64((nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) | (nx_f64_to_bits(s) & 0x8000000000000000ul));
+uint nx_f64_to_bf16(double d) {
+    uint h = NX_BF16_FROM_F32(nx_f64_to_f32(d));
+    if (nx_isnan(d) && (h & 0x7Fu) == 0u) h |= 0x40u; // keep a NaN a NaN
+    return h;
 }
-double nx_nan() { return nx_bits_to_f64(0x7FF8000000000000ul); }
-double nx_inf() { return nx_bits_to_f64(0x7FF0000000000000ul); }
+
+// ---- round a double to a type's value set (every computed float node) ----
+// BinaryBackend holds NaN as the atom :nan and writes it as the positive quiet NaN, so a
+// computed NaN is canonical whatever sign or payload the hardware produced.
+double nx_canon_f64(double d) { return nx_isnan(d) ? nx_nan() : d; }
+double nx_round_f32(double d) { return nx_isnan(d) ? nx_nan() : nx_f32_to_f64(nx_f64_to_f32(d)); }
+double nx_round_f16(double d) { return nx_isnan(d) ? nx_nan() : nx_f16_to_f64(nx_f64_to_f16(d)); }
+double nx_round_bf16(double d) { return nx_isnan(d) ? nx_nan() : nx_bf16_to_f64(nx_f64_to_bf16(d)); }

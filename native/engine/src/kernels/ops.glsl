@@ -1,7 +1,29 @@
-// Scalar helpers behind the elementwise ops, following Nx.BinaryBackend's rules.
+// Scalar helpers behind the elementwise ops, following Nx.BinaryBackend's (Nx 0.7.2) rules.
+//
+// Where BinaryBackend raises, a kernel cannot: it gives the defined result written here instead.
+//   * integer quotient/remainder by zero: 0 (BinaryBackend: ArithmeticError)
+//   * integer pow with a negative exponent: 1 for base 1, ±1 for base -1, else 0 (ArithmeticError)
+//   * shifts by a negative amount shift the other way (ArgumentError); amounts of 64 or more give
+//     0, or -1 for a negative value shifted right (Elixir's bsl/bsr, then wrapped)
+//   * float x / 0 for x != 0: IEEE ±Inf (ArithmeticError); 0/0 is NaN in both
+//   * float results that overflow f64 (x * y, x / y, x + y): IEEE ±Inf (ArithmeticError)
+//   * sqrt of a negative number: NaN (ArithmeticError)
+//   * ceil/floor/round of NaN or ±Inf: the value itself (ArgumentError)
+//   * float remainder with a NaN or infinite x, or y == 0: NaN; with infinite y: x (ArgumentError)
+// Quirks of BinaryBackend reproduced on purpose (so results match it bit for bit):
+//   * every computed NaN is the positive quiet NaN (it holds NaN as the atom :nan); copies,
+//     bitcasts and as_type to the same type keep NaN bits
+//   * sign(NaN) = sign(+Inf) = sign(-Inf) = 1.0 (the atoms compare above numbers); sign(-0.0) = -0.0
+//   * abs(-0.0) = -0.0 (x < 0 ? -x : x)
+//   * round gives +0.0 for every result of zero (:erlang.round returns an integer)
+//   * x / ±Inf = +0.0 whatever the signs; ±Inf / -0.0 = ±Inf (Complex.divide's clauses)
+//   * max/min return their first operand when the two compare equal (-0.0 vs 0.0)
+//   * as_type from ±Inf to an integer type gives the type's largest/smallest value, NaN gives 0,
+//     other floats truncate and wrap; s16's limits are Nx 0.7.2's 32677 and -32678
+//   * bf16 is written by truncating the f32 bits (numeric.glsl, NX_BF16_FROM_F32)
 
-// float -> integer: truncate toward zero, then keep the low 64 bits (Nx then wraps to the
-// target width). NaN and ±Inf have no integer value: they become 0.
+// float -> integer: truncate toward zero, then keep the low 64 bits (the caller wraps to the
+// target width). NaN and ±Inf: see nx_f64_to_int below.
 uint64_t nx_f64_trunc_wrap(double d) {
     uint64_t b = nx_f64_to_bits(d);
     int e = int((b >> 52) & 0x7FFul) - 1023;
@@ -15,6 +37,12 @@ uint64_t nx_f64_trunc_wrap(double d) {
 }
 int64_t nx_f64_to_s64(double d) { return int64_t(nx_f64_trunc_wrap(d)); }
 uint64_t nx_f64_to_u64(double d) { return nx_f64_trunc_wrap(d); }
+// Nx.as_type from a float to an integer type whose extremes are `lo` and `hi` (as 64-bit patterns).
+uint64_t nx_f64_to_int(double d, uint64_t lo, uint64_t hi) {
+    if (nx_isnan(d)) return 0ul;
+    if (nx_isinf(d)) return nx_signbit(d) ? lo : hi;
+    return nx_f64_trunc_wrap(d);
+}
 
 // Compares a value that may be signed with one that may be unsigned (both as raw 64 bits).
 int nx_cmp_mixed(uint64_t a, bool a_signed, uint64_t b, bool b_signed) {
@@ -24,23 +52,84 @@ int nx_cmp_mixed(uint64_t a, bool a_signed, uint64_t b, bool b_signed) {
     if (an) return (int64_t(a) < int64_t(b)) ? -1 : ((a == b) ? 0 : 1);
     return (a < b) ? -1 : ((a == b) ? 0 : 1);
 }
+// Exact comparison of a 64-bit integer with a double (Erlang compares them exactly; a double of
+// the integer may round): -1, 0, 1; 2 when d is NaN.
+int nx_cmp_s64_f64(int64_t i, double d) {
+    if (nx_isnan(d)) return 2;
+    if (d >= 9223372036854775808.0LF) return -1;
+    if (d < -9223372036854775808.0LF) return 1;
+    precise double di = double(i);
+    if (di < d) return -1;
+    if (di > d) return 1;
+    int64_t k = int64_t(d); // d == double(i) is an integer in range
+    return (i < k) ? -1 : ((i > k) ? 1 : 0);
+}
+int nx_cmp_flip(int c) { return (c == 2) ? 2 : -c; }
+int nx_cmp_u64_f64(uint64_t i, double d) {
+    if (nx_isnan(d)) return 2;
+    if (d >= 18446744073709551616.0LF) return -1;
+    if (d < 0.0LF) return 1;
+    precise double di = double(i);
+    if (di < d) return -1;
+    if (di > d) return 1;
+    uint64_t k = uint64_t(d);
+    return (i < k) ? -1 : ((i > k) ? 1 : 0);
+}
+// Exact integer quotient/remainder of operands of any signedness (raw 64 bits + signedness):
+// truncating division on the true values, then wrapped by the caller. Divisor 0 gives 0.
+uint64_t nx_mag(uint64_t a, bool neg) { return neg ? (0ul - a) : a; }
+uint64_t nx_rem_mixed(uint64_t a, bool a_signed, uint64_t b, bool b_signed) {
+    bool an = a_signed && int64_t(a) < 0l;
+    bool bn = b_signed && int64_t(b) < 0l;
+    uint64_t mb = nx_mag(b, bn);
+    if (mb == 0ul) return 0ul;
+    uint64_t r = nx_mag(a, an) % mb;
+    return an ? (0ul - r) : r;
+}
+uint64_t nx_quot_mixed(uint64_t a, bool a_signed, uint64_t b, bool b_signed) {
+    bool an = a_signed && int64_t(a) < 0l;
+    bool bn = b_signed && int64_t(b) < 0l;
+    uint64_t mb = nx_mag(b, bn);
+    if (mb == 0ul) return 0ul;
+    uint64_t q = nx_mag(a, an) / mb;
+    return (an != bn) ? (0ul - q) : q;
+}
+// max/min of operands of any signedness, exactly; the first when equal.
+uint64_t nx_max_mixed(uint64_t a, bool a_signed, uint64_t b, bool b_signed) {
+    return (nx_cmp_mixed(b, b_signed, a, a_signed) > 0) ? b : a;
+}
+uint64_t nx_min_mixed(uint64_t a, bool a_signed, uint64_t b, bool b_signed) {
+    return (nx_cmp_mixed(b, b_signed, a, a_signed) < 0) ? b : a;
+}
 
+// sign: x < 0 -> -1, x > 0 -> 1, else x; NaN and ±Inf give 1 (see the quirks above).
 double nx_sign_f64(double x) {
-    if (nx_isnan(x)) return x;
+    if (nx_isnan(x) || nx_isinf(x)) return 1.0LF;
     if (x > 0.0LF) return 1.0LF;
     if (x < 0.0LF) return -1.0LF;
     return x; // keeps the sign of zero
 }
+// abs as BinaryBackend: -0.0 stays -0.0.
+double nx_abs_nx(double x) {
+    if (nx_isnan(x)) return x;
+    return (x < 0.0LF) ? -x : x;
+}
 
-// Round half away from zero, exactly (floor(x + 0.5) is wrong for 0.49999999999999994).
+// GLSL trunc() on doubles is wrong on lavapipe (Mesa 22.3) for large values (32856535325.6
+// came back unchanged); floor/ceil are exact.
+double nx_trunc(double x) { return (x < 0.0LF) ? ceil(x) : floor(x); }
+
+// Round half away from zero, exactly (floor(x + 0.5) is wrong for 0.49999999999999994); a zero
+// result is +0.0. NaN and ±Inf pass through.
 double nx_round_half_away(double x) {
-    precise double t = trunc(x);
+    if (nx_isnan(x) || nx_isinf(x)) return x;
+    precise double t = nx_trunc(x);
     precise double f = x - t; // exact
     if (nx_abs(f) >= 0.5LF) {
         precise double r = t + ((x < 0.0LF) ? -1.0LF : 1.0LF);
         return r;
     }
-    return nx_copysign(t, x);
+    return nx_abs(t) == 0.0LF ? 0.0LF : t;
 }
 
 uint64_t nx_clz(uint64_t x, int bits) {
@@ -57,26 +146,56 @@ uint64_t nx_popcount(uint64_t x, int bits) {
 }
 int64_t nx_popcount(int64_t x, int bits) { return int64_t(nx_popcount(uint64_t(x), bits)); }
 
-double nx_div_f64(double x, double y) { precise double r = x / y; return r; }
+// Complex.divide's clauses, in order (see the quirks above).
+double nx_div_f64(double x, double y) {
+    bool xf = nx_isnan(x) || nx_isinf(x);
+    bool yf = nx_isnan(y) || nx_isinf(y);
+    if (xf && yf) return nx_nan();
+    if (xf) {
+        if (nx_isnan(x)) return x;
+        return (y >= 0.0LF) ? x : -x; // -0.0 >= 0: Inf / -0.0 is +Inf
+    }
+    if (nx_isnan(y)) return y;
+    if (nx_isinf(y)) return 0.0LF;
+    if (x == 0.0LF && y == 0.0LF) return nx_nan();
+    precise double r = x / y;
+    return r;
+}
 
-// Exact IEEE fmod (the result has the sign of x): repeated exact subtraction of y scaled by
-// powers of two; each step is exact because the operands share enough exponent range.
+// Exact fmod (:math.fmod; the result has the sign of x), by long division of the significands.
 double nx_rem_f64(double x, double y) {
     if (nx_isnan(x) || nx_isnan(y) || nx_isinf(x) || y == 0.0LF) return nx_nan();
     if (nx_isinf(y)) return x;
-    precise double r = nx_abs(x);
-    precise double ay = nx_abs(y);
-    if (r < ay) return x;
-    int ey = int((nx_f64_to_bits(ay) >> 52) & 0x7FFul);
-    for (int guard = 0; guard < 2200 && r >= ay; guard++) {
-        int er = int((nx_f64_to_bits(r) >> 52) & 0x7FFul);
-        int shift = er - ey;
-        // ay * 2^shift, built by exponent arithmetic (ay normal or subnormal alike via ldexp)
-        precise double s = ldexp(ay, shift);
-        if (s > r) s = ldexp(ay, shift - 1);
-        r = r - s;
+    uint64_t bx = nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul;
+    uint64_t by = nx_f64_to_bits(y) & 0x7FFFFFFFFFFFFFFFul;
+    if (bx < by) return x;
+    // |v| = m * 2^(e - 1075) with m normalised to 2^52 <= m < 2^53 (e may drop below 1 for
+    // subnormals)
+    int ex = int(bx >> 52);
+    int ey = int(by >> 52);
+    uint64_t mx = (bx & 0xFFFFFFFFFFFFFul) | ((ex != 0) ? (1ul << 52) : 0ul);
+    uint64_t my = (by & 0xFFFFFFFFFFFFFul) | ((ey != 0) ? (1ul << 52) : 0ul);
+    ex = max(ex, 1);
+    ey = max(ey, 1);
+    for (int k = 0; k < 53 && (mx >> 52) == 0ul; k++) { mx <<= 1; ex--; }
+    for (int k = 0; k < 53 && (my >> 52) == 0ul; k++) { my <<= 1; ey--; }
+    for (int guard = 0; guard < 2200 && ex > ey; guard++) {
+        if (mx >= my) mx -= my;
+        mx <<= 1;
+        ex--;
     }
-    return nx_copysign(r, x);
+    if (mx >= my) mx -= my;
+    // |r| = mx * 2^(ey - 1075), mx < my: normalise, or denormalise when below the normal range
+    // (exact: r is a multiple of the unit of y, at least 2^-1074)
+    if (mx == 0ul) return nx_copysign(0.0LF, x);
+    for (int k = 0; k < 53 && (mx >> 52) == 0ul; k++) { mx <<= 1; ey--; }
+    uint64_t bits;
+    if (ey >= 1) {
+        bits = (uint64_t(ey) << 52) | (mx & 0xFFFFFFFFFFFFFul);
+    } else {
+        bits = mx >> uint(1 - ey);
+    }
+    return nx_copysign(nx_bits_to_f64(bits), x);
 }
 int64_t nx_rem_s64(int64_t x, int64_t y) {
     if (y == 0l) return 0l;
@@ -90,20 +209,21 @@ int64_t nx_quot_s64(int64_t x, int64_t y) {
     return x / y;
 }
 uint64_t nx_quot_u64(uint64_t x, uint64_t y) { return (y == 0ul) ? 0ul : (x / y); }
-double nx_quot_f64(double x, double y) { return trunc(x / y); }
+double nx_quot_f64(double x, double y) { return nx_trunc(x / y); }
 int64_t nx_div_s64(int64_t x, int64_t y) { return nx_quot_s64(x, y); }
 uint64_t nx_div_u64(uint64_t x, uint64_t y) { return nx_quot_u64(x, y); }
 
-// Max/min: a NaN operand wins.
+// Max/min: a NaN operand wins (canonicalised by the caller); otherwise the first operand
+// unless the second is strictly greater/less (Erlang's max/2 and min/2).
 double nx_max_f64(double x, double y) {
     if (nx_isnan(x)) return x;
     if (nx_isnan(y)) return y;
-    return (x > y) ? x : y;
+    return (y > x) ? y : x;
 }
 double nx_min_f64(double x, double y) {
     if (nx_isnan(x)) return x;
     if (nx_isnan(y)) return y;
-    return (x < y) ? x : y;
+    return (y < x) ? y : x;
 }
 int64_t nx_max_s64(int64_t x, int64_t y) { return (x > y) ? x : y; }
 int64_t nx_min_s64(int64_t x, int64_t y) { return (x < y) ? x : y; }
@@ -134,9 +254,15 @@ uint64_t nx_pow_u64(uint64_t b, uint64_t e) {
 
 // Shifts as Elixir's bsl/bsr on unbounded integers, then wrapped: a negative amount shifts the
 // other way; shifting out everything leaves 0 (or -1 for a negative value shifted right).
-int64_t nx_sar_s64(int64_t x, int64_t s) { return (s >= 64l) ? ((x < 0l) ? -1l : 0l) : (x >> s); }
-int64_t nx_sal_s64(int64_t x, int64_t s) { return (s >= 64l) ? 0l : (x << s); }
-int64_t nx_shl_s64(int64_t x, int64_t s) { return (s < 0l) ? nx_sar_s64(x, -s) : nx_sal_s64(x, s); }
-int64_t nx_shr_s64(int64_t x, int64_t s) { return (s < 0l) ? nx_sal_s64(x, -s) : nx_sar_s64(x, s); }
-uint64_t nx_shl_u64(uint64_t x, uint64_t s) { return (s >= 64ul) ? 0ul : (x << s); }
-uint64_t nx_shr_u64(uint64_t x, uint64_t s) { return (s >= 64ul) ? 0ul : (x >> s); }
+// The amount is clamped and narrowed to 32 bits before shifting: lavapipe miscompiled a 64-bit
+// shift amount whose result was narrowed to 32 bits (s32 left_shift gave 0).
+int64_t nx_shift_s64(int64_t x, int64_t s) { // s > 0: left; s < 0: right
+    if (s >= 64l) return 0l;
+    if (s <= -64l) return (x < 0l) ? -1l : 0l;
+    int k = int(s);
+    return (k >= 0) ? (x << uint(k)) : (x >> uint(-k));
+}
+int64_t nx_shl_s64(int64_t x, int64_t s) { return nx_shift_s64(x, s); }
+int64_t nx_shr_s64(int64_t x, int64_t s) { return nx_shift_s64(x, (s < -64l) ? 64l : -s); }
+uint64_t nx_shl_u64(uint64_t x, uint64_t s) { return (s >= 64ul) ? 0ul : (x << uint(s)); }
+uint64_t nx_shr_u64(uint64_t x, uint64_t s) { return (s >= 64ul) ? 0ul : (x >> uint(s)); }
