@@ -194,7 +194,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         let t = e.dtype(&in_types)?;
         let v = g.node(e)?;
         let enc = encode(t, &v);
-        writeln!(stores, "        {}(ParamsU64(pc.params).v[{o}]).v[oi] = {enc};", buf_type(t)).unwrap();
+        writeln!(stores, "        out{o}.v[oi] = {enc};").unwrap();
     }
     let n_addr = outputs.len() + inputs.len();
     let mut src = String::new();
@@ -226,6 +226,21 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     for d in 0..rank {
         writeln!(src, "    uint dim{d} = uint(meta.v[{d}]);").unwrap();
     }
+    // Buffer references are loaded once: the compiler cannot hoist them itself, since a store
+    // through one reference might alias the parameter block.
+    for (o, e) in outputs.iter().enumerate() {
+        let t = buf_type(e.dtype(&in_types)?);
+        writeln!(src, "    {t} out{o} = {t}(ParamsU64(pc.params).v[{o}]);").unwrap();
+    }
+    let used: Vec<bool> = (0..inputs.len())
+        .map(|j| g.body.contains(&format!("x{j}_")) || stores.contains(&format!("x{j}_")))
+        .collect();
+    for (j, (t, _)) in inputs.iter().enumerate() {
+        if used[j] {
+            let b = buf_type(*t);
+            writeln!(src, "    {b} in{j} = {b}(ParamsU64(pc.params).v[{}]);", outputs.len() + j).unwrap();
+        }
+    }
     src.push_str("    uint step = gl_NumWorkGroups.x * 256u;\n");
     src.push_str("    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += step) {\n");
     let needs_coords = g.used_coords || out_access == Access::Strided || inputs.iter().any(|(_, a)| *a == Access::Strided);
@@ -244,7 +259,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     }
     writeln!(src, "        int oi = {oi};").unwrap();
     for (j, (t, access)) in inputs.iter().enumerate() {
-        if !g.body.contains(&format!("x{j}_")) && !stores.contains(&format!("x{j}_")) {
+        if !used[j] {
             continue;
         }
         let index = match access {
@@ -258,8 +273,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
                 s
             }
         };
-        let addr = format!("ParamsU64(pc.params).v[{}]", outputs.len() + j);
-        writeln!(src, "        {} x{j}_ = {};", t.glsl_compute(), decode(*t, &format!("{}({addr}).v[{index}]", buf_type(*t)))).unwrap();
+        writeln!(src, "        {} x{j}_ = {};", t.glsl_compute(), decode(*t, &format!("in{j}.v[{index}]"))).unwrap();
     }
     src.push_str(&g.body);
     src.push_str(&stores);

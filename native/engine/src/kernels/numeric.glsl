@@ -6,8 +6,16 @@
 // ---- double <-> 64-bit integers ----
 double nx_bits_to_f64(uint64_t b) { return packDouble2x32(uvec2(uint(b & 0xFFFFFFFFul), uint(b >> 32))); }
 uint64_t nx_f64_to_bits(double d) { uvec2 w = unpackDouble2x32(d); return (uint64_t(w.y) << 32) | uint64_t(w.x); }
-bool nx_isnan(double x) { return (nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) > 0x7FF0000000000000ul; }
-bool nx_isinf(double x) { return (nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul) == 0x7FF0000000000000ul; }
+// 32-bit word tests: 64-bit integer arithmetic is emulated on most GPUs.
+bool nx_isnan(double x) {
+    uvec2 w = unpackDouble2x32(x);
+    uint hi = w.y & 0x7FFFFFFFu;
+    return hi > 0x7FF00000u || (hi == 0x7FF00000u && w.x != 0u);
+}
+bool nx_isinf(double x) {
+    uvec2 w = unpackDouble2x32(x);
+    return (w.y & 0x7FFFFFFFu) == 0x7FF00000u && w.x == 0u;
+}
 bool nx_signbit(double x) { return (nx_f64_to_bits(x) >> 63) != 0ul; }
 double nx_abs(double x) { return nx_bits_to_f64(nx_f64_to_bits(x) & 0x7FFFFFFFFFFFFFFFul); }
 double nx_copysign(double x, double s) {
@@ -96,7 +104,19 @@ uint nx_f64_to_small(double d, int M, int E) {
     if (te >= int(expmax)) return sbit | (expmax << uint(M));
     return sbit | (uint(te) << uint(M)) | uint(kept & ((1ul << uint(M)) - 1ul));
 }
-uint nx_f64_to_f32(double d) { return nx_f64_to_small(d, 23, 8); }
+uint nx_f64_to_f32(double d) {
+    // Fast path, 32-bit operations only: results in f32's normal range round half to even at
+    // bit 29 of the low word; a carry out of the mantissa moves into the exponent (up to +Inf).
+    uvec2 w = unpackDouble2x32(d);
+    uint e = (w.y >> 20) & 0x7FFu;
+    if (e >= 897u && e <= 1150u) {
+        uint rest = w.x & 0x1FFFFFFFu;
+        uint bits = (w.y & 0x80000000u) | ((e - 896u) << 23) | ((w.y & 0xFFFFFu) << 3) | (w.x >> 29);
+        if (rest > 0x10000000u || (rest == 0x10000000u && (bits & 1u) != 0u)) bits += 1u;
+        return bits;
+    }
+    return nx_f64_to_small(d, 23, 8);
+}
 uint nx_f64_to_f16(double d) { return nx_f64_to_small(d, 10, 5); }
 // bf16 as Nx.BinaryBackend writes it: round to f32 first, then keep the top 16 bits.
 uint nx_f64_to_bf16(double d) {
@@ -109,6 +129,10 @@ uint nx_f64_to_bf16(double d) {
 // BinaryBackend holds NaN as the atom :nan and writes it as the positive quiet NaN, so a
 // computed NaN is canonical whatever sign or payload the hardware produced.
 double nx_canon_f64(double d) { return nx_isnan(d) ? nx_nan() : d; }
-double nx_round_f32(double d) { return nx_isnan(d) ? nx_nan() : nx_f32_to_f64(nx_f64_to_f32(d)); }
+double nx_round_f32(double d) {
+    uint e = (unpackDouble2x32(d).y >> 20) & 0x7FFu;
+    if (e >= 897u && e <= 1150u) return nx_f32_to_f64(nx_f64_to_f32(d)); // normal: not NaN
+    return nx_isnan(d) ? nx_nan() : nx_f32_to_f64(nx_f64_to_f32(d));
+}
 double nx_round_f16(double d) { return nx_isnan(d) ? nx_nan() : nx_f16_to_f64(nx_f64_to_f16(d)); }
 double nx_round_bf16(double d) { return nx_isnan(d) ? nx_nan() : nx_bf16_to_f64(nx_f64_to_bf16(d)); }
