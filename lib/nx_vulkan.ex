@@ -69,25 +69,39 @@ defmodule NxVulkan do
   def deallocate(handle), do: Native.deallocate(handle)
 
   @doc "An elementwise unary op (`:exp`, `:negate`, ...) with result type `out`."
-  def unary(op, handle, out), do: unwrap!(Native.unary(Atom.to_string(op), handle, type_name(out)))
+  def unary(op, handle, out),
+    do: unwrap!(Native.unary(Atom.to_string(op), handle, type_name(out)))
 
   @doc "An elementwise binary op with broadcasting and result type `out`."
   def binary(op, a, b, out), do: unwrap!(Native.binary(Atom.to_string(op), a, b, type_name(out)))
 
   def as_type(handle, out), do: unwrap!(Native.convert(handle, type_name(out)))
   def bitcast(handle, out), do: unwrap!(Native.bitcast(handle, type_name(out)))
-  def select(pred, on_true, on_false, out), do: unwrap!(Native.select(pred, on_true, on_false, type_name(out)))
+
+  def select(pred, on_true, on_false, out),
+    do: unwrap!(Native.select(pred, on_true, on_false, type_name(out)))
+
   def clip(x, lo, hi, out), do: unwrap!(Native.clip(x, lo, hi, type_name(out)))
-  def iota(type, shape, axis \\ nil), do: unwrap!(Native.iota(type_name(type), Tuple.to_list(shape), axis))
+
+  def iota(type, shape, axis \\ nil),
+    do: unwrap!(Native.iota(type_name(type), Tuple.to_list(shape), axis))
+
   def reshape(handle, shape), do: unwrap!(Native.reshape(handle, Tuple.to_list(shape)))
   def transpose(handle, axes), do: unwrap!(Native.transpose(handle, axes))
-  def broadcast(handle, shape, axes), do: unwrap!(Native.broadcast(handle, Tuple.to_list(shape), axes))
-  def slice(handle, start, lengths, steps), do: unwrap!(Native.slice(handle, start, lengths, steps))
+
+  def broadcast(handle, shape, axes),
+    do: unwrap!(Native.broadcast(handle, Tuple.to_list(shape), axes))
+
+  def slice(handle, start, lengths, steps),
+    do: unwrap!(Native.slice(handle, start, lengths, steps))
+
   def reverse(handle, axes), do: unwrap!(Native.reverse(handle, axes))
   def contiguous(handle), do: unwrap!(Native.contiguous(handle))
   def pad(handle, value, config), do: unwrap!(Native.pad(handle, value, config))
   def put_slice(handle, start, update), do: unwrap!(Native.put_slice(handle, start, update))
-  def concatenate(handles, axis, out), do: unwrap!(Native.concatenate(handles, axis, type_name(out)))
+
+  def concatenate(handles, axis, out),
+    do: unwrap!(Native.concatenate(handles, axis, type_name(out)))
 
   @doc "A reduction (`:sum`, `:product`, `:reduce_max`, `:reduce_min`, `:all`, `:any`) over `axes`."
   def reduce(op, handle, axes, keep_axes, out),
@@ -95,18 +109,46 @@ defmodule NxVulkan do
 
   @doc "`:argmax` or `:argmin` along `axis` (`nil`: flattened); `tie_break` is `:low` or `:high`."
   def arg_reduce(op, handle, axis, keep_axis, tie_break, out),
-    do: unwrap!(Native.arg_reduce(Atom.to_string(op), handle, axis, keep_axis, tie_break == :high, type_name(out)))
+    do:
+      unwrap!(
+        Native.arg_reduce(
+          Atom.to_string(op),
+          handle,
+          axis,
+          keep_axis,
+          tie_break == :high,
+          type_name(out)
+        )
+      )
 
   @doc "Nx.dot/6: contraction and batch axes of each operand."
   def dot(a, contract_a, batch_a, b, contract_b, batch_b, out),
     do: unwrap!(Native.dot(a, contract_a, batch_a, b, contract_b, batch_b, type_name(out)))
+
+  @doc """
+  How often each op took `NxVulkan.Backend`'s host fallback since the last
+  `reset_fallbacks/0`, as `%{op => count}`. See `NxVulkan.Fallback`.
+  """
+  defdelegate fallbacks, to: NxVulkan.Fallback, as: :counts
+
+  @doc "Sets every fallback count back to zero."
+  defdelegate reset_fallbacks, to: NxVulkan.Fallback, as: :reset
+
+  @doc """
+  Strict mode for the calling process: `true` makes any host fallback raise
+  `NxVulkan.FallbackError`, `false` allows it, `nil` follows `config :nx_vulkan, strict: ...`.
+  Returns the previous process setting.
+  """
+  defdelegate strict(value), to: NxVulkan.Fallback
 
   @doc false
   def type_name({:f, bits}) when bits in [16, 32, 64], do: "f#{bits}"
   def type_name({:bf, 16}), do: "bf16"
   def type_name({:s, bits}) when bits in [8, 16, 32, 64], do: "s#{bits}"
   def type_name({:u, bits}) when bits in [8, 16, 32, 64], do: "u#{bits}"
-  def type_name(other), do: raise(ArgumentError, "NxVulkan does not support the type #{inspect(other)}")
+
+  def type_name(other),
+    do: raise(ArgumentError, "NxVulkan does not support the type #{inspect(other)}")
 
   @doc false
   def parse_type("bf16"), do: {:bf, 16}

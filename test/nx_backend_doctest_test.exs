@@ -1,0 +1,32 @@
+# Compiled only where Nx is loadable (CI has none; the :nx tag is excluded there).
+if Code.ensure_loaded?(Nx) do
+  defmodule NxVulkan.BackendDoctestTest do
+    @moduledoc """
+    Nx's own doctests against NxVulkan.Backend, the way EXLA and Torchx check themselves.
+
+    Exclusions, each with its reason (nothing is excluded for float rounding: the engine's
+    numerics follow Nx.BinaryBackend bit for bit):
+
+      * `default_backend/1`, `global_default_backend/1` — they print the process's default
+        backend, which this module sets to NxVulkan.Backend.
+      * `Nx.LinAlg.eigh/2`, `least_squares/3`, `pinv/2` — fail on plain Nx.BinaryBackend's own
+        tensors too when the default backend is not BinaryBackend (per ../shared/NX.md: a pure
+        delegating backend fails exactly these six); results are valid but print differently.
+    """
+    use ExUnit.Case, async: false
+
+    @moduletag :nx
+    @moduletag timeout: 1_200_000
+
+    setup do
+      Nx.default_backend(NxVulkan.Backend)
+      :ok
+    end
+
+    @backend_printing [default_backend: 1, global_default_backend: 1]
+    @valid_differences [eigh: 2, least_squares: 2, pinv: 2]
+
+    doctest Nx, except: @backend_printing
+    doctest Nx.LinAlg, except: @valid_differences
+  end
+end
