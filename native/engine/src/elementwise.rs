@@ -258,6 +258,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         }
     }
     writeln!(src, "        int oi = {oi};").unwrap();
+    let mut decodes = vec![];
     for (j, (t, access)) in inputs.iter().enumerate() {
         if !used[j] {
             continue;
@@ -273,7 +274,15 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
                 s
             }
         };
-        writeln!(src, "        {} x{j}_ = {};", t.glsl_compute(), decode(*t, &format!("in{j}.v[{index}]"))).unwrap();
+        // Raw loads first, so the fast path below runs before any decoding.
+        writeln!(src, "        {} nx_raw{j}_ = in{j}.v[{index}];", storage_type(*t)).unwrap();
+        decodes.push(format!("        {} x{j}_ = {};\n", t.glsl_compute(), decode(*t, &format!("nx_raw{j}_"))));
+    }
+    if let Some(fast) = f32_fast_path(outputs, inputs) {
+        src.push_str(&fast);
+    }
+    for d in decodes {
+        src.push_str(&d);
     }
     src.push_str(&g.body);
     src.push_str(&stores);
@@ -284,8 +293,53 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     Ok(Generated { key, source: src })
 }
 
+/// A native-f32 fast path for the commonest kernel, one f32 add/subtract/multiply of two f32
+/// inputs. Vulkan requires these three to be correctly rounded, so the f32 result equals the
+/// f64 result rounded once — except where a driver flushes subnormals (the H200 does not
+/// promise to keep them). So the fast path is taken only when both operands and the result are
+/// normal numbers; anything else (zeros, subnormals, Inf, NaN) falls through to the exact f64
+/// path below. Division and sqrt are not correctly rounded in f32 on every driver: not here.
+fn f32_fast_path(outputs: &[Expr], inputs: &[(DType, Access)]) -> Option<String> {
+    let [Expr::Binary { op, lhs, rhs, dtype: DType::F32 }] = outputs else { return None };
+    let (Expr::Input(a), Expr::Input(b)) = (lhs.as_ref(), rhs.as_ref()) else { return None };
+    if inputs.get(*a)?.0 != DType::F32 || inputs.get(*b)?.0 != DType::F32 {
+        return None;
+    }
+    let sym = match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Subtract => "-",
+        BinaryOp::Multiply => "*",
+        _ => return None,
+    };
+    Some(format!(
+        "        {{
+            uint ab = nx_raw{a}_;
+            uint bb = nx_raw{b}_;
+            uint ea = (ab >> 23) & 0xFFu;
+            uint eb = (bb >> 23) & 0xFFu;
+            precise float r = uintBitsToFloat(ab) {sym} uintBitsToFloat(bb);
+            uint rb = floatBitsToUint(r);
+            uint er = (rb >> 23) & 0xFFu;
+            if (ea - 1u < 254u && eb - 1u < 254u && er - 1u < 254u) {{
+                out0.v[oi] = rb;
+                continue;
+            }}
+        }}
+"
+    ))
+}
+
 /// How bf16 is written from f32 bits: Nx.BinaryBackend keeps the top 16 bits (truncation).
 const BF16_RULE: &str = "#define NX_BF16_FROM_F32(b) ((b) >> 16)\n";
+
+fn storage_type(t: DType) -> &'static str {
+    match t.bits() {
+        8 => "uint8_t",
+        16 => "uint16_t",
+        32 => "uint",
+        _ => "uint64_t",
+    }
+}
 
 fn buf_type(t: DType) -> &'static str {
     match t.bits() {
@@ -650,5 +704,34 @@ fn binary(op: BinaryOp, t: DType, x: &str, y: &str) -> String {
         BinaryOp::LeftShift => format!("nx_shl_{suffix}({x}, {y})"),
         BinaryOp::RightShift => format!("nx_shr_{suffix}({x}, {y})"),
         _ => unreachable!("comparisons and logical ops are generated elsewhere"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(op: BinaryOp, a: DType, b: DType, out: DType) -> String {
+        let e = Expr::binary(op, Expr::Input(0), Expr::Input(1), out);
+        generate(&[e], &[(a, Access::Contiguous), (b, Access::Contiguous)], 1, Access::Contiguous).unwrap().source
+    }
+
+    #[test]
+    fn f32_fast_path_only_for_correctly_rounded_f32_ops() {
+        for op in [BinaryOp::Add, BinaryOp::Subtract, BinaryOp::Multiply] {
+            assert!(source(op, DType::F32, DType::F32, DType::F32).contains("precise float r"), "{op:?}");
+        }
+        assert!(!source(BinaryOp::Divide, DType::F32, DType::F32, DType::F32).contains("precise float r"));
+        assert!(!source(BinaryOp::Add, DType::F16, DType::F32, DType::F32).contains("precise float r"));
+        assert!(!source(BinaryOp::Add, DType::F64, DType::F64, DType::F64).contains("precise float r"));
+    }
+
+    #[test]
+    fn kernels_are_keyed_by_structure_not_shape() {
+        let e = Expr::binary(BinaryOp::Add, Expr::Input(0), Expr::Input(1), DType::F32);
+        let k1 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous).unwrap().key;
+        let k2 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided)], 2, Access::Contiguous).unwrap().key;
+        assert_ne!(k1, k2);
+        assert!(!k1.contains("shape"));
     }
 }
