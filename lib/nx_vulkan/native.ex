@@ -2,6 +2,10 @@ defmodule NxVulkan.Native do
   @moduledoc false
   # The NIF library (native/nif). Every function here is replaced when the library loads;
   # the bodies only run if it failed to load.
+  #
+  # The stubs are derived at compile time from the `#[rustler::nif]` functions in
+  # native/nif/src/*.rs (their names and arities, `env` not counted), so adding a NIF in Rust
+  # needs no list kept in step here; a module the VM cannot match to its library fails loudly.
   @on_load :load_nif
 
   def load_nif do
@@ -14,39 +18,41 @@ defmodule NxVulkan.Native do
     end
   end
 
-  @nifs [
-    devices: 0,
-    open: 1,
-    info_report: 0,
-    device_info: 0,
-    stats: 0,
-    trim_pool: 0,
-    upload: 3,
-    download: 1,
-    describe: 1,
-    deallocate: 1,
-    unary: 3,
-    binary: 4,
-    convert: 2,
-    bitcast: 2,
-    select: 4,
-    clip: 4,
-    iota: 3,
-    reshape: 2,
-    transpose: 2,
-    broadcast: 3,
-    slice: 4,
-    reverse: 2,
-    contiguous: 1,
-    pad: 3,
-    put_slice: 3,
-    concatenate: 3,
-    reduce: 5,
-    arg_reduce: 6,
-    dot: 7
-  ]
+  sources = Path.wildcard(Path.expand("../../native/nif/src/*.rs", __DIR__))
 
-  for {name, arity} <- @nifs do
+  for source <- sources do
+    @external_resource source
+  end
+
+  # Splits a parameter list at top-level commas (generic and tuple types contain commas).
+  split_params = fn params ->
+    {parts, current, _depth} =
+      params
+      |> String.graphemes()
+      |> Enum.reduce({[], "", 0}, fn
+        c, {parts, cur, d} when c in ["(", "<", "["] -> {parts, cur <> c, d + 1}
+        c, {parts, cur, d} when c in [")", ">", "]"] -> {parts, cur <> c, d - 1}
+        ",", {parts, cur, 0} -> {[cur | parts], "", 0}
+        c, {parts, cur, d} -> {parts, cur <> c, d}
+      end)
+
+    [current | parts] |> Enum.map(&String.trim/1) |> Enum.reject(&(&1 == "")) |> Enum.reverse()
+  end
+
+  nifs =
+    for source <- sources,
+        [_, name, params] <-
+          Regex.scan(~r/#\[rustler::nif[^\]]*\]\s*(?:pub\s+)?fn\s+(\w+)\s*(?:<[^>]*>)?\s*\(([^{]*)\)\s*(?:->[^{]*)?\{/s, File.read!(source)) do
+      arity = params |> split_params.() |> Enum.reject(&String.contains?(&1, "Env<")) |> length()
+      {String.to_atom(name), arity}
+    end
+
+  if nifs == [], do: raise("no NIF functions found in native/nif/src")
+
+  @doc false
+  def __nifs__, do: unquote(Enum.sort(nifs))
+
+  for {name, arity} <- nifs do
     args = Macro.generate_arguments(arity, __MODULE__)
     def unquote(name)(unquote_splicing(args)), do: :erlang.nif_error(:nif_not_loaded)
   end
