@@ -332,7 +332,7 @@ fn f32_fast_path(outputs: &[Expr], inputs: &[(DType, Access)]) -> Option<String>
 /// How bf16 is written from f32 bits: Nx.BinaryBackend keeps the top 16 bits (truncation).
 const BF16_RULE: &str = "#define NX_BF16_FROM_F32(b) ((b) >> 16)\n";
 
-fn storage_type(t: DType) -> &'static str {
+pub(crate) fn storage_type(t: DType) -> &'static str {
     match t.bits() {
         8 => "uint8_t",
         16 => "uint16_t",
@@ -341,7 +341,7 @@ fn storage_type(t: DType) -> &'static str {
     }
 }
 
-fn buf_type(t: DType) -> &'static str {
+pub(crate) fn buf_type(t: DType) -> &'static str {
     match t.bits() {
         8 => "BufU8",
         16 => "BufU16",
@@ -350,7 +350,7 @@ fn buf_type(t: DType) -> &'static str {
     }
 }
 
-fn decode(t: DType, raw: &str) -> String {
+pub(crate) fn decode(t: DType, raw: &str) -> String {
     match t {
         DType::F32 => format!("nx_f32_to_f64({raw})"),
         DType::F64 => format!("nx_bits_to_f64({raw})"),
@@ -366,7 +366,7 @@ fn decode(t: DType, raw: &str) -> String {
     }
 }
 
-fn encode(t: DType, v: &str) -> String {
+pub(crate) fn encode(t: DType, v: &str) -> String {
     match t {
         DType::F32 => format!("nx_f64_to_f32({v})"),
         DType::F64 => format!("nx_f64_to_bits({v})"),
@@ -381,7 +381,7 @@ fn encode(t: DType, v: &str) -> String {
 
 /// Rounds or wraps a computed value to `t`'s value set (so every node's result is exactly what
 /// an unfused op writing `t` would have produced).
-fn wrap(t: DType, v: &str) -> String {
+pub(crate) fn wrap(t: DType, v: &str) -> String {
     match t {
         DType::F32 => format!("nx_round_f32({v})"),
         DType::F16 => format!("nx_round_f16({v})"),
