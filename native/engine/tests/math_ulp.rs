@@ -202,6 +202,15 @@ fn erf_inv_ref(x: f64, guess: f64) -> Float {
     y
 }
 
+/// With MATH_ULP_DUMP=dir, writes each function's inputs and device results (f64 then f32, raw
+/// little-endian) to dir/<name>.bin: compare two devices' files to find where bits differ.
+fn dump(name: &str, parts: &[&[u64]]) {
+    if let Ok(dir) = std::env::var("MATH_ULP_DUMP") {
+        let bytes: Vec<u8> = parts.iter().flat_map(|p| p.iter().flat_map(|w| w.to_le_bytes())).collect();
+        std::fs::write(format!("{dir}/{name}.bin"), bytes).expect("dump");
+    }
+}
+
 /// FNV-1a over the result bits: equal digests on two devices mean bit-identical results.
 fn digest(words: impl Iterator<Item = u64>) -> u64 {
     let mut h = 0xcbf29ce484222325u64;
@@ -286,6 +295,9 @@ fn unary_case(ctx: &Context, name: &str, op: UnaryOp, xs: &[f64], r: &dyn Fn(f64
     let args32: Vec<String> = xs32.iter().map(|a| format!("{a:e}")).collect();
     let (max32, mism32) = score32(name, &args32, &got32, &want32);
     let digest = digest(got.iter().map(|v| v.to_bits()).chain(got32.iter().map(|v| v.to_bits() as u64)));
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    let g32: Vec<u64> = got32.iter().map(|v| v.to_bits() as u64).collect();
+    dump(name, &[&bits(xs), &bits(&got), &g32]);
     Row { name: name.into(), digest, n: xs.len(), max, mean, n32: xs32.len(), max32, mism32 }
 }
 
@@ -305,6 +317,9 @@ fn binary_case(ctx: &Context, name: &str, op: BinaryOp, ps: &[(f64, f64)], r: &d
     let args32: Vec<String> = a32.iter().zip(&b32).map(|(x, y)| format!("{x:e}, {y:e}")).collect();
     let (max32, mism32) = score32(name, &args32, &got32, &want32);
     let digest = digest(got.iter().map(|v| v.to_bits()).chain(got32.iter().map(|v| v.to_bits() as u64)));
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    let g32: Vec<u64> = got32.iter().map(|v| v.to_bits() as u64).collect();
+    dump(name, &[&bits(&a), &bits(&b), &bits(&got), &g32]);
     Row { name: name.into(), digest, n: ps.len(), max, mean, n32: a32.len(), max32, mism32 }
 }
 

@@ -26,7 +26,9 @@
 //     asin/acos through atan2 with sqrt((1-a)(1+a)) in double-double.
 //   erf/erfc: Taylor series for |x| < 1; erfc = exp(-x^2) erfcx(x) with piecewise polynomials for
 //     erfcx on [0.5, 27.5]; erf_inv: polynomial start + one Halley step on a double-double residual.
-//   cbrt/rsqrt: Newton with exact residuals.
+//   cbrt: Newton with an exact residual; rsqrt: double-double sqrt and division.
+// Tables are avoided where an index is dynamic (lavapipe compiles indirect reads of constant
+// arrays into long if-ladders): only 2/pi (Payne-Hanek) and atan(i/16) remain.
 //
 // Every identifier starts with m_ / M_.
 const double M_LN2_C1 = 0.6931471805598903lf;
@@ -1281,9 +1283,15 @@ double m_erf_inv(double x) {
             for (int j = 10; j >= 0; j--) p = M_EINV_C[j] + tw * p;
         }
         y = p;
-        dvec2 e = m_erfc_dd(y);
-        dvec2 r = m_dd_add_d(m_dd_neg(e), z);
-        f = r.x + r.y;
+        if (y < 0.5lf) {
+            dvec2 e = m_erf_small_dd(y);
+            dvec2 r = m_dd_add_d(e, -a);
+            f = r.x + r.y;
+        } else {
+            dvec2 e = m_erfc_dd(y);
+            dvec2 r = m_dd_add_d(m_dd_neg(e), z);
+            f = r.x + r.y;
+        }
     }
     precise double ny2 = -(y * y);
     precise double fp = M_2OSQRTPI_HI * m_exp(ny2);
@@ -1353,7 +1361,8 @@ double m_pow(double x, double y) {
 
 // ---------------------------------------------------------------------------------------------
 // cbrt: x = m 2^(3q+r), polynomial start on [1,8), three Newton steps, final step with an exact
-// (double-double) residual; rsqrt: sqrt + division, then one Newton step with exact residual.
+// (double-double) residual; rsqrt: 1 / sqrt in double-double (a plain sqrt + division corrected by a
+// Newton step gave different bits on the H200).
 // ---------------------------------------------------------------------------------------------
 double m_cbrt(double x) {
     int64_t b = doubleBitsToInt64(x);
@@ -1391,12 +1400,8 @@ double m_rsqrt(double x) {
     int e = int(u.y);
     precise double m = u.x;
     if ((e & 1) != 0) { m = 2.0lf * m; e = e - 1; }
-    precise double s = sqrt(m);
-    precise double y = 1.0lf / s;
-    dvec2 yy = m_two_prod(y, y);
-    dvec2 my = m_dd_mul_d(yy, m);
-    dvec2 r = m_dd_add_d(m_dd_neg(my), 1.0lf);
-    precise double yf = y + 0.5lf * y * (r.x + r.y);
+    dvec2 q = m_dd_div(dvec2(1.0lf, 0.0lf), m_dd_sqrt(dvec2(m, 0.0lf)));
+    precise double yf = q.x + q.y;
     int64_t rb = doubleBitsToInt64(yf) - int64_t(e / 2) * M_HIDDEN;
     return int64BitsToDouble(rb);
 }
