@@ -16,6 +16,17 @@ defmodule NxVulkanTest do
     assert [_ | _] = NxVulkan.devices()
   end
 
+  test "mix nx_vulkan.info prints what nx-vulkan info prints" do
+    cli = Path.expand("native/target/release/nx-vulkan")
+
+    if File.exists?(cli) do
+      {out, 0} = System.cmd(cli, ["info"])
+      assert out == NxVulkan.info_report()
+    end
+
+    assert ExUnit.CaptureIO.capture_io(fn -> Mix.Tasks.NxVulkan.Info.run([]) end) =~ NxVulkan.device_info().name
+  end
+
   test "NaN, ±Inf and -0.0 survive the round trip for every float type" do
     bin = f32s([:nan, :inf, :neg_inf, :neg_zero, 1.5, -2.25])
     h = NxVulkan.upload(bin, {:f, 32}, {6})
