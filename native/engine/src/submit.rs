@@ -22,6 +22,15 @@ use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter};
 use vulkano::sync::fence::{Fence, FenceCreateInfo};
 use vulkano::VulkanObject;
 
+/// The most workgroups one 1-D dispatch launches; kernels loop over the rest (grid stride).
+/// `NX_VULKAN_MAX_GROUPS` overrides it for tuning.
+fn max_groups() -> u32 {
+    static MAX: once_cell::sync::Lazy<u32> = once_cell::sync::Lazy::new(|| {
+        std::env::var("NX_VULKAN_MAX_GROUPS").ok().and_then(|v| v.parse().ok()).unwrap_or(65535)
+    });
+    *MAX
+}
+
 /// Bytes of kernel parameters a batch may hold before the arena grows.
 const PARAM_ARENA_BYTES: u64 = 1 << 16;
 
@@ -121,7 +130,7 @@ impl<'a> Batch<'a> {
         let count32 = u32::try_from(count)
             .map_err(|_| EngineError::InvalidArgument(format!("{count} work items exceed 2^32 in one dispatch")))?;
         let groups = count.div_ceil(kernel.items_per_group() as u64);
-        let max = self.ctx.caps.max_workgroup_count[0].min(65535) as u64;
+        let max = self.ctx.caps.max_workgroup_count[0].min(max_groups()) as u64;
         let x = groups.min(max) as u32;
         self.push_dispatch(kernel, params, count32, [x, 1, 1])
     }
