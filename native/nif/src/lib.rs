@@ -12,6 +12,8 @@ use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, T
 use std::panic::RefUnwindSafe;
 use std::sync::Arc;
 
+mod indexing;
+
 mod atoms {
     rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated }
 }
@@ -28,13 +30,13 @@ impl RefUnwindSafe for TensorRef {}
 #[rustler::resource_impl]
 impl rustler::Resource for TensorRef {}
 
-type Handle = ResourceArc<TensorRef>;
+pub(crate) type Handle = ResourceArc<TensorRef>;
 
 fn handle(t: Tensor) -> Handle {
     ResourceArc::new(TensorRef { tensor: RwLock::new(Some(t)) })
 }
 
-fn get(h: &Handle) -> engine::Result<Tensor> {
+pub(crate) fn get(h: &Handle) -> engine::Result<Tensor> {
     h.tensor.read().clone().ok_or_else(|| {
         EngineError::InvalidArgument("the tensor was deallocated (dead handle)".into())
     })
@@ -57,18 +59,18 @@ fn encode_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<
 }
 
 /// Runs `f` against the process-wide context on an engine thread.
-fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::Result<T> + Send + 'static) -> engine::Result<T> {
+pub(crate) fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::Result<T> + Send + 'static) -> engine::Result<T> {
     engine::exec::run(move || {
         let ctx = Context::global()?;
         f(&ctx)
     })
 }
 
-fn tensor_result<'a>(env: Env<'a>, r: engine::Result<Tensor>) -> Term<'a> {
+pub(crate) fn tensor_result<'a>(env: Env<'a>, r: engine::Result<Tensor>) -> Term<'a> {
     encode_result(env, r, |env, t| handle(t).encode(env))
 }
 
-fn dtype(s: &str) -> engine::Result<DType> {
+pub(crate) fn dtype(s: &str) -> engine::Result<DType> {
     DType::parse(s)
 }
 
