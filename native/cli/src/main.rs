@@ -44,6 +44,15 @@ enum Command {
 }
 
 fn main() {
+    // Quietly stop when the reader goes away (`nx-vulkan bench | head -1`), as Unix tools do,
+    // instead of panicking on a broken pipe.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string();
+        if msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        eprintln!("{msg}");
+    }));
     let cli = Cli::parse();
     let result = exec::run(move || run(cli));
     if let Err(e) = result {

@@ -27,6 +27,8 @@ pub mod matmul;
 pub mod memory;
 pub mod ops;
 pub mod reduce;
+pub mod scan;
+pub mod sort;
 pub mod submit;
 pub mod tensor;
 

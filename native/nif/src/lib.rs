@@ -13,6 +13,7 @@ use std::panic::RefUnwindSafe;
 use std::sync::Arc;
 
 mod indexing;
+mod sort;
 
 mod atoms {
     rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated }

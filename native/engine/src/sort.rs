@@ -1,0 +1,297 @@
+//! Sorting along an axis: `sort`, `argsort` and `top_k`, natively on the device.
+//!
+//! **Algorithm.** Each element becomes a 64-bit key whose unsigned order is
+//! Nx.BinaryBackend's comparator order, paired with its position in the row; the pairs are
+//! sorted lexicographically by a bitonic sort (rows padded to a power of two `P`):
+//! - `init`: keys and positions into scratch memory (`rows * P` pairs, read through the
+//!   input view's strides, so any axis of any view works without a copy);
+//! - `local` presort: each 1024-pair block is sorted in shared memory (all stages `k <= 1024`);
+//! - for longer rows, each further stage `k` runs its steps `j >= 1024` as global
+//!   compare-exchange passes and its steps `j < 1024` as one shared-memory pass;
+//! - `out`: the first `k` pairs of each row give the values (stored bits moved as they are)
+//!   and/or the indices (written in the requested integer type, wrapping like BinaryBackend's
+//!   number_to_binary).
+//!
+//! **Semantics** (Nx 0.7.2's BinaryBackend, checked against it): ascending order is
+//! `-Inf < finite < +Inf < NaN`, descending is its reverse (NaN first); `-0.0` and `+0.0` are
+//! equal; equal keys keep their original order in both directions (Enum.sort with a `<=`/`>=`
+//! comparator is stable). Since (key, position) pairs are all distinct, every sort is stable
+//! whatever `stable` asks for. `sort` moves stored bits, so NaN payloads and the sign of zero
+//! survive. `top_k` is Nx's fallback: the first `k` of a descending stable argsort along the
+//! last axis, with the values taken from those positions.
+
+use crate::dtype::{DType, Kind};
+use crate::elementwise::{buf_type, decode, encode, storage_type};
+use crate::error::{invalid, Result};
+use crate::tensor::{contiguous_strides, Tensor, MAX_ELEMENTS};
+use crate::Context;
+use std::fmt::Write;
+
+/// Sort direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    Asc,
+    Desc,
+}
+
+impl Direction {
+    pub fn parse(s: &str) -> Result<Direction> {
+        match s {
+            "asc" => Ok(Direction::Asc),
+            "desc" => Ok(Direction::Desc),
+            other => Err(invalid!("unknown sort direction {other:?} (expected asc or desc)")),
+        }
+    }
+}
+
+/// Invocations per workgroup.
+const LOCAL: u32 = 256;
+/// Pairs one workgroup sorts in shared memory (12 KiB: within Vulkan's guaranteed 16 KiB).
+pub const BLOCK: usize = 1024;
+
+/// What the output pass writes.
+#[derive(Clone, Copy)]
+struct Want {
+    values: bool,
+    indices: Option<DType>,
+}
+
+impl Context {
+    /// Sorts `x` along `axis` (stable; NaN last for `Asc`, first for `Desc`).
+    pub fn sort(&self, x: &Tensor, axis: usize, direction: Direction) -> Result<Tensor> {
+        let (v, _) = self.sort_impl(x, axis, direction, None, Want { values: true, indices: None })?;
+        Ok(v.expect("values requested"))
+    }
+
+    /// The positions that sort `x` along `axis`, as integers of type `out`. Always stable:
+    /// `stable` is accepted for Nx's signature and changes nothing.
+    pub fn argsort(&self, x: &Tensor, axis: usize, direction: Direction, stable: bool, out: DType) -> Result<Tensor> {
+        let _ = stable;
+        if !out.is_integer() {
+            return Err(invalid!("argsort returns indices: output type must be an integer type, got {out}"));
+        }
+        let (_, i) = self.sort_impl(x, axis, direction, None, Want { values: false, indices: Some(out) })?;
+        Ok(i.expect("indices requested"))
+    }
+
+    /// Nx.top_k: the `k` largest values along the last axis (NaN above everything, ties in
+    /// their original order) and their positions as integers of type `index_type`.
+    pub fn top_k(&self, x: &Tensor, k: usize, index_type: DType) -> Result<(Tensor, Tensor)> {
+        if !index_type.is_integer() {
+            return Err(invalid!("top_k indices must have an integer type, got {index_type}"));
+        }
+        let rank = x.shape.len();
+        if rank == 0 {
+            return Err(invalid!("top_k input must have at least rank 1"));
+        }
+        let len = x.shape[rank - 1];
+        if k == 0 || k > len {
+            return Err(invalid!("top_k needs 1 <= k <= {len} (the last axis' size), got k={k}"));
+        }
+        let (v, i) = self.sort_impl(x, rank - 1, Direction::Desc, Some(k), Want { values: true, indices: Some(index_type) })?;
+        Ok((v.expect("values"), i.expect("indices")))
+    }
+
+    fn sort_impl(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        direction: Direction,
+        k: Option<usize>,
+        want: Want,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        if !(x.dtype.is_float() || x.dtype.is_integer()) {
+            return Err(invalid!("sorting is not defined for {} (complex) tensors", x.dtype));
+        }
+        let rank = x.shape.len();
+        // A scalar sorts to itself (argsort gives 0).
+        let (x, axis) = if rank == 0 { (Tensor { shape: vec![1], strides: vec![0], ..x.clone() }, 0) } else { (x.clone(), axis) };
+        let shape0: Vec<usize> = if rank == 0 { vec![] } else { x.shape.clone() };
+        if axis >= x.shape.len() {
+            return Err(invalid!("sort axis {axis} out of range for shape {:?}", x.shape));
+        }
+        let len = x.shape[axis];
+        let kout = k.unwrap_or(len);
+        let mut out_shape = x.shape.clone();
+        out_shape[axis] = kout;
+        let final_shape = if rank == 0 { shape0 } else { out_shape.clone() };
+        let values = if want.values { Some(self.empty(x.dtype, &final_shape)?) } else { None };
+        let indices = match want.indices {
+            Some(t) => Some(self.empty(t, &final_shape)?),
+            None => None,
+        };
+        let rows: usize = x.shape.iter().enumerate().filter(|&(d, _)| d != axis).map(|(_, &n)| n).product();
+        if rows == 0 || kout == 0 {
+            return Ok((values, indices));
+        }
+        if x.numel() > MAX_ELEMENTS {
+            return Err(invalid!("sort input of {} elements exceeds {MAX_ELEMENTS}", x.numel()));
+        }
+        let p2 = len.next_power_of_two();
+        let total = if p2 >= BLOCK { rows * p2 } else { (rows * p2).next_multiple_of(BLOCK) };
+        if total > (1usize << 31) {
+            return Err(invalid!("sort of {rows} rows of {len} needs {total} padded slots; at most 2^31 are supported"));
+        }
+        if len > u32::MAX as usize - 1 {
+            return Err(invalid!("sort axis of {len} elements is too long"));
+        }
+        // Non-sorted axes, outer to inner: (size, input stride, output stride).
+        let out_strides = contiguous_strides(&out_shape);
+        let dims: Vec<(usize, isize, isize)> = (0..x.shape.len())
+            .filter(|&d| d != axis && x.shape[d] != 1)
+            .map(|d| (x.shape[d], x.strides[d], out_strides[d]))
+            .collect();
+        let keys = self.pool.alloc((total * 8) as u64)?;
+        let idx = self.pool.alloc((total * 4) as u64)?;
+        let mut batch = self.batch()?;
+        batch.keep(&x.buffer);
+        batch.keep(&keys);
+        batch.keep(&idx);
+        let mut p = Params {
+            addrs: [
+                x.buffer.address(),
+                keys.address(),
+                idx.address(),
+                values.as_ref().map_or(0, |t| t.buffer.address()),
+                indices.as_ref().map_or(0, |t| t.buffer.address()),
+            ],
+            ints: vec![
+                len as i64,
+                p2 as i64,
+                rows as i64,
+                kout as i64,
+                x.offset as i64,
+                x.strides[axis] as i64,
+                out_strides[axis] as i64,
+                total as i64,
+                0,
+                0,
+                0,
+            ],
+        };
+        for &(n, si, so) in &dims {
+            p.ints.extend([n as i64, si as i64, so as i64]);
+        }
+        for t in values.iter().chain(indices.iter()) {
+            batch.keep(&t.buffer);
+        }
+        let max_groups = self.caps.max_workgroup_count[0].min(65535);
+        // init
+        let spec = Spec::Init { t: x.dtype, dir: direction, rank: dims.len() };
+        let kernel = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
+        batch.dispatch(&kernel, &p.bytes()?, total as u64)?;
+        // presort blocks
+        let local = self.kernels.get(&Spec::Local.key(), LOCAL, 1, || Spec::Local.source())?;
+        let global = self.kernels.get(&Spec::Global.key(), LOCAL, 1, || Spec::Global.source())?;
+        let nblocks = (total / BLOCK) as u32;
+        p.set_stage(0, 0, true);
+        batch.dispatch_grid(&local, &p.bytes()?, nblocks, [nblocks.min(max_groups), 1, 1])?;
+        // merge stages beyond one block
+        let mut kk = 2 * BLOCK;
+        while kk <= p2 {
+            let mut j = kk / 2;
+            while j >= BLOCK {
+                p.set_stage(kk, j, false);
+                batch.dispatch(&global, &p.bytes()?, (total / 2) as u64)?;
+                j /= 2;
+            }
+            p.set_stage(kk, 0, false);
+            batch.dispatch_grid(&local, &p.bytes()?, nblocks, [nblocks.min(max_groups), 1, 1])?;
+            kk *= 2;
+        }
+        // outputs
+        let spec = Spec::Out { t: x.dtype, rank: dims.len(), values: want.values, indices: want.indices };
+        let kernel = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
+        batch.dispatch(&kernel, &p.bytes()?, (rows * kout) as u64)?;
+        batch.finish()?;
+        Ok((values, indices))
+    }
+}
+
+struct Params {
+    addrs: [u64; 5],
+    ints: Vec<i64>,
+}
+
+impl Params {
+    fn set_stage(&mut self, k: usize, j: usize, presort: bool) {
+        self.ints[8] = k as i64;
+        self.ints[9] = j as i64;
+        self.ints[10] = presort as i64;
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>> {
+        let mut b = Vec::with_capacity(40 + 4 * self.ints.len());
+        for a in self.addrs {
+            b.extend_from_slice(&a.to_le_bytes());
+        }
+        for &v in &self.ints {
+            let v = i32::try_from(v).map_err(|_| invalid!("sort index {v} exceeds 32 bits"))?;
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        Ok(b)
+    }
+}
+
+/// A sort kernel and everything its source depends on.
+enum Spec {
+    Init { t: DType, dir: Direction, rank: usize },
+    Local,
+    Global,
+    Out { t: DType, rank: usize, values: bool, indices: Option<DType> },
+}
+
+impl Spec {
+    fn key(&self) -> String {
+        match self {
+            Spec::Init { t, dir, rank } => format!("sort init {t} {dir:?} r{rank}"),
+            Spec::Local => "sort local".into(),
+            Spec::Global => "sort global".into(),
+            Spec::Out { t, rank, values, indices } => format!("sort out {t} r{rank} values:{values} indices:{indices:?}"),
+        }
+    }
+
+    fn source(&self) -> String {
+        let mut s = String::new();
+        s.push_str(crate::kernel::SHADER_PRELUDE);
+        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
+        s.push_str(include_str!("kernels/numeric.glsl"));
+        writeln!(s, "#define LOCAL {LOCAL}\n#define BLK {BLOCK}").unwrap();
+        let elem = |s: &mut String, t: DType, rank: usize| {
+            writeln!(s, "#define STORE_T {}", storage_type(t)).unwrap();
+            writeln!(s, "#define BUF {}", buf_type(t)).unwrap();
+            writeln!(s, "#define DECODE(r) {}", decode(t, "(r)")).unwrap();
+            let kind = match t.kind() {
+                Kind::Float => 0,
+                Kind::Signed => 1,
+                _ => 2,
+            };
+            writeln!(s, "#define KIND {kind}\n#define RANK {rank}").unwrap();
+        };
+        match self {
+            Spec::Init { t, dir, rank } => {
+                s.push_str("#define K_INIT\n");
+                elem(&mut s, *t, *rank);
+                if *dir == Direction::Desc {
+                    s.push_str("#define DESC\n");
+                }
+            }
+            Spec::Local => s.push_str("#define K_LOCAL\n"),
+            Spec::Global => s.push_str("#define K_GLOBAL\n"),
+            Spec::Out { t, rank, values, indices } => {
+                s.push_str("#define K_OUT\n");
+                elem(&mut s, *t, *rank);
+                if *values {
+                    s.push_str("#define VALUES\n");
+                }
+                if let Some(it) = indices {
+                    s.push_str("#define INDICES\n");
+                    writeln!(s, "#define IDX_BUF {}", buf_type(*it)).unwrap();
+                    writeln!(s, "#define IDX_ENCODE(v) {}", encode(*it, "(v)")).unwrap();
+                }
+            }
+        }
+        s.push_str(include_str!("kernels/sort.glsl"));
+        s
+    }
+}

@@ -1,0 +1,228 @@
+//! Cumulative sum/product/max/min against plain CPU references: Nx 0.7.2's associative_scan
+//! fallback written out literally (the recursion over even/odd slices, every op rounding or
+//! wrapping to the tensor's type), and a sequential loop where the op is exactly associative
+//! (integers). Per dtype, odd and long axes, every axis, reverse, views, special values.
+
+mod common;
+use common::*;
+use nx_vulkan_engine::scan::ScanOp;
+use nx_vulkan_engine::*;
+use std::cmp::Ordering;
+
+/// Nx.add/multiply/max/min of two stored values of type `t` (BinaryBackend: computed exactly
+/// or in f64, written once; max/min: NaN wins, ties keep the left operand).
+fn op(o: ScanOp, t: DType, a: u64, b: u64) -> u64 {
+    let (x, y) = (read(t, a), read(t, b));
+    let r = match (o, x, y) {
+        (ScanOp::Sum, N::I(p), N::I(q)) => N::I(p.wrapping_add(q)),
+        (ScanOp::Product, N::I(p), N::I(q)) => N::I(p.wrapping_mul(q)),
+        (ScanOp::Sum, _, _) => N::F(x.f() + y.f()),
+        (ScanOp::Product, _, _) => N::F(x.f() * y.f()),
+        (ScanOp::Max | ScanOp::Min, _, _) => {
+            if x.is_nan() || y.is_nan() {
+                N::F(f64::NAN)
+            } else {
+                let want = if o == ScanOp::Max { Ordering::Greater } else { Ordering::Less };
+                if cmp(y, x) == Some(want) { y } else { x }
+            }
+        }
+    };
+    write(t, r)
+}
+
+/// Nx.associative_scan (nx.ex, do_associative_scan) on one row of stored values.
+fn nx_scan(o: ScanOp, t: DType, x: &[u64]) -> Vec<u64> {
+    let n = x.len();
+    if n < 2 {
+        return x.to_vec();
+    }
+    let even: Vec<u64> = x[..n - 1].iter().step_by(2).copied().collect();
+    let odd: Vec<u64> = x[1..].iter().step_by(2).copied().collect();
+    let reduced: Vec<u64> = odd.iter().zip(&even).map(|(&a, &b)| op(o, t, a, b)).collect();
+    let so = nx_scan(o, t, &reduced);
+    if n == 2 {
+        return [even, reduced].concat();
+    }
+    let mut out = vec![];
+    if n.is_multiple_of(2) {
+        let mut se = vec![even[0]];
+        se.extend((0..n / 2 - 1).map(|i| op(o, t, so[i], even[i + 1])));
+        for i in 0..n / 2 {
+            out.push(se[i]);
+            out.push(so[i]);
+        }
+    } else {
+        let rest: Vec<u64> = x[2..].iter().step_by(2).copied().collect();
+        let se: Vec<u64> = so.iter().zip(&rest).map(|(&a, &b)| op(o, t, a, b)).collect();
+        out.push(x[0]);
+        for i in 0..so.len() {
+            out.push(so[i]);
+            out.push(se[i]);
+        }
+    }
+    out
+}
+
+fn nx_scan_rev(o: ScanOp, t: DType, x: &[u64], reverse: bool) -> Vec<u64> {
+    if !reverse {
+        return nx_scan(o, t, x);
+    }
+    let r: Vec<u64> = x.iter().rev().copied().collect();
+    let mut s = nx_scan(o, t, &r);
+    s.reverse();
+    s
+}
+
+const OPS: [ScanOp; 4] = [ScanOp::Sum, ScanOp::Product, ScanOp::Max, ScanOp::Min];
+
+fn values(t: DType, n: usize, rng: &mut Rng) -> Vec<u64> {
+    let mut v = random_values(t, n, rng);
+    for x in v.iter_mut() {
+        if rng.below(3) == 0 {
+            // small values keep products finite for a while; ±0.0 and ±1 ties for max/min
+            let s = [-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.0][rng.below(9) as usize];
+            *x = if t.is_float() { write(t, N::F(s)) } else { write(t, N::I(s as i128)) };
+        }
+    }
+    v
+}
+
+/// Checks `op` of the view `v` (elements `data` through its strides) along `axis`.
+#[allow(clippy::too_many_arguments)]
+fn check(ctx: &Context, f: &mut Failures, o: ScanOp, t: DType, data: &[u64], v: &Tensor, axis: usize, reverse: bool) {
+    let shape = v.shape().to_vec();
+    let (strides, offset) = (v.strides().to_vec(), v.offset() as isize);
+    let out = ctx.cumulative(o, v, axis, reverse).expect("cumulative");
+    assert_eq!(out.shape(), &shape[..]);
+    assert_eq!(out.dtype(), t);
+    let got = download(ctx, &out);
+    let n = shape[axis];
+    let total: usize = shape.iter().product();
+    for base in 0..total {
+        let c = coords(&shape, base);
+        if c[axis] != 0 {
+            continue;
+        }
+        let at = |k: usize| {
+            let mut cc = c.clone();
+            cc[axis] = k;
+            flat_of(&shape, &cc)
+        };
+        let row: Vec<u64> = (0..n).map(|k| data[strided_index(&shape, &strides, offset, at(k))]).collect();
+        let want = nx_scan_rev(o, t, &row, reverse);
+        if t.is_integer() && !reverse {
+            // exactly associative: a sequential loop gives the same
+            let mut acc = row[0];
+            for k in 1..n {
+                acc = op(o, t, acc, row[k]);
+                assert_eq!(acc, want[k], "{o:?} {t} sequential vs tree");
+            }
+        }
+        for k in 0..n {
+            let g = got[at(k)];
+            f.check(|| format!("{o:?} {t} {shape:?} axis {axis} rev {reverse} at {k}: got {} want {}", show(t, g), show(t, want[k])), g, want[k]);
+        }
+    }
+}
+
+#[test]
+fn every_op_every_dtype_odd_sizes() {
+    on_engine(|ctx| {
+        let mut f = Failures::default();
+        let mut rng = Rng(21);
+        for t in DType::ALL {
+            for n in [1usize, 2, 3, 7, 64, 1023] {
+                let data = values(t, n, &mut rng);
+                let x = upload(ctx, t, &[n], &data);
+                for o in OPS {
+                    for reverse in [false, true] {
+                        check(ctx, &mut f, o, t, &data, &x, 0, reverse);
+                    }
+                }
+            }
+        }
+        f.finish("scan dtypes");
+    });
+}
+
+#[test]
+fn every_axis_and_views() {
+    on_engine(|ctx| {
+        let mut f = Failures::default();
+        let mut rng = Rng(22);
+        for t in [DType::F32, DType::BF16, DType::S8, DType::U64, DType::F64] {
+            let data = values(t, 5 * 6 * 7, &mut rng);
+            let x = upload(ctx, t, &[5, 6, 7], &data);
+            let tr = x.transpose(&[2, 0, 1]).unwrap();
+            let sl = x.reverse(&[2]).unwrap().slice(&[1, 0, 0], &[2, 3, 7], &[2, 2, 1]).unwrap();
+            for o in OPS {
+                for v in [&x, &tr, &sl] {
+                    for axis in 0..3 {
+                        check(ctx, &mut f, o, t, &data, v, axis, axis == 1);
+                    }
+                }
+            }
+        }
+        f.finish("scan axes");
+    });
+}
+
+#[test]
+fn long_axes() {
+    on_engine(|ctx| {
+        let mut f = Failures::default();
+        let mut rng = Rng(23);
+        for (t, shape, axis) in [(DType::F32, vec![4097], 0), (DType::F16, vec![3, 2500], 1), (DType::S32, vec![4096, 2], 0)] {
+            let n: usize = shape.iter().product();
+            let data = values(t, n, &mut rng);
+            let x = upload(ctx, t, &shape, &data);
+            for o in OPS {
+                check(ctx, &mut f, o, t, &data, &x, axis, false);
+            }
+            check(ctx, &mut f, ScanOp::Sum, t, &data, &x, axis, true);
+        }
+        f.finish("scan long");
+    });
+}
+
+#[test]
+fn binary_backend_examples() {
+    on_engine(|ctx| {
+        // Nx 0.7.2 (oracle): cumulative_max(f32 [-0.0, 0.0, -0.0, 0.0, -0.0]) is
+        // [-0.0, 0.0, 0.0, 0.0, 0.0] (a sequential max would keep -0.0 throughout)
+        let z = upload(ctx, DType::F32, &[5], &[0x80000000, 0, 0x80000000, 0, 0x80000000]);
+        assert_eq!(download(ctx, &ctx.cumulative(ScanOp::Max, &z, 0, false).unwrap()), [0x80000000, 0, 0, 0, 0]);
+        // cumulative_sum(f32 [1.0e8, 1.0 x 6]) stays 1.0e8 (every step rounds to f32)
+        let big = (1.0e8f32).to_bits() as u64;
+        let one = 1.0f32.to_bits() as u64;
+        let x = upload(ctx, DType::F32, &[7], &[big, one, one, one, one, one, one]);
+        assert_eq!(download(ctx, &ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap()), [big; 7]);
+        // Nx doctests: cumulative_product(iota({3,3}), axis: 1, reverse: true)
+        let it = upload(ctx, DType::S64, &[3, 3], &(0..9).collect::<Vec<u64>>());
+        assert_eq!(download(ctx, &ctx.cumulative(ScanOp::Product, &it, 1, true).unwrap()), [0, 2, 2, 60, 20, 5, 336, 56, 8]);
+        // u8 stays u8 and wraps
+        let u = upload(ctx, DType::U8, &[3], &[200, 100, 1]);
+        assert_eq!(download(ctx, &ctx.cumulative(ScanOp::Sum, &u, 0, false).unwrap()), [200, 44, 45]);
+        assert!(ScanOp::parse("cumulative_sum").is_ok() && ScanOp::parse("cumsum").is_err());
+        assert!(ctx.cumulative(ScanOp::Sum, &u, 1, false).is_err());
+        let e = ctx.empty(DType::F32, &[0, 3]).unwrap();
+        assert_eq!(ctx.cumulative(ScanOp::Min, &e, 1, false).unwrap().shape(), &[0, 3]);
+    });
+}
+
+#[test]
+fn runs_on_the_device_and_reruns_bit_identically() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(24);
+        let data = values(DType::F32, 1000, &mut rng);
+        let x = upload(ctx, DType::F32, &[1000], &data);
+        let before = ctx.stats();
+        let a = ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap();
+        let mid = ctx.stats();
+        // first level + up levels d = 2..256 (8) + down levels d = 256..1 (9)
+        assert_eq!(mid.dispatches - before.dispatches, 18, "{before:?} -> {mid:?}");
+        assert_eq!(mid.submits - before.submits, 1);
+        let b = ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap();
+        assert_eq!(download(ctx, &a), download(ctx, &b));
+    });
+}
