@@ -29,4 +29,29 @@ if Code.ensure_loaded?(Nx) do
     doctest Nx, except: @backend_printing
     doctest Nx.LinAlg, except: @valid_differences
   end
+
+  defmodule NxVulkan.BackendStrictDoctestTest do
+    @moduledoc """
+    The same doctests in strict mode: any host fallback raises, so every failure here is a
+    doctest that needs an op the engine cannot run yet. Excluded by default (it is a
+    measurement, not a gate); run it with
+
+        ERL_LIBS=... mix test test/nx_backend_doctest_test.exs --only nx_strict
+    """
+    use ExUnit.Case, async: false
+
+    @moduletag :nx
+    @moduletag :nx_strict
+    @moduletag timeout: 1_200_000
+
+    setup do
+      Nx.default_backend(NxVulkan.Backend)
+      NxVulkan.strict(true)
+      on_exit(fn -> NxVulkan.strict(nil) end)
+      :ok
+    end
+
+    doctest Nx, except: [default_backend: 1, global_default_backend: 1]
+    doctest Nx.LinAlg, except: [eigh: 2, least_squares: 2, pinv: 2]
+  end
 end

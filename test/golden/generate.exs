@@ -1,0 +1,26 @@
+# Regenerates test/golden/ops.etf: op cases computed by Nx on Nx.BinaryBackend, stored as
+# plain terms (types, shapes, little-endian bytes) so CI replays them without Nx
+# (test/nx_backend_golden_test.exs). Run by hand where Nx is on the code path:
+#
+#     ERL_LIBS=<dir with nx, complex, telemetry> mix run test/golden/generate.exs
+Application.ensure_all_started(:nx)
+Code.require_file("../support/nx_cases.exs", __DIR__)
+Nx.default_backend(Nx.BinaryBackend)
+
+bytes = fn t -> {Nx.type(t), Nx.shape(t), Nx.to_binary(t)} end
+
+cases =
+  for c <- NxVulkan.NxCases.all(2024) do
+    %{name: c.name, call: c.call, inputs: Enum.map(c.inputs, bytes), out: bytes.(c.nx.(c.inputs))}
+  end
+
+path = Path.join(__DIR__, "ops.etf")
+
+File.write!(
+  path,
+  :erlang.term_to_binary(%{nx: to_string(Application.spec(:nx, :vsn)), seed: 2024, cases: cases},
+    compressed: 9
+  )
+)
+
+IO.puts("#{length(cases)} cases, #{File.stat!(path).size} bytes -> #{path}")

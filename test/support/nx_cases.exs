@@ -1,0 +1,322 @@
+defmodule NxVulkan.NxCases do
+  @moduledoc """
+  Random op cases shared by the property tests (NxVulkan.Backend against Nx.BinaryBackend)
+  and the golden-data generator (`test/golden/generate.exs`). Needs Nx.
+
+  A case is `%{name, call, inputs, nx}`: `inputs` are `Nx.BinaryBackend` tensors, `nx` is the
+  Nx function of the inputs, and `call` is the same op written for the `NxVulkan` handle API
+  (see `NxVulkan.GoldenReplay`), whose output type is the type Nx gives the result.
+  """
+
+  import Bitwise, only: [<<<: 2]
+
+  @floats [{:f, 32}, {:f, 64}, {:f, 16}, {:bf, 16}]
+  @ints [{:s, 8}, {:s, 16}, {:s, 32}, {:s, 64}, {:u, 8}, {:u, 16}, {:u, 32}, {:u, 64}]
+  @types @floats ++ @ints
+
+  @unary_float [:exp, :expm1, :log, :log1p, :sigmoid, :sqrt, :rsqrt, :cbrt, :sin, :cos, :tan] ++
+                 [
+                   :asin,
+                   :acos,
+                   :atan,
+                   :sinh,
+                   :cosh,
+                   :tanh,
+                   :asinh,
+                   :acosh,
+                   :atanh,
+                   :erf,
+                   :erfc,
+                   :erf_inv
+                 ]
+  @unary_any [:negate, :abs, :sign, :ceil, :floor, :round, :is_nan, :is_infinity]
+  @unary_int [:bitwise_not, :count_leading_zeros, :population_count]
+  @binary_any [:add, :subtract, :multiply, :divide, :max, :min, :equal, :not_equal, :greater] ++
+                [:less, :greater_equal, :less_equal, :logical_and, :logical_or, :logical_xor]
+  @binary_float [:pow, :atan2, :remainder]
+  @binary_int [:bitwise_and, :bitwise_or, :bitwise_xor, :quotient, :remainder]
+
+  def types, do: @types
+
+  @doc "Every case for `seed`, each valid on Nx.BinaryBackend (inputs that make it raise are redrawn)."
+  def all(seed) do
+    :rand.seed(:exsss, {seed, 7, 11})
+
+    Enum.flat_map(
+      [&unary/0, &binary/0, &conversions/0, &selects/0, &reductions/0, &dots/0, &views/0],
+      & &1.()
+    )
+  end
+
+  defp unary do
+    for op <- @unary_float, t <- @floats, shape = if(t == {:f, 32}, do: {3, 5}, else: {7}) do
+      build("#{op} #{name(t)}", {:unary, op}, [{t, shape}], &apply(Nx, op, &1))
+    end ++
+      for op <- @unary_float, t <- [{:s, 32}, {:u, 8}] do
+        build("#{op} #{name(t)}", {:unary, op}, [{t, {5}}], &apply(Nx, op, &1))
+      end ++
+      for op <- @unary_any, t <- @types, not (op in [:ceil, :floor, :round] and t in @ints) do
+        build("#{op} #{name(t)}", {:unary, op}, [{t, {2, 7}}], &apply(Nx, op, &1))
+      end ++
+      for op <- @unary_int, t <- @ints do
+        build("#{op} #{name(t)}", {:unary, op}, [{t, {9}}], &apply(Nx, op, &1))
+      end
+  end
+
+  defp binary do
+    pairs = Enum.map(@types, &{&1, &1}) ++ mixed_pairs()
+
+    shapes = [{{3, 5}, {3, 5}}, {{3, 1}, {1, 4}}, {{5}, {}}]
+
+    for {op, i} <- Enum.with_index(@binary_any), {{a, b}, j} <- Enum.with_index(pairs) do
+      {sa, sb} = Enum.at(shapes, rem(i + j, 3))
+
+      build(
+        "#{op} #{name(a)}#{inspect(sa)} #{name(b)}#{inspect(sb)}",
+        {:binary, op},
+        [{a, sa}, {b, sb}],
+        &apply(Nx, op, &1)
+      )
+    end ++
+      for op <- @binary_float, t <- @floats do
+        # BinaryBackend's atan2(finite, NaN) never returns: finite inputs only for it
+        kind = if op == :atan2, do: :finite
+
+        build(
+          "#{op} #{name(t)}",
+          {:binary, op},
+          [{t, {11}, kind}, {t, {11}, kind}],
+          &apply(Nx, op, &1)
+        )
+      end ++
+      for op <- @binary_int ++ [:left_shift, :right_shift, :pow], t <- @ints do
+        gen =
+          if op in [:left_shift, :right_shift, :pow],
+            do: [{t, {9}}, {t, {9}, :small}],
+            else: [{t, {9}}, {t, {9}}]
+
+        build("#{op} #{name(t)}", {:binary, op}, gen, &apply(Nx, op, &1))
+      end
+  end
+
+  defp mixed_pairs do
+    [
+      {{:s, 32}, {:f, 32}},
+      {{:u, 8}, {:s, 8}},
+      {{:f, 16}, {:bf, 16}},
+      {{:s, 64}, {:f, 32}},
+      {{:u, 64}, {:s, 64}},
+      {{:u, 32}, {:f, 64}},
+      {{:s, 8}, {:f, 16}}
+    ]
+  end
+
+  defp conversions do
+    for from <- @types, to <- @types, from != to do
+      build("as_type #{name(from)} -> #{name(to)}", {:as_type}, [{from, {13}}], fn [x] ->
+        Nx.as_type(x, to)
+      end)
+    end ++
+      for t <- @types, to <- @types, t != to, elem(t, 1) == elem(to, 1) do
+        build("bitcast #{name(t)} -> #{name(to)}", {:bitcast}, [{t, {6}}], fn [x] ->
+          Nx.bitcast(x, to)
+        end)
+      end
+  end
+
+  defp selects do
+    for {a, b} <- [
+          {{:f, 32}, {:f, 32}},
+          {{:s, 8}, {:f, 32}},
+          {{:u, 8}, {:s, 64}},
+          {{:bf, 16}, {:f, 16}}
+        ] do
+      build(
+        "select #{name(a)} #{name(b)}",
+        {:select},
+        [{{:u, 8}, {3, 4}, :bool}, {a, {3, 4}}, {b, {4}}],
+        fn [p, x, y] ->
+          Nx.select(p, x, y)
+        end
+      )
+    end ++
+      for t <- @types do
+        build("clip #{name(t)}", {:clip}, [{t, {3, 4}}, {t, {}}, {t, {}}], fn [x, lo, hi] ->
+          Nx.clip(x, lo, hi)
+        end)
+      end
+  end
+
+  defp reductions do
+    for op <- [:sum, :product, :reduce_max, :reduce_min, :all, :any],
+        t <- @types,
+        {shape, axes, keep} <- [
+          {{4, 3, 2}, [1], false},
+          {{4, 3, 2}, [0, 2], true},
+          {{7}, nil, false}
+        ] do
+      build(
+        "#{op} #{name(t)} #{inspect(shape)} axes #{inspect(axes)}",
+        {:reduce, op, axes || all_axes(shape), keep},
+        [{t, shape}],
+        fn [x] ->
+          apply(Nx, op, [x, [axes: axes, keep_axes: keep]])
+        end
+      )
+    end ++
+      for op <- [:argmax, :argmin],
+          t <- @types,
+          {axis, tie} <- [{1, :low}, {nil, :high}, {0, :high}] do
+        build(
+          "#{op} #{name(t)} axis #{inspect(axis)} #{tie}",
+          {:arg_reduce, op, axis, false, tie},
+          [{t, {4, 5}, :ties}],
+          fn [x] ->
+            apply(Nx, op, [x, [axis: axis, tie_break: tie]])
+          end
+        )
+      end
+  end
+
+  defp all_axes(shape), do: Enum.to_list(0..(tuple_size(shape) - 1)//1)
+
+  defp dots do
+    for {a, b} <- [
+          {{:f, 32}, {:f, 32}},
+          {{:f, 64}, {:f, 64}},
+          {{:s, 32}, {:s, 32}},
+          {{:u, 8}, {:u, 8}},
+          {{:s, 8}, {:f, 32}},
+          {{:f, 16}, {:f, 16}}
+        ],
+        {sa, ca, ba, sb, cb, bb} <- [
+          {{3, 5}, [1], [], {5, 4}, [0], []},
+          {{2, 3, 5}, [2], [0], {2, 5, 4}, [1], [0]},
+          {{5, 3}, [0], [], {4, 5}, [1], []},
+          {{7}, [0], [], {7}, [0], []}
+        ] do
+      build(
+        "dot #{name(a)}#{inspect(sa)} #{name(b)}#{inspect(sb)}",
+        {:dot, ca, ba, cb, bb},
+        [{a, sa, :small}, {b, sb, :small}],
+        fn [x, y] ->
+          Nx.dot(x, ca, ba, y, cb, bb)
+        end
+      )
+    end
+  end
+
+  defp views do
+    for t <- [{:f, 32}, {:s, 16}, {:bf, 16}, {:u, 64}] do
+      [
+        build("transpose #{name(t)}", {:transpose, [2, 0, 1]}, [{t, {4, 3, 2}}], fn [x] ->
+          Nx.transpose(x, axes: [2, 0, 1])
+        end),
+        build(
+          "slice #{name(t)}",
+          {:slice, [1, 0, 1], [3, 3, 1], [2, 1, 1]},
+          [{t, {4, 3, 2}}],
+          fn [x] ->
+            Nx.slice(x, [1, 0, 1], [3, 3, 1], strides: [2, 1, 1])
+          end
+        ),
+        build("reverse #{name(t)}", {:reverse, [0, 2]}, [{t, {4, 3, 2}}], fn [x] ->
+          Nx.reverse(x, axes: [0, 2])
+        end),
+        build("pad #{name(t)}", {:pad, [{1, -1, 2}, {-1, 2, 0}]}, [{t, {3, 4}}, {t, {}}], fn [
+                                                                                               x,
+                                                                                               v
+                                                                                             ] ->
+          Nx.pad(x, v, [{1, -1, 2}, {-1, 2, 0}])
+        end),
+        build(
+          "concatenate #{name(t)}",
+          {:concatenate, 1},
+          [{t, {2, 3}}, {t, {2, 1}}, {t, {2, 2}}],
+          fn xs -> Nx.concatenate(xs, axis: 1) end
+        ),
+        build("put_slice #{name(t)}", {:put_slice, [1, 2]}, [{t, {4, 5}}, {t, {2, 2}}], fn [x, u] ->
+          Nx.put_slice(x, [1, 2], u)
+        end),
+        build("broadcast #{name(t)}", {:broadcast, {2, 3, 4}, [0, 2]}, [{t, {2, 4}}], fn [x] ->
+          Nx.broadcast(x, {2, 3, 4}, axes: [0, 2])
+        end),
+        build("iota #{name(t)}", {:iota, t, {3, 4}, 1}, [], fn [] ->
+          Nx.iota({3, 4}, type: t, axis: 1)
+        end)
+      ]
+    end
+    |> List.flatten()
+  end
+
+  ## Building a case: draw inputs until Nx.BinaryBackend accepts them (it raises where IEEE
+  ## would give NaN/Inf, e.g. sqrt(-1) or x/0); fall back to tame inputs after a few tries.
+
+  defp build(name, call, specs, nx) do
+    inputs =
+      Enum.find_value([:wild, :wild, :wild, :tame, :above_one, :above_one], fn mode ->
+        inputs = Enum.map(specs, &input(&1, mode))
+
+        try do
+          _ = nx.(inputs)
+          inputs
+        rescue
+          _ -> nil
+        end
+      end) || raise("no valid inputs for #{name}")
+
+    %{name: name, call: call, inputs: inputs, nx: nx}
+  end
+
+  defp input({t, shape}, mode), do: input({t, shape, nil}, mode)
+
+  defp input({type, shape, kind}, mode) do
+    n = Tuple.product(shape)
+    values = for _ <- 1..max(n, 1)//1, do: value(type, kind, mode)
+    values = Enum.take(values, n)
+    Nx.tensor(values, type: type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)
+  end
+
+  @specials [:nan, :infinity, :neg_infinity, -0.0, 0.0]
+
+  defp value({:u, 8}, :bool, _), do: Enum.random([0, 1, 2])
+
+  defp value(type, :ties, _),
+    do: if(float?(type) and :rand.uniform(8) == 1, do: :nan, else: :rand.uniform(4))
+
+  defp value(type, :small, _),
+    do: if(float?(type), do: Enum.random(-8..8) / 4, else: :rand.uniform(5) - 1)
+
+  defp value(type, kind, mode) do
+    cond do
+      float?(type) and mode == :wild and kind != :finite and :rand.uniform(6) == 1 ->
+        Enum.random(@specials)
+
+      float?(type) and mode == :wild ->
+        (:rand.normal() * :math.pow(10, :rand.uniform(4) - 2)) |> Float.round(6)
+
+      float?(type) and mode == :tame ->
+        0.05 + :rand.uniform() * 0.9
+
+      float?(type) ->
+        1.05 + :rand.uniform() * 0.9
+
+      mode == :tame ->
+        0
+
+      mode == :above_one ->
+        :rand.uniform(100)
+
+      true ->
+        int(type)
+    end
+  end
+
+  defp int({:u, bits}), do: :rand.uniform(1 <<< min(bits, 62)) - 1
+  defp int({:s, bits}), do: :rand.uniform(1 <<< min(bits, 62)) - (1 <<< (min(bits, 62) - 1))
+
+  defp float?({k, _}), do: k in [:f, :bf]
+
+  def name({:bf, 16}), do: "bf16"
+  def name({k, b}), do: "#{k}#{b}"
+end
