@@ -38,6 +38,12 @@ defmodule NxVulkan.NxCases do
 
   def types, do: @types
 
+  @doc "Whether a case's result depends on the engine's float math (transcendentals, float sums)."
+  def float_math?(%{call: {:unary, op}}), do: op in @unary_float
+  def float_math?(%{call: {:binary, op}}), do: op in @binary_float
+  def float_math?(%{call: {:reduce, op, _, _}}), do: op in [:sum, :product]
+  def float_math?(_), do: false
+
   @doc "Every case for `seed`, each valid on Nx.BinaryBackend (inputs that make it raise are redrawn)."
   def all(seed) do
     :rand.seed(:exsss, {seed, 7, 11})
