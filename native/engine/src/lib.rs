@@ -31,6 +31,8 @@ pub mod scan;
 pub mod sort;
 pub mod submit;
 pub mod tensor;
+pub mod window;
+pub mod conv;
 
 pub use device::{list_devices, DeviceCaps, DeviceSelector};
 pub use dtype::DType;

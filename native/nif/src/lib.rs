@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 mod indexing;
 mod sort;
+mod window;
 
 mod atoms {
     rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated }

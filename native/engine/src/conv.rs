@@ -1,0 +1,323 @@
+//! General convolution (Nx.conv/3): strides, (lo, hi) padding (negative crops), input and
+//! kernel dilation, feature and batch groups, input/kernel/output permutations, any tensor
+//! views, one invocation per output element.
+//!
+//! **Semantics** (Nx 0.7.2 `Nx.BinaryBackend.conv/4`, bit for bit):
+//! - The input (after `input_permutation`, laid out `[N, C, spatial...]`) is padded with zeros:
+//!   `input_dilation - 1` zeros between elements, then `(lo, hi)` at the edges; the kernel
+//!   (after `kernel_permutation`, `[F, C / feature_groups, spatial...]`) is dilated with zeros
+//!   likewise. Output position `p` along a spatial axis reads padded positions `p*stride + j`,
+//!   `j` over the dilated kernel.
+//! - Every term is a product `x * y` of the padded input and the dilated kernel — the zeros
+//!   included, so `0 * Inf` gives NaN and signed zeros come out as BinaryBackend's do. Terms
+//!   are taken input channel by input channel, each over the dilated kernel window in row-major
+//!   order, and folded `acc = term + acc` from the first term (BinaryBackend's
+//!   `Enum.reduce(&+/2)`), in f64 when either operand is a float (rounded once to the output
+//!   type, NaN canonical) and exactly in 64-bit integers when both are integers (BinaryBackend
+//!   sums integer products exactly, with bignums; we wrap at 64 bits, which differs only when
+//!   the exact sum leaves the 64-bit range), then converted once to the output type.
+//! - Feature groups: filter `f` reads input channels `g*Cg .. (g+1)*Cg` with
+//!   `g = f / (F / feature_groups)`. Batch groups: output batch row `i`, filter `f` read input
+//!   item `i + (f / (F / batch_groups)) * (N / batch_groups)`.
+//! - The output `[N / batch_groups, F, spatial...]` is transposed the way Nx.conv transposes it:
+//!   axis `k` of that layout is axis `output_permutation[k]` of the result.
+//! - The output type is the caller's (Nx gives `merge(input, kernel) |> to_floating`); an
+//!   integer output is allowed only when both operands are integers (wrapped).
+
+use crate::dtype::{DType, Kind};
+use crate::elementwise::{buf_type, decode, encode, wrap};
+use crate::error::{invalid, Result};
+use crate::reduce::to_domain;
+use crate::tensor::{Tensor, MAX_ELEMENTS};
+use crate::Context;
+use std::fmt::Write;
+
+/// Nx.conv's options, spatial entries in spatial order (after the input permutation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvOptions {
+    pub strides: Vec<usize>,
+    pub padding: Vec<(i64, i64)>,
+    pub input_dilation: Vec<usize>,
+    pub kernel_dilation: Vec<usize>,
+    pub feature_group_size: usize,
+    pub batch_group_size: usize,
+    pub input_permutation: Vec<usize>,
+    pub kernel_permutation: Vec<usize>,
+    pub output_permutation: Vec<usize>,
+}
+
+impl ConvOptions {
+    /// Nx's defaults for tensors of rank `rank` (`rank - 2` spatial axes): stride 1, no padding,
+    /// no dilation, one group, identity permutations.
+    pub fn new(rank: usize) -> ConvOptions {
+        let s = rank.saturating_sub(2);
+        let id: Vec<usize> = (0..rank).collect();
+        ConvOptions {
+            strides: vec![1; s],
+            padding: vec![(0, 0); s],
+            input_dilation: vec![1; s],
+            kernel_dilation: vec![1; s],
+            feature_group_size: 1,
+            batch_group_size: 1,
+            input_permutation: id.clone(),
+            kernel_permutation: id.clone(),
+            output_permutation: id,
+        }
+    }
+}
+
+const LOCAL: u32 = 64;
+
+fn check_perm(p: &[usize], rank: usize, what: &str) -> Result<()> {
+    let mut seen = vec![false; rank];
+    if p.len() != rank || p.iter().any(|&a| a >= rank || std::mem::replace(&mut seen[a], true)) {
+        return Err(invalid!("conv {what} {p:?} is not a permutation of 0..{rank}"));
+    }
+    Ok(())
+}
+
+/// What the kernel needs after validation (shapes after the input/kernel permutations).
+struct Plan {
+    n: usize,
+    f: usize,
+    cg: usize,
+    /// The output in `[N / bg, F, spatial...]` order.
+    untransposed: Vec<usize>,
+    /// The result's shape (Nx.conv's, after the output permutation).
+    shape: Vec<usize>,
+}
+
+fn plan(input: &[usize], kernel: &[usize], o: &ConvOptions) -> Result<Plan> {
+    let rank = input.len();
+    if rank < 3 || kernel.len() != rank {
+        return Err(invalid!("conv needs an input and a kernel of equal rank >= 3, got shapes {input:?} and {kernel:?}"));
+    }
+    let s = rank - 2;
+    check_perm(&o.input_permutation, rank, "input_permutation")?;
+    check_perm(&o.kernel_permutation, rank, "kernel_permutation")?;
+    check_perm(&o.output_permutation, rank, "output_permutation")?;
+    if o.strides.len() != s || o.padding.len() != s || o.input_dilation.len() != s || o.kernel_dilation.len() != s {
+        return Err(invalid!("conv with {s} spatial axes needs {s} strides, paddings, input and kernel dilations; got {o:?}"));
+    }
+    if o.strides.iter().chain(&o.input_dilation).chain(&o.kernel_dilation).any(|&v| v == 0) {
+        return Err(invalid!("conv strides and dilations must be positive, got {o:?}"));
+    }
+    let inp: Vec<usize> = o.input_permutation.iter().map(|&p| input[p]).collect();
+    let ker: Vec<usize> = o.kernel_permutation.iter().map(|&p| kernel[p]).collect();
+    let (fg, bg) = (o.feature_group_size, o.batch_group_size);
+    let (n, c, f, cg) = (inp[0], inp[1], ker[0], ker[1]);
+    if fg == 0 || bg == 0 || (fg != 1 && bg != 1) {
+        return Err(invalid!("conv groups: feature_group_size {fg} and batch_group_size {bg} must be positive and one of them 1"));
+    }
+    if n % bg != 0 || f % fg != 0 || f % bg != 0 || c != cg * fg {
+        return Err(invalid!(
+            "conv groups do not fit: input {inp:?}, kernel {ker:?}, feature_group_size {fg}, batch_group_size {bg} (need N % bg == 0, F % groups == 0, C == kernel C * fg)"
+        ));
+    }
+    let mut untransposed = vec![n / bg, f];
+    for d in 0..s {
+        let dilated = if inp[d + 2] == 0 { 0 } else { (inp[d + 2] as i64 - 1) * o.input_dilation[d] as i64 + 1 };
+        let padded = o.padding[d].0 + dilated + o.padding[d].1;
+        let kd = if ker[d + 2] == 0 { 0 } else { (ker[d + 2] as i64 - 1) * o.kernel_dilation[d] as i64 + 1 };
+        if padded < kd {
+            return Err(invalid!(
+                "conv kernel {ker:?} (dilated {:?}) does not fit input {inp:?} padded by {:?} (input dilation {:?})",
+                o.kernel_dilation,
+                o.padding,
+                o.input_dilation
+            ));
+        }
+        untransposed.push(((padded - kd) / o.strides[d] as i64 + 1) as usize);
+    }
+    // result axis i is untransposed axis inv[i]
+    let mut inv = vec![0; rank];
+    for (k, &p) in o.output_permutation.iter().enumerate() {
+        inv[p] = k;
+    }
+    let shape = inv.iter().map(|&k| untransposed[k]).collect();
+    Ok(Plan { n, f, cg, untransposed, shape })
+}
+
+/// The shape Nx.conv gives for these operands and options.
+pub fn conv_output_shape(input: &[usize], kernel: &[usize], opts: &ConvOptions) -> Result<Vec<usize>> {
+    Ok(plan(input, kernel, opts)?.shape)
+}
+
+fn push_i32(p: &mut Vec<u8>, v: i64) -> Result<()> {
+    let v = i32::try_from(v).map_err(|_| invalid!("conv parameter {v} exceeds 32 bits"))?;
+    p.extend_from_slice(&v.to_le_bytes());
+    Ok(())
+}
+
+impl Context {
+    /// Nx.conv(input, kernel, opts) written as `out`.
+    pub fn conv(&self, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<Tensor> {
+        crate::window::check_real("conv", &[input.dtype, kernel.dtype, out])?;
+        let pl = plan(&input.shape, &kernel.shape, opts)?;
+        if out.is_integer() && (input.dtype.is_float() || kernel.dtype.is_float()) {
+            return Err(invalid!("conv of {} and {} cannot be written as {out}: use a float output type", input.dtype, kernel.dtype));
+        }
+        let result = self.empty(out, &pl.shape)?;
+        let count = result.numel();
+        if count == 0 {
+            return Ok(result);
+        }
+        if input.numel() > MAX_ELEMENTS || kernel.numel() > MAX_ELEMENTS {
+            return Err(invalid!("conv operands exceed {MAX_ELEMENTS} elements"));
+        }
+        let x = input.transpose(&opts.input_permutation)?;
+        let k = kernel.transpose(&opts.kernel_permutation)?;
+        let u = result.transpose(&opts.output_permutation)?;
+        debug_assert_eq!(u.shape, pl.untransposed);
+        let s = x.shape.len() - 2;
+        let mut p = Vec::with_capacity(256);
+        for a in [x.buffer.address(), k.buffer.address(), result.buffer.address()] {
+            p.extend_from_slice(&a.to_le_bytes());
+        }
+        let (bg, fg) = (opts.batch_group_size, opts.feature_group_size);
+        for v in [
+            x.offset as i64,
+            k.offset as i64,
+            pl.n as i64,
+            pl.f as i64,
+            pl.cg as i64,
+            (pl.f / fg) as i64,
+            (pl.f / bg) as i64,
+            (pl.n / bg) as i64,
+            x.strides[0] as i64,
+            x.strides[1] as i64,
+            k.strides[0] as i64,
+            k.strides[1] as i64,
+            u.strides[0] as i64,
+            u.strides[1] as i64,
+        ] {
+            push_i32(&mut p, v)?;
+        }
+        for d in 0..s {
+            for v in [
+                x.shape[d + 2] as i64,
+                x.strides[d + 2] as i64,
+                k.shape[d + 2] as i64,
+                k.strides[d + 2] as i64,
+                u.shape[d + 2] as i64,
+                u.strides[d + 2] as i64,
+                opts.strides[d] as i64,
+                opts.padding[d].0,
+                opts.input_dilation[d] as i64,
+                opts.kernel_dilation[d] as i64,
+            ] {
+                push_i32(&mut p, v)?;
+            }
+        }
+        let spec = Spec { x: x.dtype, k: k.dtype, out, s };
+        let kern = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
+        let mut batch = self.batch()?;
+        batch.keep(&x.buffer);
+        batch.keep(&k.buffer);
+        batch.keep(&result.buffer);
+        batch.dispatch(&kern, &p, count as u64)?;
+        batch.finish()?;
+        Ok(result)
+    }
+}
+
+struct Spec {
+    x: DType,
+    k: DType,
+    out: DType,
+    s: usize,
+}
+
+impl Spec {
+    fn key(&self) -> String {
+        format!("conv direct {}x{}->{} s{}", self.x, self.k, self.out, self.s)
+    }
+
+    /// The domain terms are summed in.
+    fn acc(&self) -> DType {
+        match (self.x.kind(), self.k.kind()) {
+            (Kind::Unsigned, Kind::Unsigned) => DType::U64,
+            (Kind::Float, _) | (_, Kind::Float) => DType::F64,
+            _ => DType::S64,
+        }
+    }
+
+    fn source(&self) -> String {
+        let acc_t = self.acc();
+        let acc = acc_t.glsl_compute();
+        let (xb, kb, ob) = (buf_type(self.x), buf_type(self.k), buf_type(self.out));
+        let mut s = String::new();
+        s.push_str(crate::kernel::SHADER_PRELUDE);
+        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
+        s.push_str(include_str!("kernels/numeric.glsl"));
+        writeln!(s, "const int S = {};", self.s).unwrap();
+        writeln!(s, "layout(local_size_x = {LOCAL}) in;\nvoid main() {{").unwrap();
+        writeln!(
+            s,
+            "    {xb} xb = {xb}(ParamsU64(pc.params).v[0]);\n    {kb} kb = {kb}(ParamsU64(pc.params).v[1]);\n    {ob} ob = {ob}(ParamsU64(pc.params).v[2]);"
+        )
+        .unwrap();
+        s.push_str("    ParamsI32 m = ParamsI32(pc.params + 24ul);\n");
+        s.push_str("    int xoff = m.v[0]; int koff = m.v[1]; int F = m.v[3]; int Cg = m.v[4]; int Fg = m.v[5]; int Fb = m.v[6]; int Nb = m.v[7];\n");
+        s.push_str("    int xs0 = m.v[8]; int xs1 = m.v[9]; int ks0 = m.v[10]; int ks1 = m.v[11]; int os0 = m.v[12]; int os1 = m.v[13];\n");
+        let names = ["xn", "xs", "kn", "ks", "on", "os", "st", "lo", "idil", "kdil"];
+        for n in names {
+            writeln!(s, "    int {n}[S];").unwrap();
+        }
+        s.push_str("    int kd[S];\n    int KW = 1;\n    for (int d = 0; d < S; d++) {\n");
+        for (i, n) in names.iter().enumerate() {
+            writeln!(s, "        {n}[d] = m.v[14 + d * {} + {i}];", names.len()).unwrap();
+        }
+        s.push_str("        kd[d] = (kn[d] - 1) * kdil[d] + 1; KW *= kd[d];\n    }\n");
+        writeln!(s, "    for (uint o = gl_GlobalInvocationID.x; o < pc.count; o += gl_NumWorkGroups.x * {LOCAL}u) {{").unwrap();
+        s.push_str("        uint rest = o; int oc[S]; int oe = 0;\n");
+        s.push_str("        for (int d = S - 1; d >= 0; d--) { int c = int(rest % uint(on[d])); rest /= uint(on[d]); oc[d] = c; oe += c * os[d]; }\n");
+        s.push_str("        int f = int(rest % uint(F)); int nq = int(rest / uint(F));\n");
+        s.push_str("        oe += f * os1 + nq * os0;\n");
+        s.push_str("        int n = nq + (f / Fb) * Nb;\n        int cbase = (f / Fg) * Cg;\n");
+        let init = match acc_t.kind() {
+            Kind::Signed => "0l",
+            Kind::Unsigned => "0ul",
+            _ => "nx_bits_to_f64(0x8000000000000000ul)", // -0.0: the exact additive identity
+        };
+        writeln!(s, "        {acc} acc = {init};").unwrap();
+        s.push_str("        for (int ci = 0; ci < Cg; ci++) {\n");
+        s.push_str("            int xe0 = xoff + n * xs0 + (cbase + ci) * xs1; int ke0 = koff + f * ks0 + ci * ks1;\n");
+        s.push_str("            int jc[S];\n            for (int d = 0; d < S; d++) jc[d] = 0;\n");
+        s.push_str("            for (int j = 0; j < KW; j++) {\n");
+        s.push_str("                bool xv = true; bool kv = true; int xe = xe0; int ke = ke0;\n");
+        s.push_str(
+            "                for (int d = 0; d < S; d++) {
+                    int kq = jc[d] / kdil[d];
+                    kv = kv && (jc[d] - kq * kdil[d]) == 0;
+                    ke += kq * ks[d];
+                    int q = oc[d] * st[d] + jc[d] - lo[d];
+                    int qq = (q >= 0) ? q / idil[d] : -1;
+                    xv = xv && q >= 0 && (q - qq * idil[d]) == 0 && qq < xn[d];
+                    xe += qq * xs[d];
+                }
+",
+        );
+        let zero = match acc_t.kind() {
+            Kind::Signed => "0l",
+            Kind::Unsigned => "0ul",
+            _ => "0.0LF",
+        };
+        let xval = to_domain(self.x, acc_t, &decode(self.x, "xb.v[xe]"));
+        let kval = to_domain(self.k, acc_t, &decode(self.k, "kb.v[ke]"));
+        writeln!(s, "                {acc} xv_ = {zero}; {acc} kv_ = {zero};").unwrap();
+        writeln!(s, "                if (xv) xv_ = {xval};\n                if (kv) kv_ = {kval};").unwrap();
+        if acc_t.is_float() {
+            s.push_str("                precise double t = xv_ * kv_;\n                precise double r = t + acc;\n                acc = r;\n");
+        } else {
+            s.push_str("                acc = xv_ * kv_ + acc;\n");
+        }
+        s.push_str("                for (int d = S - 1; d >= 0; d--) { jc[d]++; if (jc[d] < kd[d]) break; jc[d] = 0; }\n");
+        s.push_str("            }\n        }\n");
+        let out = self.out;
+        let v = wrap(out, &to_domain(acc_t, out, "acc"));
+        writeln!(s, "        ob.v[oe] = {};", encode(out, &v)).unwrap();
+        s.push_str("    }\n}\n");
+        s
+    }
+}
