@@ -8,6 +8,22 @@
 //!
 //! Numerics follow Nx.BinaryBackend: every float node is computed in f64 and rounded once to its
 //! own type; integer nodes are computed in 64 bits and wrapped to their width.
+//!
+//! **Complex** (c64, c128) nodes are `dvec2(re, im)` in f64, each part rounded once to f32 for
+//! c64. Operations follow the `complex` library (0.5.0) clause by clause as BinaryBackend calls
+//! it (`ops.glsl`, `kernels/complex.glsl`): add/subtract/multiply/divide (with its zero-part
+//! special cases), abs, sqrt, exp, log, sin, cos, tan, expm1, log1p, sigmoid, rsqrt, pow. A real
+//! operand of a complex op stays real (BinaryBackend does not convert it: `NaN + z` is `NaN+0i`,
+//! `x + (a - 0.0i)` has imaginary part +0.0). `real`/`imag` of a complex copy the part's bits;
+//! `conjugate` of a real x gives `x - 0.0i` (`x + 0i` for NaN/Inf); `as_type` to a real type
+//! takes the real part; `sign` of a complex is `1+0i` (BinaryBackend compares the struct with 0);
+//! `equal` compares parts with NaN parts equal (Elixir's `==` on `%Complex{}` with `:nan` atoms)
+//! and a complex never equals a real. Ordered comparisons, max/min, rounding, bitwise and the
+//! other transcendental ops raise an `InvalidArgument` for complex operands.
+//! Known limit: drivers fold arithmetic with a literal 0.0 (`0.0 * x -> 0`) whatever `precise`
+//! says; the mixed real/complex helpers avoid such literals, but a real converted to complex
+//! *inside* a fused expression carries a literal +0.0 imaginary part, so an infinite or NaN
+//! part meeting it there may give 0 where op-by-op evaluation (and BinaryBackend) gives NaN.
 
 use crate::dtype::{DType, Kind};
 use crate::error::{invalid, Result};
@@ -37,6 +53,7 @@ ops!(UnaryOp {
     Atanh = "atanh", Erf = "erf", Erfc = "erfc", ErfInv = "erf_inv", IsNan = "is_nan",
     IsInfinity = "is_infinity", BitwiseNot = "bitwise_not", LogicalNot = "logical_not",
     CountLeadingZeros = "count_leading_zeros", PopulationCount = "population_count",
+    Real = "real", Imag = "imag", Conjugate = "conjugate",
 });
 
 ops!(BinaryOp {
@@ -65,6 +82,9 @@ impl UnaryOp {
                 | UnaryOp::LogicalNot
                 | UnaryOp::CountLeadingZeros
                 | UnaryOp::PopulationCount
+                | UnaryOp::Real
+                | UnaryOp::Imag
+                | UnaryOp::Conjugate
         )
     }
     fn is_predicate(self) -> bool {
@@ -204,6 +224,9 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     src.push_str(include_str!("kernels/ops.glsl"));
     if g.body.contains("m_") {
         src.push_str(crate::kernels::MATH_F64);
+        if g.body.contains("nx_cm_") {
+            src.push_str(COMPLEX_GLSL);
+        }
     }
     src.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
     writeln!(src, "    ParamsI32 meta = ParamsI32(pc.params + {}ul);", n_addr * 8).unwrap();
@@ -329,11 +352,15 @@ fn f32_fast_path(outputs: &[Expr], inputs: &[(DType, Access)]) -> Option<String>
     ))
 }
 
+/// Complex functions (exp, log, sqrt, sin, pow, ...) on math_f64.glsl: included after it.
+pub(crate) const COMPLEX_GLSL: &str = include_str!("kernels/complex.glsl");
+
 /// How bf16 is written from f32 bits: Nx.BinaryBackend keeps the top 16 bits (truncation).
 const BF16_RULE: &str = "#define NX_BF16_FROM_F32(b) ((b) >> 16)\n";
 
 pub(crate) fn storage_type(t: DType) -> &'static str {
     match t.bits() {
+        128 => "u64vec2",
         8 => "uint8_t",
         16 => "uint16_t",
         32 => "uint",
@@ -343,6 +370,7 @@ pub(crate) fn storage_type(t: DType) -> &'static str {
 
 pub(crate) fn buf_type(t: DType) -> &'static str {
     match t.bits() {
+        128 => "BufU64x2",
         8 => "BufU8",
         16 => "BufU16",
         32 => "BufU32",
@@ -363,6 +391,8 @@ pub(crate) fn decode(t: DType, raw: &str) -> String {
         DType::S32 => format!("(int64_t(uint64_t({raw}) << 32) >> 32)"),
         DType::S64 => format!("int64_t({raw})"),
         DType::U8 | DType::U16 | DType::U32 | DType::U64 => format!("uint64_t({raw})"),
+        DType::C64 => format!("nx_c64_to_c({raw})"),
+        DType::C128 => format!("nx_c128_to_c({raw})"),
     }
 }
 
@@ -376,6 +406,8 @@ pub(crate) fn encode(t: DType, v: &str) -> String {
         DType::S16 | DType::U16 => format!("uint16_t({v})"),
         DType::S32 | DType::U32 => format!("uint({v})"),
         DType::S64 | DType::U64 => format!("uint64_t({v})"),
+        DType::C64 => format!("nx_c_to_c64({v})"),
+        DType::C128 => format!("nx_c_to_c128({v})"),
     }
 }
 
@@ -394,13 +426,18 @@ pub(crate) fn wrap(t: DType, v: &str) -> String {
         DType::U8 => format!("(({v}) & 0xFFul)"),
         DType::U16 => format!("(({v}) & 0xFFFFul)"),
         DType::U32 => format!("(({v}) & 0xFFFFFFFFul)"),
+        DType::C64 => format!("nx_round_c64({v})"),
+        DType::C128 => format!("nx_canon_c128({v})"),
     }
 }
 
 /// Converts a value of type `from` into the compute domain of `to` (no rounding to `to`).
+/// A complex value becomes its real part; a real one the complex `(v, +0.0)`.
 fn to_domain(from: DType, to: DType, v: &str) -> String {
     match (from.kind(), to.kind()) {
         (a, b) if a == b => v.to_string(),
+        (Kind::Complex, _) => to_domain(from.real_part(), to, &format!("({v}).x")),
+        (_, Kind::Complex) => format!("dvec2({}, 0.0LF)", to_domain(from, DType::F64, v)),
         (Kind::Float, Kind::Signed) => format!("nx_f64_to_s64({v})"),
         (Kind::Float, Kind::Unsigned) => format!("nx_f64_to_u64({v})"),
         (_, Kind::Float) => format!("double({v})"),
@@ -413,7 +450,9 @@ fn to_domain(from: DType, to: DType, v: &str) -> String {
 /// The common type two operands are compared in: float if either is, else the wider integer
 /// (signed when either is).
 fn compare_type(a: DType, b: DType) -> DType {
-    if a.is_float() || b.is_float() {
+    if a.is_complex() || b.is_complex() {
+        DType::C128
+    } else if a.is_float() || b.is_float() {
         DType::F64
     } else if a.kind() == Kind::Signed || b.kind() == Kind::Signed {
         DType::S64
@@ -470,9 +509,13 @@ impl Gen<'_> {
                     (Scalar::U(u), Kind::Unsigned) => format!("uint64_t({u:#x}ul)"),
                     (Scalar::I(i), Kind::Unsigned) => format!("uint64_t({:#x}ul)", *i as u64),
                     (Scalar::U(u), Kind::Signed) => format!("int64_t({u:#x}ul)"),
-                    (Scalar::F(_), _) => return Err(invalid!("float constant for integer type {dtype}")),
                     (Scalar::I(i), Kind::Float) => format!("double(int64_t({:#x}ul))", *i as u64),
                     (Scalar::U(u), Kind::Float) => format!("double(uint64_t({u:#x}ul))"),
+                    // a complex constant from a real scalar: (value, +0.0)
+                    (Scalar::F(f), Kind::Complex) => format!("dvec2(nx_bits_to_f64({:#x}ul), 0.0LF)", f.to_bits()),
+                    (Scalar::I(i), Kind::Complex) => format!("dvec2(double(int64_t({:#x}ul)), 0.0LF)", *i as u64),
+                    (Scalar::U(u), Kind::Complex) => format!("dvec2(double(uint64_t({u:#x}ul)), 0.0LF)"),
+                    (Scalar::F(_), _) => return Err(invalid!("float constant for integer type {dtype}")),
                 };
                 Ok(self.tmp(*dtype, wrap(*dtype, &lit)))
             }
@@ -518,6 +561,12 @@ impl Gen<'_> {
             Expr::Unary { op, arg, dtype } => {
                 let from = ty(arg, self)?;
                 let a = self.node(arg)?;
+                if matches!(op, UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conjugate)
+                    || (!op.is_predicate() && (from.is_complex() || dtype.is_complex()))
+                {
+                    let (v, keep_bits) = complex_unary(*op, from, *dtype, &a)?;
+                    return Ok(if keep_bits { v } else { self.tmp(*dtype, wrap(*dtype, &v)) });
+                }
                 if op.integer_only() && (from.is_float() || dtype.is_float()) {
                     return Err(invalid!("{} needs integer tensors, got {from}", op.name()));
                 }
@@ -536,7 +585,24 @@ impl Gen<'_> {
                 let (lt, rt) = (ty(lhs, self)?, ty(rhs, self)?);
                 let a = self.node(lhs)?;
                 let b = self.node(rhs)?;
-                let v = if op.is_comparison() {
+                let v = if op.is_comparison() && (lt.is_complex() || rt.is_complex()) {
+                    // Elixir's == on values: a complex never equals a real number
+                    let eq = match (lt.is_complex(), rt.is_complex()) {
+                        (true, true) => format!("nx_ceq({a}, {b})"),
+                        _ => "false".to_string(),
+                    };
+                    let cmp = match op {
+                        BinaryOp::Equal => eq,
+                        BinaryOp::NotEqual => format!("!({eq})"),
+                        _ => return Err(invalid!("{} is not defined for complex numbers", op.name())),
+                    };
+                    to_domain(DType::U8, *dtype, &format!("(({cmp}) ? 1ul : 0ul)"))
+                } else if !op.is_logical() && (dtype.is_complex() || lt.is_complex() || rt.is_complex()) {
+                    if !dtype.is_complex() {
+                        return Err(invalid!("{} of complex operands needs a complex result type, got {dtype}", op.name()));
+                    }
+                    complex_binary(*op, lt, rt, &a, &b)?
+                } else if op.is_comparison() {
                     let ct = compare_type(lt, rt);
                     let (x, y) = (to_domain(lt, ct, &a), to_domain(rt, ct, &b));
                     let sym = match op {
@@ -615,6 +681,8 @@ impl Gen<'_> {
 
 fn nonzero(t: DType, v: &str) -> String {
     match t.kind() {
+        // %Complex{} is false only when both parts == 0 (a NaN part is true)
+        Kind::Complex => format!("(!(({v}).x == 0.0LF && ({v}).y == 0.0LF))"),
         Kind::Float => format!("(({v}) != 0.0LF || nx_isnan({v}))"),
         Kind::Signed => format!("(({v}) != 0l)"),
         Kind::Unsigned => format!("(({v}) != 0ul)"),
@@ -624,6 +692,10 @@ fn nonzero(t: DType, v: &str) -> String {
 /// Nx.as_type from `from` to `to` (the result is wrapped/rounded by the caller). Floats become
 /// integers as BinaryBackend does: NaN 0, ±Inf the target's extremes, else truncated and wrapped.
 fn convert(from: DType, to: DType, v: &str) -> String {
+    if from.is_complex() && !to.is_complex() {
+        // Nx.as_type takes the real part (then the float rules below)
+        return convert(from.real_part(), to, &format!("({v}).x"));
+    }
     if from.is_float() && to.is_integer() {
         let (lo, hi): (i64, u64) = match to {
             DType::U8 => (0, 0xFF),
@@ -647,6 +719,8 @@ fn unary_predicate(op: UnaryOp, from: DType, a: &str) -> String {
         (UnaryOp::IsNan, Kind::Float) => format!("nx_isnan({a})"),
         (UnaryOp::IsInfinity, Kind::Float) => format!("nx_isinf({a})"),
         (UnaryOp::LogicalNot, _) => format!("!{}", nonzero(from, a)),
+        (UnaryOp::IsNan, Kind::Complex) => format!("(nx_isnan(({a}).x) || nx_isnan(({a}).y))"),
+        (UnaryOp::IsInfinity, Kind::Complex) => format!("(nx_isinf(({a}).x) || nx_isinf(({a}).y))"),
         _ => "false".to_string(),
     };
     format!("(({b}) ? 1ul : 0ul)")
@@ -680,7 +754,7 @@ fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
 fn binary(op: BinaryOp, t: DType, x: &str, y: &str) -> String {
     let k = t.kind();
     let suffix = match k {
-        Kind::Float => "f64",
+        Kind::Float | Kind::Complex => "f64", // complex results never get here (complex_binary)
         Kind::Signed => "s64",
         Kind::Unsigned => "u64",
     };
@@ -734,4 +808,86 @@ mod tests {
         assert_ne!(k1, k2);
         assert!(!k1.contains("shape"));
     }
+}
+
+/// A complex result of `op` on operands of types `lt` and `rt` (at least one complex, or a
+/// complex result type): the `complex` library's clauses, real operands kept real.
+fn complex_binary(op: BinaryOp, lt: DType, rt: DType, a: &str, b: &str) -> Result<String> {
+    let f = match op {
+        BinaryOp::Add => "nx_cadd",
+        BinaryOp::Subtract => "nx_csub",
+        BinaryOp::Multiply => "nx_cmul",
+        BinaryOp::Divide => "nx_cdiv",
+        BinaryOp::Pow => "nx_cm_pow",
+        _ => return Err(invalid!("{} is not defined for complex numbers", op.name())),
+    };
+    let real = |t: DType, v: &str| to_domain(t, DType::F64, v);
+    Ok(match (lt.is_complex(), rt.is_complex()) {
+        (true, true) => format!("{f}({a}, {b})"),
+        (false, true) => format!("{f}_rc({}, {b})", real(lt, a)),
+        (true, false) => format!("{f}_cr({a}, {})", real(rt, b)),
+        (false, false) => format!("dvec2({}, 0.0LF)", binary(op, DType::F64, &real(lt, a), &real(rt, b))),
+    })
+}
+
+/// `op` where the argument or the result is complex (and real/imag/conjugate of anything).
+/// Returns the value and whether it is the stored bits as they are (real/imag of a complex
+/// into its part type copy the part, NaN payloads included, as BinaryBackend does).
+fn complex_unary(op: UnaryOp, from: DType, to: DType, a: &str) -> Result<(String, bool)> {
+    let unsupported = || invalid!("{} of {from} to {to} is not supported", op.name());
+    match op {
+        UnaryOp::Real | UnaryOp::Imag => {
+            if from.is_complex() {
+                let part = if op == UnaryOp::Real { format!("({a}).x") } else { format!("({a}).y") };
+                if to == from.real_part() {
+                    return Ok((part, true));
+                }
+                return Ok((convert(from.real_part(), to, &part), false));
+            }
+            if to.is_complex() {
+                return Err(unsupported());
+            }
+            if op == UnaryOp::Imag {
+                return Ok((to_domain(DType::F64, to, "0.0LF"), false));
+            }
+            if from == to {
+                return Ok((a.to_string(), true));
+            }
+            return Ok((convert(from, to, a), false));
+        }
+        UnaryOp::Conjugate => {
+            if !to.is_complex() {
+                return Err(unsupported());
+            }
+            return Ok((if from.is_complex() { format!("dvec2(({a}).x, -({a}).y)") } else { format!("nx_conj_real({})", to_domain(from, DType::F64, a)) }, false));
+        }
+        _ => {}
+    }
+    // Every other op works on a complex value (a real argument is promoted to (x, +0.0)).
+    let z = to_domain(from, DType::C128, a);
+    let v = match op {
+        UnaryOp::Abs => {
+            let r = format!("nx_cabs({z})");
+            return Ok((to_domain(DType::F64, to, &r), false));
+        }
+        // Nx.BinaryBackend's sign compares the %Complex{} struct with 0: a map is greater than
+        // every number in Erlang's term order, so the sign of any complex is 1.
+        UnaryOp::Sign => "dvec2(1.0LF, 0.0LF)".to_string(),
+        UnaryOp::Negate => format!("(-({z}))"),
+        UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Sigmoid
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Sin
+        | UnaryOp::Cos
+        | UnaryOp::Tan => format!("nx_cm_{}({z})", op.name()),
+        _ => return Err(invalid!("{} is not defined for complex numbers ({from} to {to})", op.name())),
+    };
+    if !to.is_complex() {
+        return Err(invalid!("{} of {from} needs a complex result type, got {to}", op.name()));
+    }
+    Ok((v, false))
 }

@@ -20,6 +20,7 @@ pub mod dtype;
 pub mod elementwise;
 pub mod error;
 pub mod exec;
+pub mod fft;
 pub mod indexing;
 pub mod kernel;
 pub mod kernels;

@@ -343,14 +343,30 @@ fn simple_source(ta: DType, tb: DType, out: DType) -> String {
     s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
     s.push_str(META);
     let acc = out.glsl_compute();
-    let x = to_domain(ta, out, &decode(ta, &format!("{}(addrA).v[ia]", buf_type(ta))));
-    let y = to_domain(tb, out, &decode(tb, &format!("{}(addrB).v[ib]", buf_type(tb))));
+    let xa = decode(ta, &format!("{}(addrA).v[ia]", buf_type(ta)));
+    let yb = decode(tb, &format!("{}(addrB).v[ib]", buf_type(tb)));
+    let x = to_domain(ta, out, &xa);
+    let y = to_domain(tb, out, &yb);
     let zero = match out.kind() {
         Kind::Float => "0.0LF",
         Kind::Signed => "0l",
         Kind::Unsigned => "0ul",
+        Kind::Complex => "dvec2(0.0LF, 0.0LF)",
     };
-    let precise = if out.is_float() { "precise " } else { "" };
+    let precise = if out.is_float() || out.is_complex() { "precise " } else { "" };
+    // Complex products as Complex.multiply computes them; a real operand stays real.
+    let product = if out.is_complex() {
+        let real = |t: DType, v: &str| to_domain(t, DType::F64, v);
+        match (ta.is_complex(), tb.is_complex()) {
+            (true, true) => format!("nx_cmul({xa}, {yb})"),
+            (false, true) => format!("nx_cmul_rc({}, {yb})", real(ta, &xa)),
+            (true, false) => format!("nx_cmul_cr({xa}, {})", real(tb, &yb)),
+            (false, false) => format!("dvec2(({}) * ({}), 0.0LF)", real(ta, &xa), real(tb, &yb)),
+        }
+    } else {
+        format!("({x}) * ({y})")
+    };
+    let store = if out.is_complex() { encode(out, &crate::elementwise::wrap(out, "acc")) } else { encode(out, "acc") };
     write!(
         s,
         "    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {{
@@ -359,7 +375,7 @@ fn simple_source(ta: DType, tb: DType, out: DType) -> String {
         int ib = offB + b * sBb + n * sBn;
         {precise}{acc} acc = {zero};
         for (int k = 0; k < K; k++) {{
-            {precise}{acc} p = ({x}) * ({y});
+            {precise}{acc} p = {product};
             acc = acc + p;
             ia += sAk; ib += sBk;
         }}
@@ -368,7 +384,7 @@ fn simple_source(ta: DType, tb: DType, out: DType) -> String {
 }}
 ",
         buf_type(out),
-        encode(out, "acc")
+        store
     )
     .unwrap();
     s

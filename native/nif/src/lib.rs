@@ -12,6 +12,7 @@ use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, T
 use std::panic::RefUnwindSafe;
 use std::sync::Arc;
 
+mod complex;
 mod indexing;
 mod sort;
 mod window;

@@ -136,3 +136,14 @@ double nx_round_f32(double d) {
 }
 double nx_round_f16(double d) { return nx_isnan(d) ? nx_nan() : nx_f16_to_f64(nx_f64_to_f16(d)); }
 double nx_round_bf16(double d) { return nx_isnan(d) ? nx_nan() : nx_bf16_to_f64(nx_f64_to_bf16(d)); }
+
+// ---- complex: dvec2(real, imaginary) in f64 ----
+// c64 is two f32 words (the real part in the low word), c128 two f64 words; each part is
+// decoded exactly and rounded once on the way out, like a float of its part type.
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufU64x2 { u64vec2 v[]; };
+dvec2 nx_c64_to_c(uint64_t b) { return dvec2(nx_f32_to_f64(uint(b & 0xFFFFFFFFul)), nx_f32_to_f64(uint(b >> 32))); }
+uint64_t nx_c_to_c64(dvec2 z) { return uint64_t(nx_f64_to_f32(z.x)) | (uint64_t(nx_f64_to_f32(z.y)) << 32); }
+dvec2 nx_c128_to_c(u64vec2 b) { return dvec2(nx_bits_to_f64(b.x), nx_bits_to_f64(b.y)); }
+u64vec2 nx_c_to_c128(dvec2 z) { return u64vec2(nx_f64_to_bits(z.x), nx_f64_to_bits(z.y)); }
+dvec2 nx_round_c64(dvec2 z) { return dvec2(nx_round_f32(z.x), nx_round_f32(z.y)); }
+dvec2 nx_canon_c128(dvec2 z) { return dvec2(nx_canon_f64(z.x), nx_canon_f64(z.y)); }

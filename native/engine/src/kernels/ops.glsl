@@ -266,3 +266,144 @@ int64_t nx_shl_s64(int64_t x, int64_t s) { return nx_shift_s64(x, s); }
 int64_t nx_shr_s64(int64_t x, int64_t s) { return nx_shift_s64(x, (s < -64l) ? 64l : -s); }
 uint64_t nx_shl_u64(uint64_t x, uint64_t s) { return (s >= 64ul) ? 0ul : (x << uint(s)); }
 uint64_t nx_shr_u64(uint64_t x, uint64_t s) { return (s >= 64ul) ? 0ul : (x >> uint(s)); }
+
+// ---- complex arithmetic: the `complex` library (0.5.0) as Nx.BinaryBackend calls it ----
+// Values are dvec2(real, imaginary). The library's clauses are followed in order, including
+// its special cases for a zero real or imaginary part of the right operand (they decide signs
+// of zeros and which products meet an infinity). A *real* operand r (a number in BinaryBackend,
+// not a complex) takes the library's number-with-complex clauses: a NaN r makes the whole result
+// NaN (the real NaN, written NaN+0i); add/subtract with an infinite r give that infinity (+0i).
+bool nx_nonfinite(double x) { return nx_isnan(x) || nx_isinf(x); }
+dvec2 nx_cadd(dvec2 a, dvec2 b) { precise double re = a.x + b.x; precise double im = a.y + b.y; return dvec2(re, im); }
+dvec2 nx_csub(dvec2 a, dvec2 b) { precise double re = a.x - b.x; precise double im = a.y - b.y; return dvec2(re, im); }
+// The compilers fold arithmetic with a literal zero (0.0 + x -> x, 0.0 * x -> 0) whatever
+// `precise` says, losing signed zeros, NaN and Inf; so the library's "number as (x, 0.0)"
+// steps are written out exactly instead of computed with a 0.0 constant.
+double nx_zero_plus(double y) { return (y == 0.0LF) ? 0.0LF : y; }             // 0.0 + y, y + 0.0
+double nx_zero_minus(double y) { return (y == 0.0LF) ? 0.0LF : -y; }           // 0.0 - y
+double nx_zero_times(double y) {                                               // 0.0 * y
+    if (nx_nonfinite(y)) return nx_nan();
+    return nx_signbit(y) ? nx_bits_to_f64(0x8000000000000000ul) : 0.0LF;
+}
+double nx_zero_div(double y) {                                                 // Complex.divide(0.0, y)
+    if (nx_isnan(y) || y == 0.0LF) return nx_nan();
+    if (nx_isinf(y)) return 0.0LF;
+    return nx_signbit(y) ? nx_bits_to_f64(0x8000000000000000ul) : 0.0LF;
+}
+dvec2 nx_cadd_rc(double r, dvec2 z) {
+    if (nx_nonfinite(r)) return dvec2(r, 0.0LF);
+    precise double re = r + z.x;
+    return dvec2(re, nx_zero_plus(z.y));
+}
+dvec2 nx_cadd_cr(dvec2 z, double r) {
+    if (nx_nonfinite(r)) return dvec2(r, 0.0LF);
+    precise double re = z.x + r;
+    return dvec2(re, nx_zero_plus(z.y));
+}
+dvec2 nx_csub_rc(double r, dvec2 z) {
+    if (nx_nonfinite(r)) return dvec2(r, 0.0LF);
+    precise double re = r - z.x;
+    return dvec2(re, nx_zero_minus(z.y));
+}
+dvec2 nx_csub_cr(dvec2 z, double r) {
+    if (nx_isnan(r)) return dvec2(r, 0.0LF);
+    if (nx_isinf(r)) return dvec2(-r, 0.0LF);
+    precise double re = z.x - r;
+    return dvec2(re, z.y); // y - 0.0 == y exactly
+}
+dvec2 nx_cmul_cr(dvec2 z, double r) {
+    if (nx_isnan(r)) return dvec2(r, 0.0LF);
+    precise double re = z.x * r; precise double im = z.y * r;
+    return dvec2(re, im);
+}
+dvec2 nx_cmul_rc(double r, dvec2 z) { return nx_cmul_cr(z, r); }
+dvec2 nx_cmul(dvec2 l, dvec2 r) {
+    if (r.y == 0.0LF) {
+        precise double re = r.x * l.x; precise double im = r.x * l.y;
+        return dvec2(re, im);
+    }
+    if (r.x == 0.0LF) {
+        precise double p = l.y * r.y; precise double im = l.x * r.y;
+        return dvec2((p == 0.0LF) ? 0.0LF : -p, im);
+    }
+    precise double a = l.x * r.x; precise double b = l.y * r.y;
+    precise double c = l.y * r.x; precise double d = l.x * r.y;
+    precise double re = a - b; precise double im = c + d;
+    return dvec2(re, im);
+}
+dvec2 nx_cdiv(dvec2 x, dvec2 y) {
+    if (y.y == 0.0LF) return dvec2(nx_div_f64(x.x, y.x), nx_div_f64(x.y, y.x));
+    if (y.x == 0.0LF) return dvec2(nx_div_f64(x.y, y.y), -nx_div_f64(x.x, y.y));
+    precise double a = x.x * y.x; precise double b = x.y * y.y;
+    precise double c = x.y * y.x; precise double d = x.x * y.y;
+    precise double e = y.x * y.x; precise double f = y.y * y.y;
+    precise double nre = a + b; precise double nim = c - d; precise double den = e + f;
+    return dvec2(nx_div_f64(nre, den), nx_div_f64(nim, den));
+}
+// Complex.divide((r, 0.0), z), written out (see nx_zero_plus).
+dvec2 nx_cdiv_rc(double r, dvec2 z) {
+    if (nx_isnan(r)) return dvec2(r, 0.0LF);
+    if (z.y == 0.0LF) return dvec2(nx_div_f64(r, z.x), nx_zero_div(z.x));
+    if (z.x == 0.0LF) return dvec2(nx_zero_div(z.y), -nx_div_f64(r, z.y));
+    precise double a = r * z.x; precise double d = r * z.y;
+    precise double e = z.x * z.x; precise double f = z.y * z.y;
+    precise double nre = a + nx_zero_times(z.y); precise double nim = nx_zero_times(z.x) - d; precise double den = e + f;
+    return dvec2(nx_div_f64(nre, den), nx_div_f64(nim, den));
+}
+dvec2 nx_cdiv_cr(dvec2 z, double r) {
+    if (nx_isnan(r)) return dvec2(r, 0.0LF);
+    if (nx_isinf(r)) return dvec2(0.0LF, 0.0LF);
+    return dvec2(nx_div_f64(z.x, r), nx_div_f64(z.y, r));
+}
+// Complex.abs: NaN only when both parts are NaN, +Inf when either part is not finite.
+double nx_cabs(dvec2 z) {
+    bool rn = nx_isnan(z.x);
+    bool in_ = nx_isnan(z.y);
+    if (rn && in_) return nx_nan();
+    if (rn || in_ || nx_isinf(z.x) || nx_isinf(z.y)) return nx_inf();
+    double x = nx_abs_nx(z.x);
+    double y = nx_abs_nx(z.y);
+    if (x == 0.0LF) return y;
+    if (y == 0.0LF) return x;
+    if (x > y) {
+        precise double q = y / x; precise double r = x * sqrt(1.0LF + q * q);
+        return r;
+    }
+    precise double q = x / y; precise double r = y * sqrt(1.0LF + q * q);
+    return r;
+}
+// Complex.sqrt (its clauses for NaN and infinite parts first).
+dvec2 nx_csqrt(dvec2 z) {
+    double r = z.x;
+    double i = z.y;
+    if (nx_isnan(r) || nx_isnan(i)) return dvec2(nx_nan(), nx_nan());
+    if (nx_isinf(i)) return dvec2(nx_inf(), i);
+    if (nx_isinf(r)) return (r > 0.0LF) ? dvec2(r, 0.0LF) : dvec2(0.0LF, nx_inf());
+    if (r == 0.0LF && i == 0.0LF) return z;
+    double x = nx_abs_nx(r);
+    double y = nx_abs_nx(i);
+    precise double w;
+    if (x >= y) {
+        precise double q = y / x;
+        w = sqrt(x) * sqrt(0.5LF * (1.0LF + sqrt(1.0LF + q * q)));
+    } else {
+        precise double q = x / y;
+        w = sqrt(y) * sqrt(0.5LF * (q + sqrt(1.0LF + q * q)));
+    }
+    if (r >= 0.0LF) {
+        precise double im = i / (2.0LF * w);
+        return dvec2(w, im);
+    }
+    double i2 = (i >= 0.0LF) ? w : -w;
+    precise double re = i / (2.0LF * i2);
+    return dvec2(re, i2);
+}
+// Complex.conjugate of a real number: n - 0.0i; a non-finite real stays real (written +0i).
+dvec2 nx_conj_real(double x) { return dvec2(x, nx_nonfinite(x) ? 0.0LF : nx_bits_to_f64(0x8000000000000000ul)); }
+// Equality of two complex values as Elixir's == on %Complex{} structs: NaN parts are the atom
+// :nan there, so they compare equal to each other; -0.0 == 0.0.
+bool nx_ceq(dvec2 a, dvec2 b) {
+    bool re = (a.x == b.x) || (nx_isnan(a.x) && nx_isnan(b.x));
+    bool im = (a.y == b.y) || (nx_isnan(a.y) && nx_isnan(b.y));
+    return re && im;
+}
