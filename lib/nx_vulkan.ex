@@ -126,6 +126,44 @@ defmodule NxVulkan do
     do: unwrap!(Native.dot(a, contract_a, batch_a, b, contract_b, batch_b, type_name(out)))
 
   @doc """
+  Nx.gather: `indices[..., k]` indexes the increasing axes `axes` of `x`; the result has
+  shape `indices.shape[:-1] ++ the other axes of x`. An out-of-range index raises
+  `ArgumentError`.
+  """
+  def gather(x, indices, axes), do: unwrap!(Native.gather(x, indices, axes))
+
+  @doc "Nx.take along `axis`: that axis replaced by the indices' dimensions."
+  def take(x, indices, axis), do: unwrap!(Native.take(x, indices, axis))
+
+  @doc "Nx.take_along_axis: `indices` has x's rank; the result has the indices' shape."
+  def take_along_axis(x, indices, axis), do: unwrap!(Native.take_along_axis(x, indices, axis))
+
+  @doc """
+  Nx.indexed_add (`:add`) or Nx.indexed_put (`:put`): `indices` is `{n, k}` over the increasing
+  `axes` of `target`, `updates` is `{n, ...}`; the result has `target`'s shape and type `out`.
+  """
+  def indexed(op, target, indices, updates, axes, out) when op in [:add, :put] do
+    fun = if op == :add, do: &Native.indexed_add/5, else: &Native.indexed_put/5
+    unwrap!(fun.(target, indices, updates, axes, type_name(out)))
+  end
+
+  @doc "Stable sort along `axis`, `direction` `:asc` or `:desc` (NaN last ascending, as Nx)."
+  def sort(x, axis, direction) when direction in [:asc, :desc],
+    do: unwrap!(Native.sort(x, axis, Atom.to_string(direction)))
+
+  @doc "The positions that sort `x` along `axis`, as integers of type `out` (always stable)."
+  def argsort(x, axis, direction, stable, out) when direction in [:asc, :desc],
+    do:
+      unwrap!(Native.argsort(x, axis, Atom.to_string(direction), stable == true, type_name(out)))
+
+  @doc "Nx.top_k along the last axis: `{values, indices}`, indices of type `index_type`."
+  def top_k(x, k, index_type), do: unwrap!(Native.top_k(x, k, type_name(index_type)))
+
+  @doc "`:cumulative_sum`, `:cumulative_product`, `:cumulative_max` or `:cumulative_min` along `axis`."
+  def cumulative(op, x, axis, reverse),
+    do: unwrap!(Native.cumulative(Atom.to_string(op), x, axis, reverse == true))
+
+  @doc """
   How often each op took `NxVulkan.Backend`'s host fallback since the last
   `reset_fallbacks/0`, as `%{op => count}`. See `NxVulkan.Fallback`.
   """

@@ -489,6 +489,105 @@ if Code.ensure_loaded?(Nx) do
       NxVulkan.upload(bytes, type, {})
     end
 
+    ## Indexing (engine: indexing.rs). Complex tensors are pairs of reals on a trailing axis,
+    ## which the indexed axes never touch, so they go through unchanged.
+
+    @impl true
+    def gather(out, t, indices, opts) do
+      axes =
+        opts[:axes] || Enum.to_list(0..(elem(indices.shape, tuple_size(indices.shape) - 1) - 1))
+
+      put(out, NxVulkan.gather(ref!(t), ref!(indices), axes))
+    end
+
+    if {:take, 4} in @nx_callbacks, do: @impl(true)
+    def take(out, t, indices, axis), do: put(out, NxVulkan.take(ref!(t), ref!(indices), axis))
+
+    if {:take_along_axis, 4} in @nx_callbacks, do: @impl(true)
+
+    def take_along_axis(out, t, indices, axis) do
+      idx = ref!(indices)
+
+      idx =
+        if complex?(t.type) do
+          rank = tuple_size(indices.shape)
+          NxVulkan.broadcast(idx, Tuple.append(indices.shape, 2), Enum.to_list(0..(rank - 1)//1))
+        else
+          idx
+        end
+
+      put(out, NxVulkan.take_along_axis(ref!(t), idx, axis))
+    end
+
+    for {op, engine_op} <- [indexed_add: :add, indexed_put: :put] do
+      @impl true
+      def unquote(op)(%T{type: type} = out, target, indices, updates, opts) do
+        axes = opts[:axes] || Enum.to_list(0..(elem(indices.shape, 1) - 1))
+
+        ref =
+          NxVulkan.indexed(
+            unquote(engine_op),
+            converted(target, type),
+            ref!(indices),
+            converted(updates, type),
+            axes,
+            dtype(type)
+          )
+
+        put(out, ref)
+      end
+    end
+
+    ## Sorting and scans (engine: sort.rs, scan.rs). Nx refuses complex sorts itself.
+
+    @impl true
+    def sort(out, %T{shape: {}} = t, _opts), do: put(out, ref!(t))
+
+    def sort(out, t, opts),
+      do: put(out, NxVulkan.sort(ref!(t), opts[:axis], opts[:direction] || :asc))
+
+    @impl true
+    def argsort(out, %T{shape: {}}, _opts), do: constant(out, 0, [])
+
+    def argsort(out, t, opts) do
+      ref =
+        NxVulkan.argsort(
+          ref!(t),
+          opts[:axis],
+          opts[:direction] || :asc,
+          opts[:stable] || false,
+          out.type
+        )
+
+      put(out, ref)
+    end
+
+    # Optional in Nx 0.7.2 (Nx calls them when exported), blocks at Nx >= 0.12.
+    if {:top_k, 3} in @nx_callbacks, do: @impl(true)
+
+    def top_k({%T{} = values, %T{type: index_type} = indices}, t, opts) do
+      {v, i} = NxVulkan.top_k(ref!(t), Keyword.fetch!(opts, :k), index_type)
+      {put(values, v), put(indices, i)}
+    end
+
+    for op <- [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min] do
+      if {op, 3} in @nx_callbacks, do: @impl(true)
+
+      def unquote(op)(out, t, opts) do
+        axis = opts[:axis] || 0
+        reverse = opts[:reverse] || false
+
+        if complex?(t.type) and unquote(op) != :cumulative_sum do
+          # Not componentwise on pairs of reals: Nx's own composition, on the host.
+          host_apply(unquote(op), fn ->
+            Nx.unquote(op)(to_host(t), axis: axis, reverse: reverse)
+          end)
+        else
+          put(out, NxVulkan.cumulative(unquote(op), ref!(t), axis, reverse))
+        end
+      end
+    end
+
     ## Optional callbacks (Nx 0.7.2) and blocks (Nx >= 0.12)
 
     # Nx's default implementations are compositions of the ops above, so they run on the
@@ -515,14 +614,41 @@ if Code.ensure_loaded?(Nx) do
         |> Macro.underscore()
         |> String.to_atom()
 
-      if name in @host_optional do
-        NxVulkan.Fallback.record!(name)
+      cond do
+        native = native_block(struct, name, out, args) ->
+          native
 
-        on_host(fn ->
-          apply(Nx.BinaryBackend, :block, [struct, out, Enum.map(args, &to_host/1), fun])
-        end)
-      else
-        apply(fun, [struct | args])
+        name in @host_optional ->
+          NxVulkan.Fallback.record!(name)
+
+          on_host(fn ->
+            apply(Nx.BinaryBackend, :block, [struct, out, Enum.map(args, &to_host/1), fun])
+          end)
+
+        true ->
+          apply(fun, [struct | args])
+      end
+    end
+
+    @cumulative_ops [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min]
+
+    # Blocks with a device implementation here (nil: none, use Nx's default or the host).
+    defp native_block(struct, name, out, args) do
+      case {name, args} do
+        {:top_k, [t]} ->
+          top_k(out, t, k: struct.k)
+
+        {op, [t]} when op in @cumulative_ops ->
+          apply(__MODULE__, op, [out, t, [axis: struct.axis, reverse: struct.reverse]])
+
+        {:take, [t, i]} ->
+          take(out, t, i, struct.axis)
+
+        {:take_along_axis, [t, i]} ->
+          take_along_axis(out, t, i, struct.axis)
+
+        _ ->
+          nil
       end
     end
 
@@ -533,13 +659,6 @@ if Code.ensure_loaded?(Nx) do
       window_reduce: 6,
       map: 4,
       conv: 4,
-      gather: 4,
-      take: 4,
-      take_along_axis: 4,
-      indexed_add: 5,
-      indexed_put: 5,
-      sort: 3,
-      argsort: 3,
       window_scatter_max: 6,
       window_scatter_min: 6,
       triangular_solve: 4,
@@ -565,6 +684,12 @@ if Code.ensure_loaded?(Nx) do
     def host(op, out, args) do
       NxVulkan.Fallback.record!(op)
       on_host(fn -> apply(Nx.BinaryBackend, op, [out | Enum.map(args, &to_host/1)]) end)
+    end
+
+    # The same path for an op BinaryBackend has no callback for: `fun` runs Nx on host tensors.
+    defp host_apply(op, fun) do
+      NxVulkan.Fallback.record!(op)
+      on_host(fun)
     end
 
     # Tensors the host op creates itself (constants, scratch) must stay on the host too, so
