@@ -5,6 +5,7 @@
 //! per measurement so `bench/` scripts can set it beside a peer measured in the same run.
 
 use clap::{Parser, Subcommand};
+use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, UnaryOp};
 use std::time::Instant;
 
@@ -148,7 +149,9 @@ fn bench(ctx: &Context, elements: usize, gemm: &[usize], reps: usize) -> Result<
     // SGEMM (f32, f32 accumulation).
     for &n in gemm {
         let m = ctx.iota(DType::F32, &[n, n], Some(1))?;
-        let secs = time(reps.min(10), || ctx.dot(&m, &[1], &[], &m, &[0], &[], DType::F32))?;
+        let secs = time(reps.min(10), || {
+            ctx.dot_with(DotPrecision::F32Accumulate, &m, &[1], &[], &m, &[0], &[], DType::F32)
+        })?;
         let tflops = 2.0 * (n as f64).powi(3) / secs / 1e12;
         println!("{{\"bench\":\"sgemm\",\"device\":{dev:?},\"n\":{n},\"median_ms\":{:.4},\"tflops\":{tflops:.2},\"reps\":{}}}", secs * 1e3, reps.min(10));
     }

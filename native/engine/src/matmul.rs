@@ -23,8 +23,12 @@
 //! - [`MatmulKernel::Simple`]: one invocation per output element, for f16/bf16 (accumulated in
 //!   f64, rounded once) and integers (64-bit accumulation, wrapped to the output width).
 //!
-//! **Numerics.** f32 dot accumulates in f32 (Nx's rule for dot), one `fma` per product in
-//! ascending k, so reruns are bit-identical. The f32 kernel reads stored bits with
+//! **Numerics.** [`Context::dot`] is exact in Nx.BinaryBackend's sense: an f32 dot is computed
+//! as an f64 dot of the (exactly widened) operands — every f32×f32 product is exact in f64 and
+//! the sum runs in ascending k — and rounded once to f32, so results are bit-identical to
+//! BinaryBackend's. [`DotPrecision::F32Accumulate`] (SGEMM, what cuBLAS and the benchmarks
+//! measure) instead accumulates in f32, one `fma` per product in ascending k, so reruns are
+//! bit-identical but results differ from BinaryBackend in the last bits. The f32 kernel reads stored bits with
 //! `uintBitsToFloat` and multiplies with the device's f32 units: on devices that do not
 //! preserve f32 denormals (the H200 reports `shaderDenormPreserveFloat32 = false`), denormal
 //! inputs, products and partial sums (|x| < 2^-126) may be flushed to zero. That is the usual
@@ -45,6 +49,16 @@ use crate::reduce::{buf_type, decode, encode, merge_dims, to_domain};
 use crate::tensor::{numel, Tensor};
 use crate::Context;
 use std::fmt::Write;
+
+/// How an f32 dot accumulates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DotPrecision {
+    /// Products and sums in f64, one rounding to f32 at the end (Nx.BinaryBackend's result).
+    #[default]
+    Exact,
+    /// f32 accumulation on the tiled SGEMM kernel: faster, not bit-identical to BinaryBackend.
+    F32Accumulate,
+}
 
 /// Which kernel computes a `[B, M, K] × [B, K, N]` product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,6 +144,26 @@ impl Context {
         batch_b: &[usize],
         out: DType,
     ) -> Result<Tensor> {
+        self.dot_with(DotPrecision::Exact, a, contract_a, batch_a, b, contract_b, batch_b, out)
+    }
+
+    /// `dot` with an explicit f32 accumulation policy (other output types are always exact).
+    #[allow(clippy::too_many_arguments)]
+    pub fn dot_with(
+        &self,
+        precision: DotPrecision,
+        a: &Tensor,
+        contract_a: &[usize],
+        batch_a: &[usize],
+        b: &Tensor,
+        contract_b: &[usize],
+        batch_b: &[usize],
+        out: DType,
+    ) -> Result<Tensor> {
+        if out == DType::F32 && precision == DotPrecision::Exact {
+            let wide = self.dot_using(None, a, contract_a, batch_a, b, contract_b, batch_b, DType::F64)?;
+            return self.convert(&wide, DType::F32);
+        }
         self.dot_using(None, a, contract_a, batch_a, b, contract_b, batch_b, out)
     }
 

@@ -554,3 +554,34 @@ fn bench_dot() {
         }
     }
 }
+
+/// The default f32 dot is Nx.BinaryBackend's: f64 products and ascending-k sums, one rounding.
+/// The SGEMM policy (f32 accumulation) stays available and is close but not bit-identical.
+#[test]
+fn f32_dot_is_exact_by_default_and_sgemm_on_request() {
+    use nx_vulkan_engine::matmul::DotPrecision;
+    let ctx = ctx();
+    let (m, k, n) = (9usize, 301usize, 7usize);
+    let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1.37e-3 + 1e-7 * i as f32).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 2.9e-2).collect();
+    let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let ta = ctx.upload(DType::F32, &[m, k], &bytes(&a)).unwrap();
+    let tb = ctx.upload(DType::F32, &[k, n], &bytes(&b)).unwrap();
+    let read = |t: &Tensor| -> Vec<f32> { ctx.download(t).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect() };
+    let exact = read(&ctx.dot(&ta, &[1], &[], &tb, &[0], &[], DType::F32).unwrap());
+    let fast = read(&ctx.dot_with(DotPrecision::F32Accumulate, &ta, &[1], &[], &tb, &[0], &[], DType::F32).unwrap());
+    let mut differ = 0;
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0.0f64;
+            for l in 0..k {
+                acc = (a[i * k + l] as f64) * (b[l * n + j] as f64) + acc;
+            }
+            assert_eq!(exact[i * n + j].to_bits(), (acc as f32).to_bits(), "exact dot at ({i},{j})");
+            let rel = ((fast[i * n + j] as f64) - acc).abs() / acc.abs().max(1e-30);
+            assert!(rel < 1e-4, "f32-accumulated dot at ({i},{j}): {rel}");
+            differ += (fast[i * n + j].to_bits() != exact[i * n + j].to_bits()) as usize;
+        }
+    }
+    eprintln!("f32 accumulation differs from the exact dot in {differ} of {} elements", m * n);
+}
