@@ -433,7 +433,7 @@ pub(crate) fn wrap(t: DType, v: &str) -> String {
 
 /// Converts a value of type `from` into the compute domain of `to` (no rounding to `to`).
 /// A complex value becomes its real part; a real one the complex `(v, +0.0)`.
-fn to_domain(from: DType, to: DType, v: &str) -> String {
+pub(crate) fn to_domain(from: DType, to: DType, v: &str) -> String {
     match (from.kind(), to.kind()) {
         (a, b) if a == b => v.to_string(),
         (Kind::Complex, _) => to_domain(from.real_part(), to, &format!("({v}).x")),

@@ -31,6 +31,7 @@
 //! for argmax/argmin.
 
 use crate::dtype::{DType, Kind};
+pub(crate) use crate::elementwise::{buf_type, decode, encode, to_domain, wrap};
 use crate::error::{invalid, Result};
 use crate::tensor::{numel, Tensor, MAX_ELEMENTS};
 use crate::Context;
@@ -466,12 +467,13 @@ impl Spec {
             }
             false => {
                 let out = self.out;
+                // Values are rounded/wrapped to `out` by the shared rule, which also writes every
+                // NaN as the canonical positive quiet NaN (BinaryBackend holds NaN as an atom).
                 let value = match self.comb {
                     Comb::Extreme { arg: true, .. } => to_domain(DType::U64, out, "uint64_t(ai == NONE ? 0u : ai)"),
-                    Comb::Extreme { .. } => to_domain(in_t, out, "av"),
+                    Comb::Extreme { .. } => wrap(out, &to_domain(in_t, out, "av")),
                     Comb::All | Comb::Any => to_domain(DType::U64, out, "av"),
-                    Comb::Sum | Comb::Product if out.is_complex() => crate::elementwise::wrap(out, "av"),
-                    Comb::Sum | Comb::Product => "av".into(),
+                    Comb::Sum | Comb::Product => wrap(out, "av"),
                 };
                 let enc = encode(out, &value);
                 writeln!(s, "        {store_guard}{}(ParamsU64(pc.params).v[1]).v[o] = {enc};", buf_type(out)).unwrap();
@@ -514,63 +516,6 @@ fn extreme_identity(t: DType, max: bool) -> String {
             let v: u64 = if max { 0 } else { u64::MAX >> (64 - bits) };
             format!("uint64_t({v:#x}ul)")
         }
-    }
-}
-
-pub(crate) fn buf_type(t: DType) -> &'static str {
-    match t.bits() {
-        128 => "BufU64x2",
-        8 => "BufU8",
-        16 => "BufU16",
-        32 => "BufU32",
-        _ => "BufU64",
-    }
-}
-
-/// Stored bits -> the type's compute domain (exact; integer-only conversions for floats).
-pub(crate) fn decode(t: DType, raw: &str) -> String {
-    match t {
-        DType::F32 => format!("nx_f32_to_f64({raw})"),
-        DType::F64 => format!("nx_bits_to_f64({raw})"),
-        DType::F16 => format!("nx_f16_to_f64(uint({raw}))"),
-        DType::BF16 => format!("nx_bf16_to_f64(uint({raw}))"),
-        DType::S8 => format!("int64_t(int8_t({raw}))"),
-        DType::S16 => format!("int64_t(int16_t({raw}))"),
-        DType::S32 => format!("int64_t(int({raw}))"),
-        DType::S64 => format!("int64_t({raw})"),
-        DType::U8 | DType::U16 | DType::U32 | DType::U64 => format!("uint64_t({raw})"),
-        DType::C64 | DType::C128 => crate::elementwise::decode(t, raw),
-    }
-}
-
-/// A compute-domain value -> stored bits (floats rounded once, integers wrapped).
-pub(crate) fn encode(t: DType, v: &str) -> String {
-    match t {
-        DType::F32 => format!("nx_f64_to_f32({v})"),
-        DType::F64 => format!("nx_f64_to_bits({v})"),
-        DType::F16 => format!("uint16_t(nx_f64_to_f16({v}))"),
-        DType::BF16 => format!("uint16_t(nx_f64_to_bf16({v}))"),
-        DType::S8 | DType::U8 => format!("uint8_t({v})"),
-        DType::S16 | DType::U16 => format!("uint16_t({v})"),
-        DType::S32 | DType::U32 => format!("uint({v})"),
-        DType::S64 | DType::U64 => format!("uint64_t({v})"),
-        DType::C64 | DType::C128 => crate::elementwise::encode(t, v),
-    }
-}
-
-/// A value of type `from` (in its domain) in the compute domain of `to` (Nx.as_type's rules:
-/// floats truncate toward zero into integers; NaN and ±Inf become 0).
-pub(crate) fn to_domain(from: DType, to: DType, v: &str) -> String {
-    match (from.kind(), to.kind()) {
-        (a, b) if a == b => v.to_string(),
-        (Kind::Complex, _) => to_domain(from.real_part(), to, &format!("({v}).x")),
-        (_, Kind::Complex) => format!("dvec2({}, 0.0LF)", to_domain(from, DType::F64, v)),
-        (Kind::Float, Kind::Signed) => format!("nx_f64_to_s64({v})"),
-        (Kind::Float, Kind::Unsigned) => format!("nx_f64_to_u64({v})"),
-        (_, Kind::Float) => format!("double({v})"),
-        (Kind::Signed, Kind::Unsigned) => format!("uint64_t({v})"),
-        (Kind::Unsigned, Kind::Signed) => format!("int64_t({v})"),
-        _ => unreachable!(),
     }
 }
 

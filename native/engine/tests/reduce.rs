@@ -598,3 +598,18 @@ fn reruns_are_bit_identical() {
         }
     }
 }
+
+/// BinaryBackend holds NaN as an atom and writes it as the positive quiet NaN: so do we, whatever
+/// sign or payload the input NaN or the hardware produced.
+#[test]
+fn reductions_write_canonical_nans() {
+    use nx_vulkan_engine::reduce::ReduceOp;
+    let ctx = ctx();
+    let words: [u32; 4] = [0xFFC0_0001, 0x3F80_0000, 0x7F80_0001, 0xBF80_0000];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let x = ctx.upload(DType::F32, &[4], &bytes).unwrap();
+    for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min] {
+        let r = ctx.reduce(op, &x, &[0], false, DType::F32).unwrap();
+        assert_eq!(ctx.download(&r).unwrap(), 0x7FC0_0000u32.to_le_bytes().to_vec(), "{op:?}");
+    }
+}
