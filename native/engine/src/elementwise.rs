@@ -199,8 +199,9 @@ pub(crate) struct Generated {
 
 /// Generates the kernel for `outputs` (all of the same shape, rank `rank`) over inputs with the
 /// given dtypes and access patterns.
-pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access) -> Result<Generated> {
-    let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
+/// The identity of the kernel `generate` would build: expressions, dtypes, rank and access
+/// patterns — never shapes. Cheap next to generating the source, so lookups use it first.
+pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access) -> String {
     let mut key = format!("ew r{rank} out:{out_access:?}");
     for (t, a) in inputs {
         write!(key, " {t}:{a:?}").unwrap();
@@ -208,6 +209,12 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     for e in outputs {
         write!(key, " => {e:?}").unwrap();
     }
+    key
+}
+
+pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access) -> Result<Generated> {
+    let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
+    let key = kernel_key(outputs, inputs, rank, out_access);
     let mut g = Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs, in_types: &in_types, used_coords: false };
     let mut stores = String::new();
     for (o, e) in outputs.iter().enumerate() {

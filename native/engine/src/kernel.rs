@@ -141,6 +141,15 @@ impl KernelCache {
         self.len() == 0
     }
 
+    /// The kernel for `key` if it was built before.
+    pub fn cached(&self, key: &str) -> Option<Arc<Kernel>> {
+        let k = self.kernels.lock().get(key).cloned();
+        if k.is_some() {
+            self.stats.lookups.fetch_add(1, Relaxed);
+        }
+        k
+    }
+
     /// The kernel for `key`, building it from `source()` the first time. `local_size` must
     /// match the shader's `local_size_x`; `items_per_thread` is how many items one invocation
     /// handles per loop step.

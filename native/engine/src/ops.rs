@@ -1,7 +1,7 @@
 //! Tensor operations on a `Context`: transfers and elementwise work.
 
 use crate::dtype::DType;
-use crate::elementwise::{generate, Access, BinaryOp, Expr, Scalar, UnaryOp};
+use crate::elementwise::{generate, kernel_key, Access, BinaryOp, Expr, Scalar, UnaryOp};
 use crate::error::{invalid, EngineError, Result};
 use crate::tensor::{contiguous_strides, numel, Tensor, MAX_ELEMENTS};
 use crate::Context;
@@ -174,8 +174,16 @@ impl Context {
                 (t.dtype, a)
             })
             .collect();
-        let generated = generate(exprs, &accesses, rank, out_access)?;
-        let kernel = self.kernels.get(&generated.key, 256, 1, || generated.source.clone())?;
+        // Source is generated (and the expression type-checked) only the first time a key is
+        // seen: a warm op costs a key and a hash lookup, not a page of GLSL.
+        let key = kernel_key(exprs, &accesses, rank, out_access);
+        let kernel = match self.kernels.cached(&key) {
+            Some(k) => k,
+            None => {
+                let generated = generate(exprs, &accesses, rank, out_access)?;
+                self.kernels.get(&generated.key, 256, 1, || generated.source)?
+            }
+        };
         let mut params = Vec::with_capacity(8 * (outputs.len() + inputs.len()) + 4 * (rank + 1) * (inputs.len() + 2));
         for t in outputs.iter().chain(inputs.iter()) {
             params.extend_from_slice(&t.buffer.address().to_le_bytes());
