@@ -20,8 +20,8 @@ defmodule NxVulkan do
 
   alias NxVulkan.Native
 
-  @typedoc "An Nx type tuple such as `{:f, 32}` or `{:bf, 16}`."
-  @type type :: {:f | :bf | :s | :u, pos_integer}
+  @typedoc "An Nx type tuple such as `{:f, 32}`, `{:bf, 16}` or `{:c, 64}`."
+  @type type :: {:f | :bf | :s | :u | :c, pos_integer}
   @type handle :: reference
 
   @doc "Every Vulkan device the loader reports, with its capabilities."
@@ -164,6 +164,72 @@ defmodule NxVulkan do
     do: unwrap!(Native.cumulative(Atom.to_string(op), x, axis, reverse == true))
 
   @doc """
+  Nx.fft along `axis`, padded or truncated to `length`; real and imaginary parts with
+  `|part| <= eps` become +0.0. The result is c64 (c128 for f64/c128 input).
+  """
+  def fft(x, axis, length, eps), do: unwrap!(Native.fft(x, axis, length, eps / 1))
+
+  @doc "Nx.ifft, as `fft/4`."
+  def ifft(x, axis, length, eps), do: unwrap!(Native.ifft(x, axis, length, eps / 1))
+
+  @doc """
+  `:window_sum`, `:window_product`, `:window_max` or `:window_min` with Nx's window options:
+  `window` a tuple, `strides`/`dilations` lists, `padding` a list of `{lo, hi}`. The result
+  has `x`'s type.
+  """
+  def window_reduce(op, x, window, strides, padding, dilations),
+    do:
+      unwrap!(
+        Native.window_reduce(
+          Atom.to_string(op),
+          x,
+          Tuple.to_list(window),
+          strides,
+          padding,
+          dilations
+        )
+      )
+
+  @doc """
+  `:window_scatter_max` or `:window_scatter_min`: `source` scattered onto `x`'s shape at each
+  window's max/min, over `init` (a one-element tensor); result of type `out`.
+  """
+  def window_scatter(op, x, source, init, window, strides, padding, out),
+    do:
+      unwrap!(
+        Native.window_scatter(
+          Atom.to_string(op),
+          x,
+          source,
+          init,
+          Tuple.to_list(window),
+          strides,
+          padding,
+          type_name(out)
+        )
+      )
+
+  @doc "Nx.conv with `Nx.Backend.conv/4`'s options (all given), written as type `out`."
+  def conv(input, kernel, opts, out) do
+    unwrap!(
+      Native.conv(
+        input,
+        kernel,
+        Keyword.fetch!(opts, :strides),
+        Keyword.fetch!(opts, :padding),
+        Keyword.fetch!(opts, :input_dilation),
+        Keyword.fetch!(opts, :kernel_dilation),
+        Keyword.fetch!(opts, :feature_group_size),
+        Keyword.fetch!(opts, :batch_group_size),
+        Keyword.fetch!(opts, :input_permutation),
+        Keyword.fetch!(opts, :kernel_permutation),
+        Keyword.fetch!(opts, :output_permutation),
+        type_name(out)
+      )
+    )
+  end
+
+  @doc """
   How often each op took `NxVulkan.Backend`'s host fallback since the last
   `reset_fallbacks/0`, as `%{op => count}`. See `NxVulkan.Fallback`.
   """
@@ -184,6 +250,7 @@ defmodule NxVulkan do
   def type_name({:bf, 16}), do: "bf16"
   def type_name({:s, bits}) when bits in [8, 16, 32, 64], do: "s#{bits}"
   def type_name({:u, bits}) when bits in [8, 16, 32, 64], do: "u#{bits}"
+  def type_name({:c, bits}) when bits in [64, 128], do: "c#{bits}"
 
   def type_name(other),
     do: raise(ArgumentError, "NxVulkan does not support the type #{inspect(other)}")

@@ -19,10 +19,11 @@ if Code.ensure_loaded?(Nx) do
     mode — see `NxVulkan.Fallback`. What falls back today: see `@host_ops` below and the
     complex-number notes.
 
-    Complex tensors (c64, c128) live on the device as pairs of reals (an extra trailing
-    axis of 2 of f32/f64), so views, concatenation, `add`, `subtract`, `negate`,
-    `conjugate`, `real`, `imag`, `sum` and conversions from real types run on the device;
-    other complex math falls back.
+    Complex tensors (c64, c128) are native engine types: views, indexing, conversions,
+    `add`/`subtract`/`multiply`/`divide`/`pow`, comparisons for equality, `exp`, `log`,
+    `sqrt`, trigonometry, `abs`, `real`/`imag`/`conjugate`, `sum`/`product`, `dot` and
+    FFT/IFFT run on the device. The complex ops the engine lacks (`@complex_host` below)
+    fall back.
 
     Tensors from `Nx.BinaryBackend` given to an op are uploaded on the fly (Nx hands mixed
     operands to the non-binary backend); tensors of any other backend raise.
@@ -47,24 +48,18 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def constant(%T{type: type, shape: shape} = out, number, _opts) do
       scalar = Nx.BinaryBackend.constant(%T{type: type, shape: {}, names: []}, number, [])
-      ref = NxVulkan.upload(host_bytes(scalar), dtype(type), dshape(type, {}))
-      put(out, broadcast_ref(ref, type, {}, shape, []))
+      ref = NxVulkan.upload(host_bytes(scalar), type, {})
+      put(out, NxVulkan.broadcast(ref, shape, []))
     end
 
     @impl true
     def from_binary(%T{type: type, shape: shape} = out, binary, _opts) do
-      put(out, NxVulkan.upload(IO.iodata_to_binary(binary), dtype(type), dshape(type, shape)))
+      put(out, NxVulkan.upload(IO.iodata_to_binary(binary), type, shape))
     end
 
     @impl true
-    def iota(%T{type: type, shape: shape} = out, axis, _opts) do
-      if complex?(type) do
-        real = %{out | type: real_type(type)}
-        as_type(out, put(real, NxVulkan.iota(real_type(type), shape, axis)))
-      else
-        put(out, NxVulkan.iota(type, shape, axis))
-      end
-    end
+    def iota(%T{type: type, shape: shape} = out, axis, _opts),
+      do: put(out, NxVulkan.iota(type, shape, axis))
 
     @impl true
     def eye(%T{type: type, shape: shape} = out, _opts) do
@@ -79,7 +74,7 @@ if Code.ensure_loaded?(Nx) do
 
     @impl true
     def backend_copy(%T{} = t, B, _opts),
-      do: put(t, NxVulkan.upload(to_binary(t, Nx.size(t)), dtype(t.type), dshape(t)))
+      do: put(t, NxVulkan.upload(to_binary(t, Nx.size(t)), t.type, t.shape))
 
     def backend_copy(%T{} = t, backend, opts),
       do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
@@ -134,7 +129,7 @@ if Code.ensure_loaded?(Nx) do
         ^full ->
           tail = slice_rows(ref, t, full * batch, n - full * batch)
           head = slice_rows(ref, t, 0, batch - (n - full * batch))
-          put(out, NxVulkan.concatenate([tail, head], 0, dtype(t.type)))
+          put(out, NxVulkan.concatenate([tail, head], 0, t.type))
 
         i ->
           put(out, slice_rows(ref, t, i * batch, batch))
@@ -142,7 +137,7 @@ if Code.ensure_loaded?(Nx) do
     end
 
     defp slice_rows(ref, t, start, len) do
-      dims = Tuple.to_list(dshape(t))
+      dims = Tuple.to_list(t.shape)
       zeros = List.duplicate(0, length(dims) - 1)
       NxVulkan.slice(ref, [start | zeros], [len | tl(dims)], List.duplicate(1, length(dims)))
     end
@@ -162,28 +157,7 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def as_type(%T{type: type} = out, %T{type: type} = t), do: put(out, ref!(t))
 
-    def as_type(%T{type: out_type} = out, %T{type: in_type} = t) do
-      cond do
-        # real -> complex: convert to the real part's type, append a zero imaginary part
-        complex?(out_type) and not complex?(in_type) ->
-          rt = real_type(out_type)
-          re = NxVulkan.as_type(ref!(t), rt)
-          rank = tuple_size(t.shape)
-          re = NxVulkan.reshape(re, Tuple.append(t.shape, 1))
-          zero = NxVulkan.upload(<<0::size(elem(rt, 1))>>, rt, {})
-          config = List.duplicate({0, 0, 0}, rank) ++ [{0, 1, 0}]
-          put(out, NxVulkan.pad(re, zero, config))
-
-        complex?(out_type) and complex?(in_type) ->
-          put(out, NxVulkan.as_type(ref!(t), real_type(out_type)))
-
-        complex?(in_type) ->
-          host(:as_type, out, [t])
-
-        true ->
-          put(out, NxVulkan.as_type(ref!(t), out_type))
-      end
-    end
+    def as_type(%T{type: out_type} = out, t), do: put(out, NxVulkan.as_type(ref!(t), out_type))
 
     @impl true
     def bitcast(%T{type: out_type} = out, %T{type: in_type} = t) do
@@ -195,18 +169,18 @@ if Code.ensure_loaded?(Nx) do
     ## Shape (views where the engine can)
 
     @impl true
-    def reshape(out, t), do: put(out, NxVulkan.reshape(ref!(t), dshape(out)))
+    def reshape(out, t), do: put(out, NxVulkan.reshape(ref!(t), out.shape))
 
     @impl true
     def squeeze(out, t, _axes), do: reshape(out, t)
 
     @impl true
     def broadcast(out, t, shape, axes) do
-      put(out, broadcast_ref(ref!(t), t.type, t.shape, shape, axes))
+      put(out, NxVulkan.broadcast(ref!(t), shape, axes))
     end
 
     @impl true
-    def transpose(out, t, axes), do: put(out, NxVulkan.transpose(ref!(t), axes ++ extra_axis(t)))
+    def transpose(out, t, axes), do: put(out, NxVulkan.transpose(ref!(t), axes))
 
     @impl true
     def reverse(out, t, axes), do: put(out, NxVulkan.reverse(ref!(t), axes))
@@ -215,10 +189,6 @@ if Code.ensure_loaded?(Nx) do
     def slice(out, %T{shape: shape} = t, start, lengths, strides) do
       start = clamp_starts(start, shape, lengths)
       counts = Enum.zip_with(lengths, strides, &div(&1 + &2 - 1, &2))
-
-      {start, counts, strides} =
-        {start ++ extra(t, 0), counts ++ extra(t, 2), strides ++ extra(t, 1)}
-
       put(out, NxVulkan.slice(ref!(t), start, counts, strides))
     end
 
@@ -229,23 +199,18 @@ if Code.ensure_loaded?(Nx) do
           start,
           %T{shape: upd_shape} = update
         ) do
-      start = clamp_starts(start, shape, Tuple.to_list(upd_shape)) ++ extra(out, 0)
+      start = clamp_starts(start, shape, Tuple.to_list(upd_shape))
       base = converted(t, type)
       put(out, NxVulkan.put_slice(base, start, converted(update, type)))
     end
 
     @impl true
-    def pad(%T{type: type} = out, t, pad_value, config) do
-      if complex?(type) do
-        host(:pad, out, [t, pad_value, config])
-      else
-        put(out, NxVulkan.pad(converted(t, type), converted(pad_value, type), config))
-      end
-    end
+    def pad(%T{type: type} = out, t, pad_value, config),
+      do: put(out, NxVulkan.pad(converted(t, type), converted(pad_value, type), config))
 
     @impl true
     def concatenate(%T{type: type} = out, tensors, axis) do
-      put(out, NxVulkan.concatenate(Enum.map(tensors, &converted(&1, type)), axis, dtype(type)))
+      put(out, NxVulkan.concatenate(Enum.map(tensors, &converted(&1, type)), axis, type))
     end
 
     if {:stack, 3} in @nx_callbacks, do: @impl(true)
@@ -253,10 +218,10 @@ if Code.ensure_loaded?(Nx) do
     def stack(%T{type: type} = out, tensors, axis) do
       refs =
         Enum.map(tensors, fn t ->
-          NxVulkan.reshape(converted(t, type), dshape(type, Tuple.insert_at(t.shape, axis, 1)))
+          NxVulkan.reshape(converted(t, type), Tuple.insert_at(t.shape, axis, 1))
         end)
 
-      put(out, NxVulkan.concatenate(refs, axis, dtype(type)))
+      put(out, NxVulkan.concatenate(refs, axis, type))
     end
 
     ## Elementwise
@@ -267,10 +232,16 @@ if Code.ensure_loaded?(Nx) do
         [:abs, :bitwise_not, :ceil, :floor, :round, :sign, :count_leading_zeros] ++
         [:population_count, :is_nan, :is_infinity]
 
+    # What the engine computes on complex operands; other ops on complex take the host path.
+    @complex_unary [:exp, :expm1, :log, :log1p, :sigmoid, :cos, :sin, :tan, :sqrt, :rsqrt] ++
+                     [:abs, :sign, :is_nan, :is_infinity]
+    @complex_binary [:add, :subtract, :multiply, :divide, :pow, :equal, :not_equal] ++
+                      [:logical_and, :logical_or, :logical_xor]
+
     for op <- unary_ops do
       @impl true
       def unquote(op)(out, t) do
-        if complex?(t.type) or complex?(out.type),
+        if (complex?(t.type) or complex?(out.type)) and unquote(op) not in @complex_unary,
           do: host(unquote(op), out, [t]),
           else: put(out, NxVulkan.unary(unquote(op), ref!(t), out.type))
       end
@@ -278,51 +249,26 @@ if Code.ensure_loaded?(Nx) do
 
     @impl true
     def negate(%T{type: type} = out, t) do
-      put(out, NxVulkan.unary(:negate, converted(t, type), dtype(type)))
+      put(out, NxVulkan.unary(:negate, converted(t, type), type))
     end
 
     @impl true
-    def conjugate(%T{type: type} = out, t) do
-      z = converted(t, type)
-      {re, im} = parts(z, out.shape)
-      im = NxVulkan.unary(:negate, im, real_type(type))
-      put(out, NxVulkan.concatenate([re, im], tuple_size(out.shape), real_type(type)))
-    end
+    def conjugate(%T{type: type} = out, t),
+      do: put(out, NxVulkan.unary(:conjugate, ref!(t), type))
 
     @impl true
     def real(out, %T{type: type} = t) do
       if complex?(type),
-        do:
-          put(
-            out,
-            NxVulkan.as_type(elem(parts(ref!(t), t.shape), 0) |> squeeze_last(t.shape), out.type)
-          ),
+        do: put(out, NxVulkan.unary(:real, ref!(t), out.type)),
         else: as_type(out, t)
     end
 
     @impl true
     def imag(out, %T{type: type} = t) do
-      if complex?(type) do
-        put(
-          out,
-          NxVulkan.as_type(elem(parts(ref!(t), t.shape), 1) |> squeeze_last(t.shape), out.type)
-        )
-      else
-        constant(out, 0, [])
-      end
+      if complex?(type),
+        do: put(out, NxVulkan.unary(:imag, ref!(t), out.type)),
+        else: constant(out, 0, [])
     end
-
-    # Both parts as [..., 1] views of a complex device tensor of Nx shape `shape`.
-    defp parts(ref, shape) do
-      dims = Tuple.to_list(shape)
-      zeros = List.duplicate(0, length(dims))
-      ones = List.duplicate(1, length(dims) + 1)
-
-      {NxVulkan.slice(ref, zeros ++ [0], dims ++ [1], ones),
-       NxVulkan.slice(ref, zeros ++ [1], dims ++ [1], ones)}
-    end
-
-    defp squeeze_last(ref, shape), do: NxVulkan.reshape(ref, shape)
 
     binary_ops =
       [:add, :subtract, :multiply, :pow, :remainder, :divide, :atan2, :min, :max, :quotient] ++
@@ -332,32 +278,17 @@ if Code.ensure_loaded?(Nx) do
 
     for op <- binary_ops do
       @impl true
-      def unquote(op)(out, a, b), do: binary(unquote(op), out, a, b)
-    end
-
-    # Complex add/subtract are componentwise once both sides are complex of the output type.
-    defp binary(op, %T{type: type} = out, a, b) when op in [:add, :subtract] do
-      if complex?(type) do
-        put(out, NxVulkan.binary(op, converted(a, type), converted(b, type), real_type(type)))
-      else
-        put(out, NxVulkan.binary(op, ref!(a), ref!(b), type))
+      def unquote(op)(out, a, b) do
+        if (complex?(a.type) or complex?(b.type) or complex?(out.type)) and
+             unquote(op) not in @complex_binary,
+           do: host(unquote(op), out, [a, b]),
+           else: put(out, NxVulkan.binary(unquote(op), ref!(a), ref!(b), out.type))
       end
-    end
-
-    defp binary(op, out, a, b) do
-      if complex?(a.type) or complex?(b.type) or complex?(out.type),
-        do: host(op, out, [a, b]),
-        else: put(out, NxVulkan.binary(op, ref!(a), ref!(b), out.type))
     end
 
     @impl true
-    def select(%T{type: type} = out, pred, on_true, on_false) do
-      if complex?(type) do
-        host(:select, out, [pred, on_true, on_false])
-      else
-        put(out, NxVulkan.select(ref!(pred), ref!(on_true), ref!(on_false), type))
-      end
-    end
+    def select(%T{type: type} = out, pred, on_true, on_false),
+      do: put(out, NxVulkan.select(ref!(pred), ref!(on_true), ref!(on_false), type))
 
     @impl true
     def clip(%T{type: type} = out, t, lo, hi) do
@@ -377,16 +308,9 @@ if Code.ensure_loaded?(Nx) do
       axes = opts[:axes] || Enum.to_list(0..(tuple_size(t.shape) - 1)//1)
       keep = opts[:keep_axes] || false
 
-      cond do
-        op == :sum and complex?(type) ->
-          put(out, NxVulkan.reduce(:sum, converted(t, type), axes, keep, real_type(type)))
-
-        complex?(t.type) or complex?(type) ->
-          host(op, out, [t, opts])
-
-        true ->
-          put(out, NxVulkan.reduce(op, ref!(t), axes, keep, type))
-      end
+      if (complex?(t.type) or complex?(type)) and op not in [:sum, :product],
+        do: host(op, out, [t, opts]),
+        else: put(out, NxVulkan.reduce(op, ref!(t), axes, keep, type))
     end
 
     for op <- [:argmax, :argmin] do
@@ -411,86 +335,85 @@ if Code.ensure_loaded?(Nx) do
     end
 
     @impl true
-    def dot(%T{type: type} = out, a, contract_a, batch_a, b, contract_b, batch_b) do
-      if complex?(type) do
-        host(:dot, out, [a, contract_a, batch_a, b, contract_b, batch_b])
-      else
-        put(out, NxVulkan.dot(ref!(a), contract_a, batch_a, ref!(b), contract_b, batch_b, type))
-      end
-    end
+    def dot(%T{type: type} = out, a, contract_a, batch_a, b, contract_b, batch_b),
+      do: put(out, NxVulkan.dot(ref!(a), contract_a, batch_a, ref!(b), contract_b, batch_b, type))
 
-    ## Window reductions, composed from views: pad with the identity, then fold one strided
-    ## slice per window position. Float sums and products accumulate in f64 and round once,
-    ## in the same order as Nx.BinaryBackend, so results match it bit for bit.
+    ## Window reductions, window scatters and convolution (engine: window.rs, conv.rs), one
+    ## kernel each; no complex kernels yet.
 
-    for {op, engine_op} <- [
-          window_sum: :add,
-          window_product: :multiply,
-          window_max: :max,
-          window_min: :min
-        ] do
+    for op <- [:window_sum, :window_product, :window_max, :window_min] do
       @impl true
-      def unquote(op)(out, t, window, opts) do
-        if complex?(out.type),
-          do: host(unquote(op), out, [t, window, opts]),
-          else: window_fold(unquote(engine_op), out, t, window, opts)
+      def unquote(op)(%T{type: type} = out, t, window, opts) do
+        if complex?(type) do
+          host(unquote(op), out, [t, window, opts])
+        else
+          rank = tuple_size(window)
+
+          ref =
+            NxVulkan.window_reduce(
+              unquote(op),
+              converted(t, type),
+              window,
+              opts[:strides] || List.duplicate(1, rank),
+              opts[:padding] || List.duplicate({0, 0}, rank),
+              opts[:window_dilations] || List.duplicate(1, rank)
+            )
+
+          put(out, ref)
+        end
       end
     end
 
-    defp window_fold(op, %T{type: type, shape: out_shape} = out, t, window, opts) do
-      acc_type = if op in [:add, :multiply] and float?(type), do: {:f, 64}, else: type
-      rank = tuple_size(window)
-      strides = opts[:strides] || List.duplicate(1, rank)
-      dilations = opts[:window_dilations] || List.duplicate(1, rank)
-      padding = opts[:padding] || List.duplicate({0, 0}, rank)
+    for op <- [:window_scatter_max, :window_scatter_min] do
+      @impl true
+      def unquote(op)(%T{type: type} = out, t, source, init_value, window, opts) do
+        if complex?(type) or complex?(t.type) or complex?(source.type) do
+          host(unquote(op), out, [t, source, init_value, window, opts])
+        else
+          rank = tuple_size(window)
 
-      identity = window_identity(op, acc_type)
-      x = NxVulkan.as_type(ref!(t), acc_type)
-      x = NxVulkan.pad(x, identity, Enum.map(padding, fn {lo, hi} -> {lo, hi, 0} end))
-      counts = Tuple.to_list(out_shape)
+          ref =
+            NxVulkan.window_scatter(
+              unquote(op),
+              ref!(t),
+              ref!(source),
+              ref!(init_value),
+              window,
+              opts[:strides] || List.duplicate(1, rank),
+              opts[:padding] || List.duplicate({0, 0}, rank),
+              type
+            )
 
-      offsets =
-        window
-        |> Tuple.to_list()
-        |> Enum.zip(dilations)
-        |> Enum.map(fn {w, d} -> Enum.map(0..(w - 1), &(&1 * d)) end)
-        |> cartesian()
-
-      acc =
-        Enum.reduce(offsets, nil, fn start, acc ->
-          view = NxVulkan.slice(x, start, counts, strides)
-          if acc, do: NxVulkan.binary(op, acc, view, acc_type), else: view
-        end)
-
-      # BinaryBackend folds the identity in first; it only matters for a sum of -0.0s.
-      acc = if op == :add, do: NxVulkan.binary(:add, identity, acc, acc_type), else: acc
-      put(out, NxVulkan.as_type(acc, type))
-    end
-
-    defp cartesian([]), do: [[]]
-    defp cartesian([xs | rest]), do: for(x <- xs, tail <- cartesian(rest), do: [x | tail])
-
-    defp window_identity(op, type) do
-      bytes =
-        case op do
-          :add ->
-            host_bytes(Nx.BinaryBackend.constant(%T{type: type, shape: {}, names: []}, 0, []))
-
-          :multiply ->
-            host_bytes(Nx.BinaryBackend.constant(%T{type: type, shape: {}, names: []}, 1, []))
-
-          :max ->
-            Nx.Type.min_binary(type)
-
-          :min ->
-            Nx.Type.max_binary(type)
+          put(out, ref)
         end
-
-      NxVulkan.upload(bytes, type, {})
+      end
     end
 
-    ## Indexing (engine: indexing.rs). Complex tensors are pairs of reals on a trailing axis,
-    ## which the indexed axes never touch, so they go through unchanged.
+    @impl true
+    def conv(%T{type: type} = out, t, kernel, opts) do
+      if complex?(type) or complex?(t.type) or complex?(kernel.type),
+        do: host(:conv, out, [t, kernel, opts]),
+        else: put(out, NxVulkan.conv(ref!(t), ref!(kernel), opts, type))
+    end
+
+    ## FFT (engine: fft.rs); the engine's result type is Nx's (c64, or c128 from f64/c128).
+
+    for op <- [:fft, :ifft] do
+      @impl true
+      def unquote(op)(%T{type: type} = out, t, opts) do
+        ref = NxVulkan.unquote(op)(ref!(t), opts[:axis], opts[:length], opts[:eps] || 1.0e-10)
+
+        ref =
+          case NxVulkan.describe(ref) do
+            {^type, _} -> ref
+            _ -> NxVulkan.as_type(ref, type)
+          end
+
+        put(out, ref)
+      end
+    end
+
+    ## Indexing (engine: indexing.rs).
 
     @impl true
     def gather(out, t, indices, opts) do
@@ -505,37 +428,35 @@ if Code.ensure_loaded?(Nx) do
 
     if {:take_along_axis, 4} in @nx_callbacks, do: @impl(true)
 
-    def take_along_axis(out, t, indices, axis) do
-      idx = ref!(indices)
-
-      idx =
-        if complex?(t.type) do
-          rank = tuple_size(indices.shape)
-          NxVulkan.broadcast(idx, Tuple.append(indices.shape, 2), Enum.to_list(0..(rank - 1)//1))
-        else
-          idx
-        end
-
-      put(out, NxVulkan.take_along_axis(ref!(t), idx, axis))
-    end
+    def take_along_axis(out, t, indices, axis),
+      do: put(out, NxVulkan.take_along_axis(ref!(t), ref!(indices), axis))
 
     for {op, engine_op} <- [indexed_add: :add, indexed_put: :put] do
       @impl true
       def unquote(op)(%T{type: type} = out, target, indices, updates, opts) do
         axes = opts[:axes] || Enum.to_list(0..(elem(indices.shape, 1) - 1))
 
-        ref =
-          NxVulkan.indexed(
-            unquote(engine_op),
-            converted(target, type),
-            ref!(indices),
-            converted(updates, type),
-            axes,
-            dtype(type)
-          )
-
-        put(out, ref)
+        # The engine's scatter has no complex kernel yet.
+        if complex?(type) do
+          host(unquote(op), out, [target, indices, updates, opts])
+        else
+          indexed(unquote(engine_op), out, target, indices, updates, axes)
+        end
       end
+    end
+
+    defp indexed(op, %T{type: type} = out, target, indices, updates, axes) do
+      ref =
+        NxVulkan.indexed(
+          op,
+          converted(target, type),
+          ref!(indices),
+          converted(updates, type),
+          axes,
+          type
+        )
+
+      put(out, ref)
     end
 
     ## Sorting and scans (engine: sort.rs, scan.rs). Nx refuses complex sorts itself.
@@ -577,8 +498,8 @@ if Code.ensure_loaded?(Nx) do
         axis = opts[:axis] || 0
         reverse = opts[:reverse] || false
 
-        if complex?(t.type) and unquote(op) != :cumulative_sum do
-          # Not componentwise on pairs of reals: Nx's own composition, on the host.
+        if complex?(t.type) do
+          # The engine's scan has no complex kernel yet: Nx's own composition, on the host.
           host_apply(unquote(op), fn ->
             Nx.unquote(op)(to_host(t), axis: axis, reverse: reverse)
           end)
@@ -658,14 +579,9 @@ if Code.ensure_loaded?(Nx) do
       reduce: 5,
       window_reduce: 6,
       map: 4,
-      conv: 4,
-      window_scatter_max: 6,
-      window_scatter_min: 6,
       triangular_solve: 4,
       lu: 3,
-      eigh: 3,
-      fft: 3,
-      ifft: 3
+      eigh: 3
     ]
 
     for {op, arity} <- host_ops do
@@ -733,7 +649,7 @@ if Code.ensure_loaded?(Nx) do
     defp ref!(%T{data: %B{ref: ref}}), do: ref
 
     defp ref!(%T{data: %Nx.BinaryBackend{}} = t) do
-      NxVulkan.upload(host_bytes(t), dtype(t.type), dshape(t))
+      NxVulkan.upload(host_bytes(t), t.type, t.shape)
     end
 
     defp ref!(%T{data: %other{}}) do
@@ -746,15 +662,6 @@ if Code.ensure_loaded?(Nx) do
     defp converted(%T{type: type} = t, type), do: ref!(t)
     defp converted(%T{} = t, type), do: as_type(%{t | type: type}, t) |> ref!()
 
-    defp broadcast_ref(ref, type, in_shape, shape, axes) do
-      if complex?(type) do
-        NxVulkan.broadcast(ref, Tuple.append(shape, 2), axes ++ [tuple_size(shape)])
-      else
-        _ = in_shape
-        NxVulkan.broadcast(ref, shape, axes)
-      end
-    end
-
     defp clamp_starts(start, shape, lengths) do
       [start, Tuple.to_list(shape), lengths]
       |> Enum.zip_with(fn [s, dim, len] ->
@@ -765,22 +672,5 @@ if Code.ensure_loaded?(Nx) do
 
     defp complex?({:c, _}), do: true
     defp complex?(_), do: false
-
-    defp float?({k, _}), do: k in [:f, :bf]
-
-    defp real_type({:c, 64}), do: {:f, 32}
-    defp real_type({:c, 128}), do: {:f, 64}
-    defp real_type(type), do: type
-
-    # The device's view of a tensor: complex numbers are a trailing axis of two reals.
-    defp dtype(type), do: real_type(type)
-    defp dshape(%T{type: type, shape: shape}), do: dshape(type, shape)
-    defp dshape({:c, _}, shape), do: Tuple.append(shape, 2)
-    defp dshape(_, shape), do: shape
-
-    defp extra(%T{type: {:c, _}}, value), do: [value]
-    defp extra(_, _), do: []
-    defp extra_axis(%T{type: {:c, _}, shape: shape}), do: [tuple_size(shape)]
-    defp extra_axis(_), do: []
   end
 end
