@@ -174,6 +174,9 @@ impl Context {
                 (t.dtype, a)
             })
             .collect();
+        if let Some(sym) = vec4_f32_op(exprs, inputs, outputs[0]) {
+            return self.record_vec4_f32(batch, sym, inputs, outputs[0], n);
+        }
         // Source is generated (and the expression type-checked) only the first time a key is
         // seen: a warm op costs a key and a hash lookup, not a page of GLSL.
         let key = kernel_key(exprs, &accesses, rank, out_access);
@@ -210,6 +213,33 @@ impl Context {
             batch.keep(&t.buffer);
         }
         batch.dispatch(&kernel, &params, n as u64)
+    }
+
+    /// The four-wide kernel for one f32 add/subtract/multiply of contiguous f32 tensors.
+    fn record_vec4_f32(&self, batch: &mut crate::submit::Batch<'_>, sym: &str, inputs: &[&Tensor], out: &Tensor, n: usize) -> Result<()> {
+        let key = format!("vec4 f32 {sym}");
+        let kernel = match self.kernels.cached(&key) {
+            Some(k) => k,
+            None => self.kernels.get(&key, 256, 1, || {
+                let mut src = String::from(crate::kernel::SHADER_PRELUDE);
+                src.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
+                src.push_str(include_str!("kernels/numeric.glsl"));
+                src.push_str(&format!("#define OP {sym}\n"));
+                src.push_str(include_str!("kernels/vec4_f32.glsl"));
+                src
+            })?,
+        };
+        let mut params = Vec::with_capacity(40);
+        for t in [out, inputs[0], inputs[1]] {
+            params.extend_from_slice(&t.buffer.address().to_le_bytes());
+        }
+        for v in [n, out.offset / 4, inputs[0].offset / 4, inputs[1].offset / 4] {
+            params.extend_from_slice(&(v as i32).to_le_bytes());
+        }
+        for t in [inputs[0], inputs[1], out] {
+            batch.keep(&t.buffer);
+        }
+        batch.dispatch(&kernel, &params, n.div_ceil(4) as u64)
     }
 
     /// `op(x)` with result type `out` (Nx decides it: e.g. f32 for exp of s32).
@@ -393,4 +423,20 @@ fn _assert_send_sync() {
     is::<Arc<Context>>();
     is::<Tensor>();
     let _ = numel;
+}
+
+/// The operator when `exprs` is one f32 add/subtract/multiply of two contiguous f32 inputs
+/// whose offsets (and the output's) allow 16-byte access: the commonest kernel, served four
+/// elements at a time.
+fn vec4_f32_op(exprs: &[Expr], inputs: &[&Tensor], out: &Tensor) -> Option<&'static str> {
+    let [Expr::Binary { op, lhs, rhs, dtype: DType::F32 }] = exprs else { return None };
+    let (Expr::Input(0), Expr::Input(1)) = (lhs.as_ref(), rhs.as_ref()) else { return None };
+    let sym = match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Subtract => "-",
+        BinaryOp::Multiply => "*",
+        _ => return None,
+    };
+    let ok = |t: &Tensor| t.dtype == DType::F32 && t.is_contiguous() && t.offset % 4 == 0 && t.numel() > 1;
+    (inputs.len() == 2 && inputs.iter().all(|t| ok(t)) && ok(out)).then_some(sym)
 }
