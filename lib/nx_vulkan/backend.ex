@@ -509,12 +509,99 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    ## triangular_solve: Nx.BinaryBackend's algorithm composed from device ops. Like it, the
+    ## system is rewritten (transposes and reversals, all views) as a lower-triangular one,
+    ## solved by forward substitution in f64 (c128 for complex) — one row of all right-hand
+    ## sides and batches per step: y_i = (b_i - sum_{j<i} a_ij y_j) / a_ii, the sum taken in
+    ## index order — and rounded once to the output type, so results match it bit for bit.
+
+    @impl true
+    def triangular_solve(%T{type: out_type} = out, %T{shape: a_shape} = a, %T{} = b, opts) do
+      left_side = Keyword.get(opts, :left_side, true) == true
+      lower = Keyword.get(opts, :lower, true) == true
+      transpose_a_opt = opts[:transform_a] == :transpose
+
+      rank = tuple_size(a_shape)
+      n = elem(a_shape, rank - 1)
+      batch = Tuple.to_list(a_shape) |> Enum.take(rank - 2)
+      br = length(batch)
+      vector? = tuple_size(b.shape) == br + 1
+      work = if complex?(out_type), do: {:c, 128}, else: {:f, 64}
+
+      transpose_a? = left_side == transpose_a_opt
+      reverse_a? = left_side == (lower == transpose_a_opt)
+      transpose_b? = not left_side and not vector?
+      last2 = [br, br + 1]
+      swap = Enum.to_list(0..(br - 1)//1) ++ [br + 1, br]
+
+      am = NxVulkan.as_type(ref!(a), work)
+      am = if transpose_a?, do: NxVulkan.transpose(am, swap), else: am
+      am = if reverse_a?, do: NxVulkan.reverse(am, last2), else: am
+      check_nonsingular!(am, batch, n, work)
+
+      bm = NxVulkan.as_type(ref!(b), work)
+      bm = if vector?, do: NxVulkan.reshape(bm, List.to_tuple(batch ++ [n, 1])), else: bm
+      bm = if transpose_b?, do: NxVulkan.transpose(bm, swap), else: bm
+      bm = if reverse_a?, do: NxVulkan.reverse(bm, last2), else: bm
+      {_, b_dims} = NxVulkan.describe(bm)
+      m = elem(b_dims, br + 1)
+      batch_axes = Enum.to_list(0..(br - 1)//1)
+      ones = List.duplicate(1, br + 2)
+      zeros = List.duplicate(0, br)
+
+      x =
+        Enum.reduce(0..(n - 1)//1, nil, fn i, x ->
+          b_i = NxVulkan.slice(bm, zeros ++ [i, 0], batch ++ [1, m], ones)
+          diag = NxVulkan.slice(am, zeros ++ [i, i], batch ++ [1, 1], ones)
+
+          num =
+            if x do
+              row = NxVulkan.slice(am, zeros ++ [i, 0], batch ++ [1, i], ones)
+              s = NxVulkan.dot(row, [br + 1], batch_axes, x, [br], batch_axes, work)
+              NxVulkan.binary(:subtract, b_i, s, work)
+            else
+              b_i
+            end
+
+          y = NxVulkan.binary(:divide, num, diag, work)
+          if x, do: NxVulkan.concatenate([x, y], br, work), else: y
+        end)
+
+      x = if transpose_b?, do: NxVulkan.transpose(x, swap), else: x
+      x = if reverse_a?, do: NxVulkan.reverse(x, last2), else: x
+      x = if vector?, do: NxVulkan.reshape(x, b.shape), else: x
+      put(out, NxVulkan.as_type(x, out_type))
+    end
+
+    # BinaryBackend raises when a pivot is zero; so do we, before any work.
+    defp check_nonsingular!(am, batch, n, work) do
+      flat = NxVulkan.reshape(NxVulkan.contiguous(am), List.to_tuple(batch ++ [n * n]))
+      br = length(batch)
+
+      diag =
+        NxVulkan.slice(
+          flat,
+          List.duplicate(0, br + 1),
+          batch ++ [n],
+          List.duplicate(1, br) ++ [n + 1]
+        )
+
+      zero = NxVulkan.upload(<<0::size(elem(work, 1))>>, work, {})
+      zeros = NxVulkan.binary(:equal, diag, zero, {:u, 8})
+      all_axes = Enum.to_list(0..br)
+
+      if NxVulkan.download(NxVulkan.reduce(:any, zeros, all_axes, false, {:u, 8})) != <<0>> do
+        raise ArgumentError, "can't solve for singular matrix"
+      end
+    end
+
     ## Optional callbacks (Nx 0.7.2) and blocks (Nx >= 0.12)
 
-    # Nx's default implementations are compositions of the ops above, so they run on the
-    # device; those listed here would take thousands of tiny dispatches (or need BinaryBackend's
-    # own algorithm), so they take the host path.
-    @host_optional [:svd, :qr, :eigh, :cholesky, :solve, :determinant]
+    # Nx's default implementations (qr, cholesky, svd, solve, determinant, ...) are defn
+    # compositions of the ops above — the same code Nx.BinaryBackend runs for them — so they
+    # run on the device, one small dispatch per op. eigh needs BinaryBackend's own algorithm
+    # to print what Nx's doctests print, so it takes the host path.
+    @host_optional [:eigh]
 
     if {:optional, 3} in @nx_callbacks, do: @impl(true)
 
@@ -579,7 +666,6 @@ if Code.ensure_loaded?(Nx) do
       reduce: 5,
       window_reduce: 6,
       map: 4,
-      triangular_solve: 4,
       lu: 3,
       eigh: 3
     ]
