@@ -436,11 +436,12 @@ if Code.ensure_loaded?(Nx) do
       def unquote(op)(%T{type: type} = out, target, indices, updates, opts) do
         axes = opts[:axes] || Enum.to_list(0..(elem(indices.shape, 1) - 1))
 
-        # The engine's scatter has no complex kernel yet.
-        if complex?(type) do
-          host(unquote(op), out, [target, indices, updates, opts])
-        else
-          indexed(unquote(engine_op), out, target, indices, updates, axes)
+        # The engine's scatter has no complex kernel yet: a complex put scatters update
+        # positions instead (see complex_put/5); a complex add takes the host path.
+        cond do
+          not complex?(type) -> indexed(unquote(engine_op), out, target, indices, updates, axes)
+          unquote(engine_op) == :put -> complex_put(out, target, indices, updates, axes)
+          true -> host(unquote(op), out, [target, indices, updates, opts])
         end
       end
     end
@@ -457,6 +458,22 @@ if Code.ensure_loaded?(Nx) do
         )
 
       put(out, ref)
+    end
+
+    # indexed_put moves values, so for complex tensors it is done with ops the engine has
+    # for them: scatter the flat position of each update (last writer wins, as in the real
+    # kernel) into a map of -1s, take the updates at those positions, keep the target elsewhere.
+    defp complex_put(%T{type: type, shape: shape} = out, target, indices, updates, axes) do
+      s64 = {:s, 64}
+      ids = NxVulkan.iota(s64, updates.shape, nil)
+      minus_one = NxVulkan.upload(<<-1::signed-64-little>>, s64, {})
+      zero = NxVulkan.upload(<<0::signed-64-little>>, s64, {})
+      base = NxVulkan.contiguous(NxVulkan.broadcast(minus_one, shape, []))
+      map = NxVulkan.indexed(:put, base, ref!(indices), ids, axes, s64)
+      flat = NxVulkan.reshape(converted(updates, type), {Nx.size(updates.shape)})
+      values = NxVulkan.take(flat, NxVulkan.binary(:max, map, zero, s64), 0)
+      hit = NxVulkan.binary(:greater_equal, map, zero, {:u, 8})
+      put(out, NxVulkan.select(hit, values, converted(target, type), type))
     end
 
     ## Sorting and scans (engine: sort.rs, scan.rs). Nx refuses complex sorts itself.
@@ -595,6 +612,160 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    ## lu: Nx.BinaryBackend's algorithm composed from device ops, vectorised over batches.
+    ## First its pre-pivoting on the input (for each column j, swap in the row at or below j
+    ## with the largest |a_ij|, the first on ties), then Doolittle on the pivoted matrix in f64,
+    ## one step per row/column: row t of U is a_tj - sum_{k<t} l_tk u_kj, column t of L is
+    ## (a_it - sum_{k<t} l_ik u_kt) / u_tt (±Inf when u_tt is 0, as BinaryBackend), each value
+    ## below `eps` in magnitude set to 0 before it is used again. Sums in index order, so the
+    ## results match BinaryBackend bit for bit. Complex matrices run the same steps in c128.
+
+    @impl true
+    def lu({p_out, l_out, u_out}, %T{type: type, shape: shape} = t, opts) do
+      work = if complex?(type), do: {:c, 128}, else: {:f, 64}
+      {p, l, u} = lu_device(ref!(t), shape, p_out.type, opts[:eps] || 1.0e-10, work)
+
+      {put(p_out, p), put(l_out, NxVulkan.as_type(l, l_out.type)),
+       put(u_out, NxVulkan.as_type(u, u_out.type))}
+    end
+
+    defp lu_device(a, shape, p_type, eps, work) do
+      rank = tuple_size(shape)
+      n = elem(shape, rank - 1)
+      batch = shape |> Tuple.to_list() |> Enum.take(rank - 2)
+      br = length(batch)
+      f64 = {:f, 64}
+      s64 = {:s, 64}
+      im = if complex?(work), do: <<0.0::float-64-little>>, else: <<>>
+      scalar = fn bits -> NxVulkan.upload(<<bits::64-little>> <> im, work, {}) end
+      int = fn x -> NxVulkan.upload(<<x::signed-64-little>>, s64, {}) end
+      ones = List.duplicate(1, br + 2)
+      zeros = List.duplicate(0, br)
+      batch_axes = Enum.to_list(0..(br - 1)//1)
+      dims = fn list -> List.to_tuple(batch ++ list) end
+
+      mat = fn ref, {r0, c0}, {rows, cols} ->
+        NxVulkan.slice(ref, zeros ++ [r0, c0], batch ++ [rows, cols], ones)
+      end
+
+      # sum_k x[..., i, k] * y[..., k, j] over the batches, in index order.
+      dot = fn x, y -> NxVulkan.dot(x, [br + 1], batch_axes, y, [br], batch_axes, work) end
+
+      a = NxVulkan.as_type(a, work)
+      perm = NxVulkan.iota(s64, dims.([n]), br)
+      iota_n = NxVulkan.iota(s64, {n}, 0)
+
+      # Pre-pivoting: rows of `a` (and `perm`) swapped per batch, all on the device.
+      {a, perm} =
+        Enum.reduce(0..(n - 2)//1, {a, perm}, fn j, {a, perm} ->
+          col = NxVulkan.unary(:abs, mat.(a, {j, j}, {n - j, 1}), f64)
+          col = NxVulkan.reshape(col, dims.([n - j]))
+          m = NxVulkan.arg_reduce(:argmax, col, br, true, :low, s64)
+          m = NxVulkan.binary(:add, m, int.(j), s64)
+          at_j = NxVulkan.binary(:equal, iota_n, int.(j), {:u, 8})
+          at_m = NxVulkan.binary(:equal, iota_n, m, {:u, 8})
+          rows = NxVulkan.select(at_m, int.(j), iota_n, s64)
+          rows = NxVulkan.select(at_j, m, rows, s64)
+          rows = NxVulkan.contiguous(NxVulkan.broadcast(rows, dims.([n]), Enum.to_list(0..br)))
+          grid = NxVulkan.reshape(rows, dims.([n, 1]))
+
+          grid =
+            NxVulkan.contiguous(
+              NxVulkan.broadcast(grid, dims.([n, n]), Enum.to_list(0..(br + 1)))
+            )
+
+          {NxVulkan.take_along_axis(a, grid, br), NxVulkan.take_along_axis(perm, rows, br)}
+        end)
+
+      # p[r][c] = (r == perm[c]): the transposed row-permutation matrix.
+      p_rows = NxVulkan.iota(s64, dims.([n, n]), br)
+      p_cols = NxVulkan.broadcast(perm, dims.([n, n]), batch_axes ++ [br + 1])
+      p = NxVulkan.as_type(NxVulkan.binary(:equal, p_rows, p_cols, {:u, 8}), p_type)
+
+      zero = scalar.(0)
+      one = NxVulkan.broadcast(scalar.(0x3FF0000000000000), dims.([1, 1]), [])
+      eps = NxVulkan.upload(<<eps / 1::float-64-little>>, f64, {})
+      zeros_of = fn list -> NxVulkan.broadcast(zero, dims.(list), []) end
+
+      clean = fn v ->
+        small = NxVulkan.binary(:less, NxVulkan.unary(:abs, v, f64), eps, {:u, 8})
+        NxVulkan.select(small, zero, v, work)
+      end
+
+      {l, u} =
+        Enum.reduce(0..(n - 1)//1, {nil, nil}, fn t, {l, u} ->
+          # Row t of U, columns t..n-1.
+          a_row = mat.(a, {t, t}, {1, n - t})
+
+          urow =
+            if t == 0,
+              do: a_row,
+              else:
+                NxVulkan.binary(
+                  :subtract,
+                  a_row,
+                  dot.(mat.(l, {t, 0}, {1, t}), mat.(u, {0, t}, {t, n - t})),
+                  work
+                )
+
+          urow = clean.(urow)
+
+          urow =
+            if t == 0,
+              do: urow,
+              else: NxVulkan.concatenate([zeros_of.([1, t]), urow], br + 1, work)
+
+          u = if u, do: NxVulkan.concatenate([u, urow], br, work), else: urow
+
+          # Column t of L: 0 above the diagonal, 1 on it, then rows t+1..n-1.
+          parts = if t == 0, do: [one], else: [zeros_of.([t, 1]), one]
+
+          parts =
+            if t < n - 1 do
+              a_col = mat.(a, {t + 1, t}, {n - t - 1, 1})
+
+              {num, s} =
+                if t == 0 do
+                  {a_col, zeros_of.([n - t - 1, 1])}
+                else
+                  s = dot.(mat.(l, {t + 1, 0}, {n - t - 1, t}), mat.(u, {0, t}, {t, 1}))
+                  {NxVulkan.binary(:subtract, a_col, s, work), s}
+                end
+
+              u_tt = mat.(u, {t, t}, {1, 1})
+              value = NxVulkan.binary(:divide, num, u_tt, work)
+
+              # BinaryBackend writes ±Inf for a zero real pivot (a complex pivot never
+              # compares equal to 0 there, so it divides).
+              value =
+                if complex?(work) do
+                  value
+                else
+                  inf =
+                    NxVulkan.select(
+                      NxVulkan.binary(:greater_equal, a_col, s, {:u, 8}),
+                      scalar.(0x7FF0000000000000),
+                      scalar.(0xFFF0000000000000),
+                      work
+                    )
+
+                  pivot_zero = NxVulkan.binary(:equal, u_tt, zero, {:u, 8})
+                  NxVulkan.select(pivot_zero, inf, value, work)
+                end
+
+              parts ++ [clean.(value)]
+            else
+              parts
+            end
+
+          col = NxVulkan.concatenate(parts, br, work)
+          l = if l, do: NxVulkan.concatenate([l, col], br + 1, work), else: col
+          {l, u}
+        end)
+
+      {p, l, u}
+    end
+
     ## Optional callbacks (Nx 0.7.2) and blocks (Nx >= 0.12)
 
     # Nx's default implementations (qr, cholesky, svd, solve, determinant, ...) are defn
@@ -666,7 +837,6 @@ if Code.ensure_loaded?(Nx) do
       reduce: 5,
       window_reduce: 6,
       map: 4,
-      lu: 3,
       eigh: 3
     ]
 
