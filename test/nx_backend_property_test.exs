@@ -30,9 +30,14 @@ if Code.ensure_loaded?(Nx) do
       seed = ExUnit.configuration()[:seed]
       NxVulkan.strict(true)
 
+      # Cases and expected results on the host alone (BinaryBackend's window scatters build
+      # tensors on the default backend and fail on any other).
+      previous = Nx.default_backend(Nx.BinaryBackend)
+      cases = for c <- NxVulkan.NxCases.all(seed), do: {c, bytes(c.nx.(c.inputs))}
+      Nx.default_backend(previous)
+
       results =
-        for c <- NxVulkan.NxCases.all(seed) do
-          expected = bytes(c.nx.(c.inputs))
+        for {c, expected} <- cases do
           got = bytes(c.nx.(Enum.map(c.inputs, &on_device/1)))
 
           cond do
@@ -104,6 +109,76 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_binary(v, limit: 3) == Nx.to_binary(h, limit: 3)
     end
 
+    test "ops composed on the device (triangular_solve, lu, LinAlg defaults, complex put) equal Nx.BinaryBackend" do
+      NxVulkan.strict(true)
+      previous = Nx.default_backend(Nx.BinaryBackend)
+      key = Nx.Random.key(ExUnit.configuration()[:seed])
+      {r, key} = Nx.Random.uniform(key, shape: {3, 5, 5}, type: :f32)
+      {b, key} = Nx.Random.normal(key, shape: {3, 5, 4}, type: :f32)
+      {v, key} = Nx.Random.normal(key, shape: {3, 5}, type: :f64)
+      {ci, _} = Nx.Random.normal(key, shape: {3, 5, 5}, type: :f32)
+      lower = Nx.add(Nx.tril(r), Nx.multiply(Nx.eye(5), 0.5))
+      upper = Nx.transpose(lower, axes: [0, 2, 1])
+      spd = Nx.add(Nx.dot(r, [2], [0], r, [2], [0]), Nx.multiply(Nx.eye(5), 5))
+      z = Nx.complex(r, ci)
+      ints = Nx.tensor([[2, 4, 6, 7], [5, 1, 8, 8], [1, 7, 3, 1], [3, 9, 2, 4]])
+      Nx.default_backend(previous)
+
+      same = fn name, f, inputs ->
+        host =
+          f.(inputs)
+          |> List.wrap()
+          |> Enum.flat_map(&if is_tuple(&1), do: Tuple.to_list(&1), else: [&1])
+
+        dev =
+          f.(Enum.map(inputs, &on_device/1))
+          |> List.wrap()
+          |> Enum.flat_map(&if is_tuple(&1), do: Tuple.to_list(&1), else: [&1])
+
+        assert Enum.map(dev, &bytes/1) == Enum.map(host, &bytes/1), name
+      end
+
+      for left <- [true, false], low <- [true, false], tr <- [:none, :transpose] do
+        opts = [left_side: left, lower: low, transform_a: tr]
+        a = if low, do: lower, else: upper
+        rhs = if left, do: b, else: Nx.transpose(b, axes: [0, 2, 1])
+
+        same.(
+          "triangular_solve #{inspect(opts)}",
+          fn [a, b] -> Nx.LinAlg.triangular_solve(a, b, opts) end,
+          [a, rhs]
+        )
+
+        same.(
+          "triangular_solve vector #{inspect(opts)}",
+          fn [a, b] -> Nx.LinAlg.triangular_solve(a, b, opts) end,
+          [a, v]
+        )
+      end
+
+      for {name, x} <- [
+            f32: r,
+            c64: z,
+            s64: ints,
+            singular: Nx.tensor([[1, 0, 1], [-1, 0, -1], [1, 1, 1]])
+          ] do
+        same.("lu #{name}", fn [x] -> Nx.LinAlg.lu(x) end, [x])
+        same.("determinant #{name}", fn [x] -> Nx.LinAlg.determinant(x) end, [x])
+      end
+
+      same.("qr", fn [x] -> Nx.LinAlg.qr(x) end, [r])
+      same.("cholesky", fn [x] -> Nx.LinAlg.cholesky(x) end, [spd])
+      same.("solve", fn [a, b] -> Nx.LinAlg.solve(a, b) end, [spd, b])
+      same.("invert", fn [a] -> Nx.LinAlg.invert(a) end, [spd])
+
+      idx = Nx.tensor([[0, 1, 2], [2, 2, 2], [0, 1, 2], [1, 0, 4]])
+
+      same.("complex indexed_put", fn [x, u] -> Nx.indexed_put(x, idx, u) end, [
+        z,
+        Nx.complex(v, v) |> Nx.slice([0, 0], [1, 4]) |> Nx.reshape({4})
+      ])
+    end
+
     test "inspect prints what Nx.BinaryBackend prints; the device line is opt-in" do
       h = Nx.tensor([[1.5, :nan], [:infinity, -0.0]], backend: Nx.BinaryBackend)
       d = on_device(h)
@@ -148,21 +223,23 @@ if Code.ensure_loaded?(Nx) do
 
       on_exit(fn -> :telemetry.detach({__MODULE__, ref}) end)
 
+      # Elixir functions (reduce, window_reduce, map) always take the host path.
       t = Nx.tensor([3, 1, 2])
-      assert Nx.to_flat_list(Nx.sort(t)) == [1, 2, 3]
-      assert NxVulkan.fallbacks() == %{sort: 1}
-      assert_receive {^ref, %{count: 1}, %{op: :sort}}
+      sum = fn x, acc -> Nx.add(x, acc) end
+      assert Nx.to_number(Nx.reduce(t, 0, sum)) == 6
+      assert NxVulkan.fallbacks() == %{reduce: 1}
+      assert_receive {^ref, %{count: 1}, %{op: :reduce}}
 
       NxVulkan.strict(true)
-      assert_raise NxVulkan.FallbackError, ~r/sort/, fn -> Nx.sort(t) end
+      assert_raise NxVulkan.FallbackError, ~r/reduce/, fn -> Nx.reduce(t, 0, sum) end
       NxVulkan.strict(nil)
 
       Application.put_env(:nx_vulkan, :strict, true)
       on_exit(fn -> Application.delete_env(:nx_vulkan, :strict) end)
-      assert_raise NxVulkan.FallbackError, fn -> Nx.argsort(t) end
+      assert_raise NxVulkan.FallbackError, fn -> Nx.window_reduce(t, 0, {2}, sum) end
       NxVulkan.strict(false)
-      assert Nx.to_flat_list(Nx.argsort(t)) == [1, 2, 0]
-      assert NxVulkan.fallbacks() == %{sort: 1, argsort: 1}
+      assert Nx.to_flat_list(Nx.window_reduce(t, 0, {2}, sum)) == [4, 3]
+      assert NxVulkan.fallbacks() == %{reduce: 1, window_reduce: 1}
       NxVulkan.reset_fallbacks()
       assert NxVulkan.fallbacks() == %{}
     end

@@ -25,6 +25,29 @@ defmodule NxVulkan.GoldenReplay do
   def run({:broadcast, shape, axes}, [x], _out), do: NxVulkan.broadcast(x, shape, axes)
   def run({:iota, type, shape, axis}, [], _out), do: NxVulkan.iota(type, shape, axis)
 
+  def run({:gather, axes}, [x, i], _out), do: NxVulkan.gather(x, i, axes)
+  def run({:take, axis}, [x, i], _out), do: NxVulkan.take(x, i, axis)
+  def run({:take_along_axis, axis}, [x, i], _out), do: NxVulkan.take_along_axis(x, i, axis)
+  def run({:indexed, op, axes}, [x, i, u], out), do: NxVulkan.indexed(op, x, i, u, axes, out)
+  def run({:sort, axis, dir}, [x], _out), do: NxVulkan.sort(x, axis, dir)
+  def run({:argsort, axis, dir}, [x], out), do: NxVulkan.argsort(x, axis, dir, false, out)
+
+  def run({:top_k, k, part}, [x], out),
+    do: NxVulkan.top_k(x, k, if(part == 1, do: out, else: {:s, 64})) |> elem(part)
+
+  def run({:cumulative, op, axis, rev}, [x], _out), do: NxVulkan.cumulative(op, x, axis, rev)
+
+  def run({:window_reduce, op, window, strides, padding, dilations}, [x], _out),
+    do: NxVulkan.window_reduce(op, x, window, strides, padding, dilations)
+
+  def run({:window_scatter, op, window, strides, padding}, [x, s, i], out),
+    do: NxVulkan.window_scatter(op, x, s, i, window, strides, padding, out)
+
+  def run({:conv, opts}, [x, k], out), do: NxVulkan.conv(x, k, opts, out)
+
+  def run({:fft, kind, axis, length, eps}, [x], _out),
+    do: apply(NxVulkan, kind, [x, axis, length, eps])
+
   # Nx's slice lengths are spans; the handle API takes element counts.
   def run({:slice, start, lengths, strides}, [x], _out) do
     NxVulkan.slice(x, start, Enum.zip_with(lengths, strides, &div(&1 + &2 - 1, &2)), strides)
@@ -56,6 +79,8 @@ defmodule NxVulkan.GoldenReplay do
       "pow f64" => @libm,
       "erf_inv f32" => "BinaryBackend uses Giles' single-precision polynomial evaluated in f64",
       "erf_inv f64" => "BinaryBackend uses Giles' single-precision polynomial evaluated in f64",
+      "cos c128" =>
+        "complex cos/sin in c128: a part 1 ulp from BinaryBackend's Complex.cos (libm cosh/sinh)",
       "product f32 {4, 3, 2} axes [1]" => "reduce: a NaN product must be the canonical +NaN",
       "product f64 {4, 3, 2} axes [0, 2]" => "reduce: a NaN product must be the canonical +NaN",
       "product f16 {4, 3, 2} axes [1]" => "reduce: a NaN product must be the canonical +NaN"

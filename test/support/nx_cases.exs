@@ -39,6 +39,9 @@ defmodule NxVulkan.NxCases do
   def types, do: @types
 
   @doc "Whether a case's result depends on the engine's float math (transcendentals, float sums)."
+  def float_math?(%{call: {:unary, op}, inputs: [%{type: {:c, _}} | _]}),
+    do: op in [:exp, :log, :sqrt, :sin, :cos]
+
   def float_math?(%{call: {:unary, op}}), do: op in @unary_float
   def float_math?(%{call: {:binary, op}}), do: op in @binary_float
   def float_math?(%{call: {:reduce, op, _, _}}), do: op in [:sum, :product]
@@ -49,7 +52,8 @@ defmodule NxVulkan.NxCases do
     :rand.seed(:exsss, {seed, 7, 11})
 
     Enum.flat_map(
-      [&unary/0, &binary/0, &conversions/0, &selects/0, &reductions/0, &dots/0, &views/0],
+      [&unary/0, &binary/0, &conversions/0, &selects/0, &reductions/0, &dots/0, &views/0] ++
+        [&indexing/0, &sorting/0, &windows/0, &convs/0, &ffts/0, &complex/0],
       & &1.()
     )
   end
@@ -255,6 +259,242 @@ defmodule NxVulkan.NxCases do
     |> List.flatten()
   end
 
+  defp indexing do
+    for t <- [{:f, 32}, {:s, 16}, {:bf, 16}, {:u, 64}, {:f, 64}] do
+      [
+        build(
+          "gather #{name(t)}",
+          {:gather, [0, 1]},
+          [{t, {4, 3, 2}}, {{:s, 64}, {5, 2}, {:index, 3}}],
+          fn [x, i] ->
+            Nx.gather(x, i)
+          end
+        ),
+        build(
+          "gather axes #{name(t)}",
+          {:gather, [1]},
+          [{t, {4, 3, 2}}, {{:u, 8}, {2, 3, 1}, {:index, 3}}],
+          fn [x, i] ->
+            Nx.gather(x, i, axes: [1])
+          end
+        ),
+        build("take #{name(t)}", {:take, 1}, [{t, {3, 4}}, {{:s, 32}, {2, 5}, {:index, 4}}], fn [
+                                                                                                  x,
+                                                                                                  i
+                                                                                                ] ->
+          Nx.take(x, i, axis: 1)
+        end),
+        build(
+          "take_along_axis #{name(t)}",
+          {:take_along_axis, 0},
+          [{t, {3, 4}}, {{:s, 64}, {5, 4}, {:index, 3}}],
+          fn [x, i] ->
+            Nx.take_along_axis(x, i, axis: 0)
+          end
+        ),
+        build(
+          "indexed_add #{name(t)}",
+          {:indexed, :add, [0, 1]},
+          [{t, {4, 3}}, {{:s, 64}, {6, 2}, {:index, 3}}, {t, {6}}],
+          fn [x, i, u] ->
+            Nx.indexed_add(x, i, u)
+          end
+        ),
+        build(
+          "indexed_put #{name(t)}",
+          {:indexed, :put, [1]},
+          [{t, {4, 3}}, {{:s, 64}, {5, 1}, {:index, 3}}, {t, {5, 4}}],
+          fn [x, i, u] ->
+            Nx.indexed_put(x, i, u, axes: [1])
+          end
+        )
+      ]
+    end
+    |> List.flatten()
+  end
+
+  defp sorting do
+    for t <- [{:f, 32}, {:f, 64}, {:f, 16}, {:s, 8}, {:u, 32}, {:s, 64}], kind <- [nil, :ties] do
+      k = if kind, do: " ties", else: ""
+
+      [
+        build("sort #{name(t)}#{k}", {:sort, 1, :asc}, [{t, {3, 9}, kind}], fn [x] ->
+          Nx.sort(x, axis: 1)
+        end),
+        build("sort desc #{name(t)}#{k}", {:sort, 0, :desc}, [{t, {6, 2}, kind}], fn [x] ->
+          Nx.sort(x, axis: 0, direction: :desc)
+        end),
+        build("argsort #{name(t)}#{k}", {:argsort, 1, :desc}, [{t, {3, 9}, kind}], fn [x] ->
+          Nx.argsort(x, axis: 1, direction: :desc)
+        end),
+        build("top_k values #{name(t)}#{k}", {:top_k, 3, 0}, [{t, {2, 7}, kind}], fn [x] ->
+          elem(Nx.top_k(x, k: 3), 0)
+        end),
+        build("top_k indices #{name(t)}#{k}", {:top_k, 3, 1}, [{t, {2, 7}, kind}], fn [x] ->
+          elem(Nx.top_k(x, k: 3), 1)
+        end)
+      ] ++
+        for op <- [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min] do
+          build(
+            "#{op} #{name(t)}#{k}",
+            {:cumulative, op, 1, op == :cumulative_max},
+            [{t, {3, 11}, kind}],
+            fn [x] ->
+              apply(Nx, op, [x, [axis: 1, reverse: op == :cumulative_max]])
+            end
+          )
+        end
+    end
+    |> List.flatten()
+  end
+
+  defp windows do
+    window = {2, 3}
+    strides = [2, 1]
+    padding = [{1, 0}, {0, 2}]
+    dilations = [1, 2]
+    opts = [strides: strides, padding: padding, window_dilations: dilations]
+
+    for t <- [{:f, 32}, {:f, 64}, {:s, 32}, {:u, 8}, {:bf, 16}] do
+      # Nx.BinaryBackend 0.7.2's window scatters are wrong with padding (they raise or put
+      # values at unpadded offsets) and for f64/bf16 (they raise or write 0.0); compared
+      # without padding on the other types.
+      for op <- [:window_sum, :window_product, :window_max, :window_min] do
+        build(
+          "#{op} #{name(t)}",
+          {:window_reduce, op, window, strides, padding, dilations},
+          [{t, {5, 6}, :small}],
+          fn [x] ->
+            apply(Nx, op, [x, window, opts])
+          end
+        )
+      end ++
+        for op <- [:window_scatter_max, :window_scatter_min], t not in [{:f, 64}, {:bf, 16}] do
+          build(
+            "#{op} #{name(t)}",
+            {:window_scatter, op, {2, 3}, [2, 1], [{0, 0}, {0, 0}]},
+            [{t, {4, 5}, :small}, {t, {2, 3}, :small}, {t, {}, :small}],
+            fn [x, s, i] ->
+              apply(Nx, op, [x, s, i, {2, 3}, [strides: [2, 1], padding: [{0, 0}, {0, 0}]]])
+            end
+          )
+        end
+    end
+    |> List.flatten()
+  end
+
+  defp convs do
+    full = fn rank, opts ->
+      spatial = rank - 2
+      axes = Enum.to_list(0..(rank - 1))
+
+      Keyword.merge(
+        [
+          strides: List.duplicate(1, spatial),
+          padding: List.duplicate({0, 0}, spatial),
+          input_dilation: List.duplicate(1, spatial),
+          kernel_dilation: List.duplicate(1, spatial),
+          feature_group_size: 1,
+          batch_group_size: 1,
+          input_permutation: axes,
+          kernel_permutation: axes,
+          output_permutation: axes
+        ],
+        opts
+      )
+    end
+
+    for {a, b} <- [
+          {{:f, 32}, {:f, 32}},
+          {{:f, 64}, {:f, 64}},
+          {{:s, 32}, {:s, 32}},
+          {{:f, 16}, {:f, 32}}
+        ],
+        {sa, sk, opts} <- [
+          {{1, 2, 7}, {3, 2, 3}, [padding: [{1, 1}]]},
+          {{2, 4, 5, 5}, {6, 2, 2, 3},
+           [
+             strides: [2, 1],
+             padding: [{0, 1}, {1, 1}],
+             kernel_dilation: [2, 1],
+             feature_group_size: 2
+           ]},
+          {{2, 3, 6}, {4, 3, 2}, [input_dilation: [2], padding: [{1, 0}]]},
+          {{4, 2, 5}, {4, 2, 2}, [batch_group_size: 2]},
+          {{2, 5, 3}, {4, 3, 2}, [input_permutation: [0, 2, 1], output_permutation: [0, 2, 1]]}
+        ] do
+      opts = full.(tuple_size(sa), opts)
+
+      build(
+        "conv #{name(a)}#{inspect(sa)} #{name(b)}#{inspect(sk)}",
+        {:conv, opts},
+        [{a, sa, :small}, {b, sk, :small}],
+        fn [x, k] ->
+          Nx.conv(x, k, opts)
+        end
+      )
+    end
+  end
+
+  defp ffts do
+    for t <- [{:f, 32}, {:f, 64}, {:s, 32}, {:c, 64}, {:c, 128}],
+        {kind, shape, axis, length} <- [
+          {:fft, {2, 8}, 1, 8},
+          {:ifft, {3, 6}, 1, 6},
+          {:fft, {5, 3}, 0, 8},
+          {:ifft, {4, 2}, 0, 3}
+        ] do
+      build(
+        "#{kind} #{name(t)} #{inspect(shape)} axis #{axis} length #{length}",
+        {:fft, kind, axis, length, 1.0e-10},
+        [{t, shape, :small}],
+        fn [x] ->
+          apply(Nx, kind, [x, [axis: axis, length: length]])
+        end
+      )
+    end
+  end
+
+  defp complex do
+    for t <- [{:c, 64}, {:c, 128}] do
+      for(
+        op <- [:exp, :log, :sqrt, :sin, :cos, :negate, :conjugate, :abs, :real, :imag],
+        do: build("#{op} #{name(t)}", {:unary, op}, [{t, {2, 5}, :finite}], &apply(Nx, op, &1))
+      ) ++
+        for(
+          op <- [:add, :subtract, :multiply, :divide, :equal, :not_equal],
+          do:
+            build(
+              "#{op} #{name(t)}",
+              {:binary, op},
+              [{t, {3, 4}, :finite}, {t, {3, 1}, :finite}],
+              &apply(Nx, op, &1)
+            )
+        ) ++
+        [
+          build("sum #{name(t)}", {:reduce, :sum, [1], false}, [{t, {3, 4}, :finite}], fn [x] ->
+            Nx.sum(x, axes: [1])
+          end),
+          build(
+            "dot #{name(t)}",
+            {:dot, [1], [], [0], []},
+            [{t, {3, 4}, :small}, {t, {4, 2}, :small}],
+            fn [x, y] -> Nx.dot(x, y) end
+          ),
+          build("as_type #{name(t)} f32", {:as_type}, [{t, {7}, :finite}], fn [x] ->
+            Nx.as_type(x, {:f, 32})
+          end),
+          build(
+            "gather #{name(t)}",
+            {:gather, [0]},
+            [{t, {4, 3}, :finite}, {{:s, 64}, {2, 1}, {:index, 4}}],
+            fn [x, i] -> Nx.gather(x, i) end
+          )
+        ]
+    end
+    |> List.flatten()
+  end
+
   ## Building a case: draw inputs until Nx.BinaryBackend accepts them (it raises where IEEE
   ## would give NaN/Inf, e.g. sqrt(-1) or x/0); fall back to tame inputs after a few tries.
 
@@ -286,6 +526,12 @@ defmodule NxVulkan.NxCases do
   @specials [:nan, :infinity, :neg_infinity, -0.0, 0.0]
 
   defp value({:u, 8}, :bool, _), do: Enum.random([0, 1, 2])
+  defp value(_type, {:index, bound}, _), do: :rand.uniform(bound) - 1
+
+  defp value({:c, bits}, kind, mode) do
+    part = {:f, div(bits, 2)}
+    Complex.new(value(part, kind, mode), value(part, kind, mode))
+  end
 
   defp value(type, :ties, _),
     do: if(float?(type) and :rand.uniform(8) == 1, do: :nan, else: :rand.uniform(4))
