@@ -37,6 +37,11 @@ if Code.ensure_loaded?(Nx) do
     measurement, not a gate); run it with
 
         ERL_LIBS=... mix test test/nx_backend_doctest_test.exs --only nx_strict
+
+    On Nx 0.7.2: 1009 of 1040 pass (97.0 %). The 31 failures: `reduce` 11, `window_reduce` 5
+    and `map` 5 (Elixir functions), `eigh` 8 (svd, norm, matrix_rank call it), complex
+    `conv` 1, and `erf_inv` 1 (not a fallback: the engine's f32 result is 1 ulp from
+    BinaryBackend's polynomial, which the normal run shows too).
     """
     use ExUnit.Case, async: false
 

@@ -16,14 +16,27 @@ if Code.ensure_loaded?(Nx) do
     (`host/3`): the tensors are transferred to `Nx.BinaryBackend`, the op runs there and the
     result is transferred back. Every fallback is counted (`NxVulkan.fallbacks/0`), emits the
     telemetry event `[:nx_vulkan, :fallback]`, and raises `NxVulkan.FallbackError` in strict
-    mode — see `NxVulkan.Fallback`. What falls back today: see `@host_ops` below and the
-    complex-number notes.
+    mode — see `NxVulkan.Fallback`. What falls back today:
+
+      * `reduce/5`, `window_reduce/6` and `map/4`: they take Elixir functions, which cannot
+        run on the device (EXLA and Torchx exclude them from Nx's doctests for the same
+        reason);
+      * `eigh/3`: Nx's doctests print BinaryBackend's own algorithm's results (Nx's defn
+        default gives different, valid ones);
+      * complex operands of ops the engine has no complex kernel for: `indexed_add`,
+        `cumulative_*`, window ops and scatters, `conv`, `bitcast`, `clip`, reductions other
+        than `sum`/`product`, and the unary/binary ops outside `@complex_unary` and
+        `@complex_binary`.
+
+    Everything else runs on the device, either as one engine op or composed from them:
+    `triangular_solve` and `lu` follow BinaryBackend's algorithms step by step (results equal
+    bit for bit), complex `indexed_put` scatters positions, and Nx's defn defaults for `qr`,
+    `cholesky`, `svd`, `solve` and `determinant` run op by op on the device.
 
     Complex tensors (c64, c128) are native engine types: views, indexing, conversions,
     `add`/`subtract`/`multiply`/`divide`/`pow`, comparisons for equality, `exp`, `log`,
     `sqrt`, trigonometry, `abs`, `real`/`imag`/`conjugate`, `sum`/`product`, `dot` and
-    FFT/IFFT run on the device. The complex ops the engine lacks (`@complex_host` below)
-    fall back.
+    FFT/IFFT run on the device.
 
     Tensors from `Nx.BinaryBackend` given to an op are uploaded on the fly (Nx hands mixed
     operands to the non-binary backend); tensors of any other backend raise.
@@ -825,6 +838,9 @@ if Code.ensure_loaded?(Nx) do
 
         {:take_along_axis, [t, i]} ->
           take_along_axis(out, t, i, struct.axis)
+
+        {:lu, [t]} ->
+          lu(out, t, eps: Map.get(struct, :eps, 1.0e-10))
 
         _ ->
           nil
