@@ -12,6 +12,10 @@ if Code.ensure_loaded?(Nx) do
       * `Nx.LinAlg.eigh/2`, `least_squares/3`, `pinv/2` — fail on plain Nx.BinaryBackend's own
         tensors too when the default backend is not BinaryBackend (per ../shared/NX.md: a pure
         delegating backend fails exactly these six); results are valid but print differently.
+      * `Nx.erf_inv/1` — Nx.BinaryBackend evaluates Giles' single-precision approximation, so
+        its f32 `erf_inv(0.9)` prints 1.163087010383606; ours is 1.1630871295928955, the
+        correctly rounded f32 of erfinv(0.9) = 1.16308715367667… (checked against MPFR in
+        native/engine/tests/math_ulp.rs). A more accurate result, not a rounding exclusion.
     """
     use ExUnit.Case, async: false
 
@@ -23,7 +27,7 @@ if Code.ensure_loaded?(Nx) do
       :ok
     end
 
-    @backend_printing [default_backend: 1, global_default_backend: 1]
+    @backend_printing [default_backend: 1, global_default_backend: 1, erf_inv: 1]
     @valid_differences [eigh: 2, least_squares: 2, pinv: 2]
 
     doctest Nx, except: @backend_printing
@@ -38,10 +42,9 @@ if Code.ensure_loaded?(Nx) do
 
         ERL_LIBS=... mix test test/nx_backend_doctest_test.exs --only nx_strict
 
-    On Nx 0.7.2: 1009 of 1040 pass (97.0 %). The 31 failures: `reduce` 11, `window_reduce` 5
-    and `map` 5 (Elixir functions), `eigh` 8 (svd, norm, matrix_rank call it), complex
-    `conv` 1, and `erf_inv` 1 (not a fallback: the engine's f32 result is 1 ulp from
-    BinaryBackend's polynomial, which the normal run shows too).
+    On Nx 0.7.2: 1009 of 1039 pass (97.1 %; `erf_inv` excluded as in the normal run). The 30
+    failures: `reduce` 11, `window_reduce` 5 and `map` 5 (Elixir functions), `eigh` 8 (svd,
+    norm, matrix_rank call it), complex `conv` 1.
     """
     use ExUnit.Case, async: false
 
@@ -56,7 +59,7 @@ if Code.ensure_loaded?(Nx) do
       :ok
     end
 
-    doctest Nx, except: [default_backend: 1, global_default_backend: 1]
+    doctest Nx, except: [default_backend: 1, global_default_backend: 1, erf_inv: 1]
     doctest Nx.LinAlg, except: [eigh: 2, least_squares: 2, pinv: 2]
   end
 end
