@@ -47,6 +47,9 @@ defmodule NxVulkan.MixProject do
       # Modules that need Nx compile only when Nx is loadable; a build with Nx gets its own
       # build directory so Mix recompiles when Nx appears or disappears.
       build_path: if(nx_on_code_path?(), do: "_build_nx", else: "_build"),
+      # Elixir >= 1.15 prunes code paths that are not dependencies, which would hide an Nx
+      # taken from the code path (ERL_LIBS) and silently build without the backend.
+      prune_code_paths: not nx_on_code_path?(),
       deps: deps(),
       # Nx taken from the code path is not a Mix dependency; do not warn about calls into it.
       xref: [exclude: if(deps() == [], do: [Nx, Nx.Backend, Nx.BinaryBackend, Nx.Type], else: [])],

@@ -633,7 +633,8 @@ if Code.ensure_loaded?(Nx) do
     ## below `eps` in magnitude set to 0 before it is used again. Sums in index order, so the
     ## results match BinaryBackend bit for bit. Complex matrices run the same steps in c128.
 
-    @impl true
+    # A callback up to Nx 0.11, reached through block/4 since 0.12.
+    @impl {:lu, 3} in @nx_callbacks
     def lu({p_out, l_out, u_out}, %T{type: type, shape: shape} = t, opts) do
       work = if complex?(type), do: {:c, 128}, else: {:f, 64}
       {p, l, u} = lu_device(ref!(t), shape, p_out.type, opts[:eps] || 1.0e-10, work)
