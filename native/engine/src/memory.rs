@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
 use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter, StandardMemoryAllocator};
+use vulkano::memory::MemoryPropertyFlags;
 
 /// Counters a test or a user can read to see what memory is in use and whether it is reused.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,6 +59,12 @@ impl DeviceBuffer {
     /// Usable size in bytes (at least what was asked for).
     pub fn capacity(&self) -> u64 {
         self.capacity
+    }
+
+    /// True when the memory is mapped into the host (UMA devices such as lavapipe and
+    /// integrated GPUs, or resizable-BAR memory): transfers then skip the staging copy.
+    pub fn host_visible(&self) -> bool {
+        self.subbuffer().mapped_slice().is_ok()
     }
 
     pub(crate) fn subbuffer(&self) -> &Subbuffer<[u8]> {
@@ -177,7 +184,14 @@ impl BufferPool {
                 ..Default::default()
             },
             AllocationCreateInfo {
-                memory_type_filter: MemoryTypeFilter::PREFER_DEVICE,
+                // Device-local and, where the device offers a choice, not host-visible: a
+                // discrete GPU's BAR-mapped memory is slow to read from the host, and only UMA
+                // devices (lavapipe, integrated GPUs) should have transfers skip staging.
+                memory_type_filter: MemoryTypeFilter {
+                    required_flags: MemoryPropertyFlags::empty(),
+                    preferred_flags: MemoryPropertyFlags::DEVICE_LOCAL,
+                    not_preferred_flags: MemoryPropertyFlags::HOST_VISIBLE,
+                },
                 ..Default::default()
             },
             capacity,

@@ -78,7 +78,12 @@ impl Context {
             ));
         }
         let t = self.empty(dtype, shape)?;
-        if n > 0 {
+        if n > 0 && t.buffer.host_visible() {
+            // A fresh buffer no queue is using: write it in place (the submit that first reads
+            // it makes host writes visible to the device).
+            let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
+            w[..bytes.len()].copy_from_slice(bytes);
+        } else if n > 0 {
             let staging = self.staging(bytes.len() as u64, false)?;
             staging.write().map_err(|e| EngineError::vk("staging write", e))?[..bytes.len()].copy_from_slice(bytes);
             let mut batch = self.batch()?;
@@ -99,10 +104,16 @@ impl Context {
         if bytes == 0 {
             return Ok(vec![]);
         }
+        let start = t.offset * t.dtype.size();
+        if t.buffer.host_visible() {
+            // Every op waits for its fence, so the device has finished writing this buffer.
+            let r = t.buffer.subbuffer().read().map_err(|e| EngineError::vk("mapped read", e))?;
+            return Ok(r[start..start + bytes].to_vec());
+        }
         let staging = self.staging(bytes as u64, true)?;
         let mut batch = self.batch()?;
         let src = t.buffer.subbuffer();
-        batch.copy_raw(src.buffer().handle(), src.offset() + (t.offset * t.dtype.size()) as u64, staging.buffer().handle(), staging.offset(), bytes as u64);
+        batch.copy_raw(src.buffer().handle(), src.offset() + start as u64, staging.buffer().handle(), staging.offset(), bytes as u64);
         batch.keep(&t.buffer);
         batch.finish()?;
         let data = staging.read().map_err(|e| EngineError::vk("staging read", e))?[..bytes].to_vec();
