@@ -165,7 +165,7 @@ fn bench(ctx: &Context, elements: usize, gemm: &[usize], reps: usize) -> Result<
 
 /// Fixed inputs: dense ranges, huge/tiny magnitudes and special values.
 fn digest_inputs() -> Vec<f64> {
-    let mut v = vec![0.0, -0.0, 1.0, -1.0, 0.5, -0.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, 5e-324, -5e-324, f64::MAX, -f64::MAX, 1e300, -1e300, 1e-300, 709.78, -745.0, 3.141592653589793, 1.5707963267948966, 1e22, 0.9999999, -0.9999999];
+    let mut v = vec![0.0, -0.0, 1.0, -1.0, 0.5, -0.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, 5e-324, -5e-324, f64::MAX, -f64::MAX, 1e300, -1e300, 1e-300, 709.78, -745.0, std::f64::consts::PI, std::f64::consts::FRAC_PI_2, 1e22, 0.9999999, -0.9999999];
     for i in 0..4000 {
         v.push(-20.0 + 40.0 * (i as f64) / 4000.0 + 1e-7 * (i % 7) as f64);
     }

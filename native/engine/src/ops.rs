@@ -3,10 +3,9 @@
 use crate::dtype::DType;
 use crate::elementwise::{generate, kernel_key, Access, BinaryOp, Expr, Scalar, UnaryOp};
 use crate::error::{invalid, EngineError, Result};
-use crate::tensor::{contiguous_strides, numel, Tensor, MAX_ELEMENTS};
+use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
 use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter};
 use vulkano::VulkanObject;
@@ -422,19 +421,14 @@ impl Tensor {
     pub(crate) fn reshape_view_scalar(&self) -> Tensor {
         Tensor { shape: vec![], strides: vec![], ..self.clone() }
     }
-
-    pub fn contiguous_strides(&self) -> Vec<isize> {
-        contiguous_strides(&self.shape)
-    }
 }
 
-#[allow(dead_code)]
-fn _assert_send_sync() {
-    fn is<T: Send + Sync>() {}
-    is::<Arc<Context>>();
-    is::<Tensor>();
-    let _ = numel;
-}
+// The engine is shared across threads (the NIF's engine threads, concurrent tests).
+const _: () = {
+    const fn is_send_sync<T: Send + Sync>() {}
+    is_send_sync::<Context>();
+    is_send_sync::<Tensor>();
+};
 
 /// The operator when `exprs` is one f32 add/subtract/multiply of two contiguous f32 inputs
 /// whose offsets (and the output's) allow 16-byte access: the commonest kernel, served four

@@ -10,7 +10,6 @@ use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, Te
 use parking_lot::RwLock;
 use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, Term};
 use std::panic::RefUnwindSafe;
-use std::sync::Arc;
 
 mod complex;
 mod indexing;
@@ -393,6 +392,3 @@ fn dot(env: Env<'_>, a: Handle, contract_a: Vec<usize>, batch_a: Vec<usize>, b: 
 }
 
 rustler::init!("Elixir.NxVulkan.Native");
-
-#[allow(dead_code)]
-fn _assert_types(_: Arc<Context>) {}
