@@ -247,9 +247,7 @@ impl Spec {
         let acc = acc_t.glsl_compute();
         let (xb, kb, ob) = (buf_type(self.x), buf_type(self.k), buf_type(self.out));
         let mut s = String::new();
-        s.push_str(crate::kernel::SHADER_PRELUDE);
-        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-        s.push_str(include_str!("kernels/numeric.glsl"));
+        s.push_str(&crate::kernels::numeric_prelude());
         writeln!(s, "const int S = {};", self.s).unwrap();
         writeln!(s, "layout(local_size_x = {LOCAL}) in;\nvoid main() {{").unwrap();
         writeln!(

@@ -224,11 +224,8 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         writeln!(stores, "        out{o}.v[oi] = {enc};").unwrap();
     }
     let n_addr = outputs.len() + inputs.len();
-    let mut src = String::new();
-    src.push_str(crate::kernel::SHADER_PRELUDE);
-    src.push_str(BF16_RULE);
-    src.push_str(include_str!("kernels/numeric.glsl"));
-    src.push_str(include_str!("kernels/ops.glsl"));
+    let mut src = crate::kernels::numeric_prelude();
+    src.push_str(crate::kernels::OPS);
     if g.body.contains("m_") {
         src.push_str(crate::kernels::MATH_F64);
         if g.body.contains("nx_cm_") {
@@ -361,9 +358,6 @@ fn f32_fast_path(outputs: &[Expr], inputs: &[(DType, Access)]) -> Option<String>
 
 /// Complex functions (exp, log, sqrt, sin, pow, ...) on math_f64.glsl: included after it.
 pub(crate) const COMPLEX_GLSL: &str = include_str!("kernels/complex.glsl");
-
-/// How bf16 is written from f32 bits: Nx.BinaryBackend keeps the top 16 bits (truncation).
-const BF16_RULE: &str = "#define NX_BF16_FROM_F32(b) ((b) >> 16)\n";
 
 pub(crate) fn storage_type(t: DType) -> &'static str {
     match t.bits() {

@@ -196,10 +196,8 @@ impl Spec {
 
     fn source(&self) -> String {
         let mut s = String::new();
-        s.push_str(crate::kernel::SHADER_PRELUDE);
-        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-        s.push_str(include_str!("kernels/numeric.glsl"));
-        s.push_str(include_str!("kernels/ops.glsl"));
+        s.push_str(&crate::kernels::numeric_prelude());
+        s.push_str(crate::kernels::OPS);
         s.push_str(crate::kernels::MATH_F64);
         s.push_str("const double NX_MINUS_TWO_PI = -6.283185307179586LF;\n");
         if let Some(t) = self.input {

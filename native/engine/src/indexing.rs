@@ -122,10 +122,8 @@ impl Params {
 /// the i-th address.
 fn head(n_addr: usize) -> String {
     let mut s = String::new();
-    s.push_str(crate::kernel::SHADER_PRELUDE);
-    s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-    s.push_str(include_str!("kernels/numeric.glsl"));
-    s.push_str(include_str!("kernels/ops.glsl"));
+    s.push_str(&crate::kernels::numeric_prelude());
+    s.push_str(crate::kernels::OPS);
     s.push_str("layout(local_size_x = 256) in;\n");
     writeln!(s, "#define META ParamsI32(pc.params + {}ul)", n_addr * 8).unwrap();
     s.push_str("#define A(i) (ParamsU64(pc.params).v[i])\n");

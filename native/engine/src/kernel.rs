@@ -57,6 +57,7 @@ pub const SHADER_PRELUDE: &str = r#"#version 460
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_ARB_gpu_shader_int64 : require
+#extension GL_EXT_control_flow_attributes : require
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer BufU8 { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufU16 { uint16_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufU32 { uint v[]; };

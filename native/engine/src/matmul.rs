@@ -370,10 +370,8 @@ const META: &str = "    ParamsI32 meta = ParamsI32(pc.params + 24ul);
 
 fn simple_source(ta: DType, tb: DType, out: DType) -> String {
     let mut s = String::new();
-    s.push_str(crate::kernel::SHADER_PRELUDE);
-    s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-    s.push_str(include_str!("kernels/numeric.glsl"));
-    s.push_str(include_str!("kernels/ops.glsl"));
+    s.push_str(&crate::kernels::numeric_prelude());
+    s.push_str(crate::kernels::OPS);
     s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
     s.push_str(META);
     let acc = out.glsl_compute();
@@ -451,11 +449,7 @@ impl TileCfg {
         let (tm, tn) = (bm / 16, bn / 16);
         let qa = bm * bk / 4; // quads per A tile
         let qb = bn * bk / 4;
-        let mut s = String::new();
-        s.push_str(crate::kernel::SHADER_PRELUDE);
-        s.push_str("#extension GL_EXT_control_flow_attributes : require\n");
-        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-        s.push_str(include_str!("kernels/numeric.glsl"));
+        let mut s = crate::kernels::numeric_prelude();
         s.push_str("layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufV4 { uvec4 v[]; };\n");
         writeln!(s, "#define BM {bm}\n#define BN {bn}\n#define BK {bk}\n#define TM {tm}\n#define TN {tn}").unwrap();
         writeln!(s, "#define T {t}\n#define V4 {v4}").unwrap();

@@ -231,9 +231,7 @@ impl Context {
         let kernel = match self.kernels.cached(&key) {
             Some(k) => k,
             None => self.kernels.get(&key, 256, 1, || {
-                let mut src = String::from(crate::kernel::SHADER_PRELUDE);
-                src.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-                src.push_str(include_str!("kernels/numeric.glsl"));
+                let mut src = crate::kernels::numeric_prelude();
                 src.push_str(&format!("#define OP {sym}\n"));
                 src.push_str(include_str!("kernels/vec4_f32.glsl"));
                 src

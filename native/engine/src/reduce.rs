@@ -308,10 +308,8 @@ impl Spec {
 
     fn source(&self) -> String {
         let mut s = String::new();
-        s.push_str(crate::kernel::SHADER_PRELUDE);
-        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-        s.push_str(include_str!("kernels/numeric.glsl"));
-        s.push_str(include_str!("kernels/ops.glsl"));
+        s.push_str(&crate::kernels::numeric_prelude());
+        s.push_str(crate::kernels::OPS);
         let acc = self.acc_type();
         let in_t = self.in_t;
         writeln!(s, "#define ACC {acc}").unwrap();

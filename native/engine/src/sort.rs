@@ -253,9 +253,7 @@ impl Spec {
 
     fn source(&self) -> String {
         let mut s = String::new();
-        s.push_str(crate::kernel::SHADER_PRELUDE);
-        s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-        s.push_str(include_str!("kernels/numeric.glsl"));
+        s.push_str(&crate::kernels::numeric_prelude());
         writeln!(s, "#define LOCAL {LOCAL}\n#define BLK {BLOCK}").unwrap();
         let elem = |s: &mut String, t: DType, rank: usize| {
             writeln!(s, "#define STORE_T {}", storage_type(t)).unwrap();

@@ -125,10 +125,8 @@ fn header(addrs: &[u64]) -> Vec<u8> {
 }
 
 fn start_source(s: &mut String, rank: usize) {
-    s.push_str(crate::kernel::SHADER_PRELUDE);
-    s.push_str("#define NX_BF16_FROM_F32(b) ((b) >> 16)\n");
-    s.push_str(include_str!("kernels/numeric.glsl"));
-    s.push_str(include_str!("kernels/ops.glsl"));
+    s.push_str(&crate::kernels::numeric_prelude());
+    s.push_str(crate::kernels::OPS);
     writeln!(s, "const int R = {rank};").unwrap();
 }
 
