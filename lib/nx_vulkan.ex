@@ -43,10 +43,32 @@ defmodule NxVulkan do
   def info_report, do: unwrap!(Native.info_report())
 
   @doc """
-  Engine counters: dispatches, submits, pipelines built, buffer pool state. Tests use these to
-  see where work ran.
+  Engine counters: dispatches and recordings (one per op) queued, submissions made and in
+  flight, pipelines built, buffer pool state. Tests use these to see where work ran.
   """
   def stats, do: unwrap!(Native.stats())
+
+  @doc """
+  Waits until every op queued so far has run on the device.
+
+  Ops are queued, not waited for: an op returns its output handle at once and the device runs
+  the work in call order (across processes too). `download/1` (and so `Nx.to_binary/1`,
+  `inspect`, ...) waits for what it reads. An error in queued work (a lost device, a failed
+  submission) raises `NxVulkan.Error` at the next such synchronisation point, naming the
+  kernels of the failed submission.
+  """
+  def synchronize, do: unwrap!(Native.synchronize())
+
+  @doc """
+  `true` makes every op wait for its own completion (as `NX_VULKAN_SYNC=1` does), so an error
+  in device work raises at the op that caused it; `false` queues again. Results are the same
+  bits either way.
+  """
+  def synchronous(on) when is_boolean(on), do: unwrap!(Native.set_synchronous(on))
+
+  @doc false
+  # Tests only: the next submission fails as a failed vkQueueSubmit would.
+  def inject_failure(message), do: unwrap!(Native.inject_failure(message))
 
   @doc "Frees the buffers the pool keeps for reuse."
   def trim_pool, do: unwrap!(Native.trim_pool())
@@ -56,7 +78,7 @@ defmodule NxVulkan do
     unwrap!(Native.upload(data, type_name(type), Tuple.to_list(shape)))
   end
 
-  @doc "Reads a device tensor back as a binary."
+  @doc "Reads a device tensor back as a binary (waits for the ops that produce it)."
   def download(handle), do: unwrap!(Native.download(handle))
 
   @doc "`{type, shape}` of a handle."

@@ -9,6 +9,8 @@ use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, UnaryOp};
 use std::time::Instant;
 
+mod ops_bench;
+
 #[derive(Parser)]
 #[command(name = "nx-vulkan", version, about = "GPU compute on Vulkan: device info, demo, benchmarks")]
 struct Cli {
@@ -41,6 +43,14 @@ enum Command {
         /// Timed repetitions per measurement (median reported).
         #[arg(long, default_value_t = 20)]
         reps: usize,
+        /// The op-family table instead: tiny-op latency, unary/binary/reduce/arg-reduce/scan/
+        /// sort/gather/softmax/transfers per size, dot, conv2d, fft (JSON lines; the PyTorch
+        /// side is bench/torch_ops.py).
+        #[arg(long)]
+        ops: bool,
+        /// Element counts for --ops (default 1024,1048576,16777216).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Option<Vec<usize>>,
     },
 }
 
@@ -78,8 +88,13 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Digest => digest(&*open(&cli.device)?),
         Command::Demo => demo(&*open(&cli.device)?),
-        Command::Bench { quick, elements, gemm, reps } => {
+        Command::Bench { quick, elements, gemm, reps, ops, sizes } => {
             let ctx = open(&cli.device)?;
+            if ops {
+                let sizes = sizes.unwrap_or(if quick { vec![1 << 10, 1 << 16] } else { vec![1 << 10, 1 << 20, 1 << 24] });
+                let dots = gemm.unwrap_or(if quick { vec![128] } else { vec![1024, 4096] });
+                return ops_bench::run(&ctx, &sizes, &dots, reps);
+            }
             let elements = elements.unwrap_or(if quick { 4 << 20 } else { 256 << 20 });
             let gemm = gemm.unwrap_or(if quick { vec![256] } else { vec![1024, 4096] });
             bench(&*ctx, elements, &gemm, reps)
@@ -124,15 +139,19 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn time<T>(reps: usize, mut f: impl FnMut() -> Result<T>) -> Result<f64> {
+/// Median time of `f` plus waiting for the device (ops are queued, not waited for).
+fn time<T>(ctx: &Context, reps: usize, mut f: impl FnMut() -> Result<T>) -> Result<f64> {
     for _ in 0..3 {
         f()?; // warm-up: pipelines built, pool primed
+        ctx.synchronize()?;
     }
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
         let t0 = Instant::now();
-        f()?;
+        let out = f()?;
+        ctx.synchronize()?;
         times.push(t0.elapsed().as_secs_f64());
+        drop(out);
     }
     Ok(median(times))
 }
@@ -142,14 +161,14 @@ fn bench(ctx: &Context, elements: usize, gemm: &[usize], reps: usize) -> Result<
     // Elementwise add: read 2, write 1 f32 per element.
     let a = ctx.iota(DType::F32, &[elements], None)?;
     let b = ctx.iota(DType::F32, &[elements], None)?;
-    let secs = time(reps, || ctx.binary(BinaryOp::Add, &a, &b, DType::F32))?;
+    let secs = time(ctx, reps, || ctx.binary(BinaryOp::Add, &a, &b, DType::F32))?;
     let gbs = (elements * 12) as f64 / secs / 1e9;
     println!("{{\"bench\":\"add_f32\",\"device\":{dev:?},\"elements\":{elements},\"median_ms\":{:.4},\"gb_per_s\":{gbs:.1},\"reps\":{reps}}}", secs * 1e3);
     drop((a, b));
     // SGEMM (f32, f32 accumulation).
     for &n in gemm {
         let m = ctx.iota(DType::F32, &[n, n], Some(1))?;
-        let secs = time(reps.min(10), || {
+        let secs = time(ctx, reps.min(10), || {
             ctx.dot_with(DotPrecision::F32Accumulate, &m, &[1], &[], &m, &[0], &[], DType::F32)
         })?;
         let tflops = 2.0 * (n as f64).powi(3) / secs / 1e12;
@@ -158,7 +177,7 @@ fn bench(ctx: &Context, elements: usize, gemm: &[usize], reps: usize) -> Result<
     // Per-op latency: a 1-element add, submitted and waited for, warm.
     let one = ctx.upload(DType::F32, &[1], &1.0f32.to_le_bytes())?;
     let lat_reps = 1000;
-    let secs = time(lat_reps, || ctx.binary(BinaryOp::Add, &one, &one, DType::F32))?;
+    let secs = time(ctx, lat_reps, || ctx.binary(BinaryOp::Add, &one, &one, DType::F32))?;
     println!("{{\"bench\":\"op_latency\",\"device\":{dev:?},\"median_us\":{:.2},\"reps\":{lat_reps}}}", secs * 1e6);
     Ok(())
 }

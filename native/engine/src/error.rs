@@ -21,6 +21,13 @@ pub enum EngineError {
     /// GLSL that glslang rejected: a bug in a generated kernel, reported with its source name.
     #[error("shader compile failed for {name}: {message}")]
     ShaderCompile { name: String, message: String },
+    /// Queued work failed on the device; reported at the next synchronisation point.
+    #[error("queued work failed on the device (submission {submission}, kernels: {kernels}): {message}")]
+    QueuedWork { submission: u64, kernels: String, message: String },
+    /// Internal: work that needs an engine thread's deep stack was asked for on another thread
+    /// (see `exec::run_shallow_first`, which retries it on an engine thread).
+    #[error("internal: this call needs an engine thread")]
+    NeedsEngineThread,
     /// Any other Vulkan error, with the driver's message.
     #[error("Vulkan error: {0}")]
     Vulkan(String),

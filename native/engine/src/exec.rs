@@ -8,6 +8,7 @@
 use crate::error::{EngineError, Result};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
+use std::cell::Cell;
 use std::sync::mpsc::{channel, Sender};
 
 /// Stack size of engine threads.
@@ -32,6 +33,7 @@ static WORKERS: Lazy<Workers> = Lazy::new(|| {
             .name(format!("nx-vulkan-{i}"))
             .stack_size(STACK_BYTES)
             .spawn(move || loop {
+                mark_deep_stack();
                 let job = receiver.lock().recv();
                 match job {
                     Ok(job) => job(),
@@ -49,12 +51,7 @@ pub fn run<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) ->
     let (tx, rx) = channel();
     let job: Job = Box::new(move || {
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(EngineError::Vulkan(format!("internal error (panic in engine thread): {msg}")))
+            Err(EngineError::Vulkan(format!("internal error (panic in engine thread): {}", panic_message(&p))))
         });
         let _ = tx.send(out);
     });
@@ -64,4 +61,64 @@ pub fn run<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) ->
         .send(job)
         .map_err(|_| EngineError::Vulkan("engine threads are gone".into()))?;
     rx.recv().map_err(|_| EngineError::Vulkan("engine thread dropped the job".into()))?
+}
+
+thread_local! {
+    /// Set while `run_shallow_first` tries a call on a thread with a small stack.
+    static SHALLOW: Cell<bool> = const { Cell::new(false) };
+    /// Set on threads the engine started with `STACK_BYTES` of stack.
+    static DEEP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as one with an engine thread's stack.
+pub(crate) fn mark_deep_stack() {
+    DEEP.with(|d| d.set(true));
+}
+
+/// True on engine threads (and the stream's): a driver call that may compile (lavapipe builds
+/// shader variants when work first runs, inside `vkQueueSubmit`) is safe here.
+pub(crate) fn on_deep_stack() -> bool {
+    DEEP.with(|d| d.get())
+}
+
+/// Fails with `EngineError::NeedsEngineThread` when called inside `run_shallow_first`'s first
+/// attempt: whatever follows (compiling a shader, building a pipeline, opening the device)
+/// needs an engine thread's stack.
+pub(crate) fn require_deep_stack() -> Result<()> {
+    if SHALLOW.with(|s| s.get()) {
+        Err(EngineError::NeedsEngineThread)
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs `f` on the calling thread when it needs no deep stack (every kernel it uses is built
+/// and the device is open), else on an engine thread. Recording a warm op this way costs no
+/// thread handoff. `f` may run twice: its first attempt stops before it commits any work
+/// (ops commit only at the end, and a kernel is looked up before anything is committed), and
+/// what it allocated is released when it returns the error.
+pub fn run_shallow_first<T, F>(f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Clone + Send + 'static,
+{
+    let attempt = {
+        let f = f.clone();
+        SHALLOW.with(|s| s.set(true));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        SHALLOW.with(|s| s.set(false));
+        r
+    };
+    match attempt {
+        Ok(Err(EngineError::NeedsEngineThread)) => run(f),
+        Ok(r) => r,
+        Err(p) => Err(EngineError::Vulkan(format!("internal error (panic): {}", panic_message(&p)))),
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
 }

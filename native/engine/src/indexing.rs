@@ -419,7 +419,8 @@ impl Context {
             batch.keep(&out.buffer);
             batch.dispatch(&kernel, &p.bytes(), n_out as u64)?;
         }
-        batch.finish()?;
+        // A synchronisation point: Nx raises on an out-of-range index, so the check is read now.
+        batch.finish_and_wait()?;
         report(self, &flag, indices, &x.shape, axis_of)?;
         Ok(out)
     }
@@ -593,7 +594,7 @@ impl Context {
             p.ints(updates.strides[1..].iter().map(|&v| v as i64))?;
             batch.dispatch(&kernel, &p.bytes(), n_out as u64)?;
         }
-        batch.finish()?;
+        batch.finish_and_wait()?; // the index check is read now (as in `gather`)
         let k1 = k.max(1);
         report(self, &flag, indices, &target.shape, |pos| axes.get(pos % k1).copied().unwrap_or(0))?;
         Ok(result)

@@ -129,7 +129,7 @@ impl KernelCache {
         })
     }
 
-    pub(crate) fn layout_handle(&self) -> vk::PipelineLayout {
+    pub(crate) fn layout(&self) -> vk::PipelineLayout {
         self.layout.handle()
     }
 
@@ -165,6 +165,7 @@ impl KernelCache {
         if let Some(k) = self.kernels.lock().get(key) {
             return Ok(k.clone());
         }
+        crate::exec::require_deep_stack()?;
         let _building = self.building.lock();
         if let Some(k) = self.kernels.lock().get(key) {
             return Ok(k.clone());

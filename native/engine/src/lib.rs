@@ -30,6 +30,7 @@ pub mod ops;
 pub mod reduce;
 pub mod scan;
 pub mod sort;
+pub mod stream;
 pub mod submit;
 pub mod tensor;
 pub mod window;
@@ -43,10 +44,9 @@ pub use memory::PoolStats;
 pub use tensor::Tensor;
 pub use vulkano;
 
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use vulkano::device::{Device, DeviceCreateInfo, DeviceExtensions, DeviceFeatures, Queue, QueueCreateInfo, QueueFlags};
+use vulkano::device::{Device, DeviceCreateInfo, DeviceExtensions, DeviceFeatures, QueueCreateInfo, QueueFlags};
 use vulkano::memory::allocator::StandardMemoryAllocator;
 
 /// Counters that show where work ran: tests assert on them.
@@ -57,14 +57,19 @@ pub(crate) struct Counters {
     pub copies: AtomicU64,
     pub uploads: AtomicU64,
     pub downloads: AtomicU64,
+    pub recordings: AtomicU64,
+    pub submitters: AtomicU64,
 }
 
 /// A snapshot of the engine's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
-    /// Compute dispatches recorded and submitted.
+    /// Compute dispatches recorded (queued on the stream).
     pub dispatches: u64,
-    /// Queue submissions (one per batch).
+    /// Recordings committed to the stream: one per op (an op records all its dispatches
+    /// into one), however the stream then gathers them into submissions.
+    pub recordings: u64,
+    /// Queue submissions (each holds one or more recordings).
     pub submits: u64,
     /// Buffer-to-buffer copies (transfers).
     pub copies: u64,
@@ -76,6 +81,8 @@ pub struct EngineStats {
     pub kernel_lookups: u64,
     /// Submitters (command pool + command buffer + fence) created so far.
     pub submitters: u64,
+    /// Submissions queued or running on the device now.
+    pub in_flight: u64,
     pub pool: PoolStats,
 }
 
@@ -83,15 +90,14 @@ static GLOBAL: once_cell::sync::OnceCell<Arc<Context>> = once_cell::sync::OnceCe
 
 /// One opened Vulkan device with its queue, memory pool, kernels and submitters.
 pub struct Context {
-    pub(crate) device: Arc<Device>,
-    pub(crate) queue: Arc<Queue>,
+    /// First field: dropped first, it waits for queued work before the rest goes.
+    pub stream: stream::Stream,
     pub(crate) memory_allocator: Arc<StandardMemoryAllocator>,
     pub caps: DeviceCaps,
     pub pool: memory::BufferPool,
     pub kernels: kernel::KernelCache,
-    pub(crate) submitters: Mutex<Vec<submit::Submitter>>,
-    pub(crate) submitters_made: AtomicU64,
-    pub(crate) stats: Counters,
+    pub(crate) staging: memory::StagingPool,
+    pub(crate) stats: Arc<Counters>,
 }
 
 impl Context {
@@ -135,23 +141,38 @@ impl Context {
         let memory_allocator = Arc::new(StandardMemoryAllocator::new_default(device.clone()));
         let pool = memory::BufferPool::new(memory_allocator.clone(), caps.device_local_bytes, caps.max_allocation_size);
         let kernels = kernel::KernelCache::new(device.clone(), &caps)?;
+        let stats = Arc::new(Counters::default());
+        let handles = submit::DeviceHandles {
+            device: device.clone(),
+            queue: queue.clone(),
+            memory_allocator: memory_allocator.clone(),
+            layout: kernels.layout(),
+        };
+        let stream = stream::Stream::new(handles, stats.clone(), stream::StreamConfig::from_env(&caps))?;
         Ok(Arc::new(Context {
-            device,
-            queue,
-            memory_allocator,
+            stream,
+            memory_allocator: memory_allocator.clone(),
             caps,
             pool,
             kernels,
-            submitters: Mutex::new(vec![]),
-            submitters_made: AtomicU64::new(0),
-            stats: Counters::default(),
+            staging: memory::StagingPool::new(memory_allocator.clone()),
+            stats,
         }))
     }
 
     /// The process-wide context: the device chosen by `init_global`, else by
     /// `NX_VULKAN_DEVICE` (opened once, on first use).
     pub fn global() -> Result<Arc<Context>> {
+        if let Some(ctx) = GLOBAL.get() {
+            return Ok(ctx.clone());
+        }
+        exec::require_deep_stack()?;
         GLOBAL.get_or_try_init(|| Context::open(&DeviceSelector::from_env())).cloned()
+    }
+
+    /// The process-wide context if it is open (never opens one: safe on any thread).
+    pub fn try_global() -> Option<Arc<Context>> {
+        GLOBAL.get().cloned()
     }
 
     /// Opens `selector` as the process-wide context. Asking again for the device already open
@@ -171,20 +192,27 @@ impl Context {
     pub fn stats(&self) -> EngineStats {
         EngineStats {
             dispatches: self.stats.dispatches.load(Relaxed),
+            recordings: self.stats.recordings.load(Relaxed),
             submits: self.stats.submits.load(Relaxed),
             copies: self.stats.copies.load(Relaxed),
             uploads: self.stats.uploads.load(Relaxed),
             downloads: self.stats.downloads.load(Relaxed),
             pipelines: self.kernels.stats.compiled.load(Relaxed),
             kernel_lookups: self.kernels.stats.lookups.load(Relaxed),
-            submitters: self.submitters_made.load(Relaxed),
+            submitters: self.stats.submitters.load(Relaxed),
+            in_flight: self.stream.in_flight() as u64,
             pool: self.pool.stats(),
         }
     }
 
-    /// Starts a batch of dispatches submitted together.
+    /// Starts a recording of dispatches that the stream submits together, in call order.
     pub fn batch(&self) -> Result<submit::Batch<'_>> {
-        submit::Batch::new(self)
+        Ok(submit::Batch::new(self))
+    }
+
+    /// Waits until every op queued so far has run; reports the first failure of queued work.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize()
     }
 }
 

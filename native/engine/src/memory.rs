@@ -237,6 +237,110 @@ impl PoolShared {
     }
 }
 
+/// Host-visible staging buffers for transfers, kept for reuse: creating a 64 MB buffer per
+/// download costs more than copying it. Downloads use cached (host-random-access) memory,
+/// uploads write-combined memory. A `StagingBuffer` returns to the pool when dropped — for an
+/// upload, when the stream retires the copy that reads it.
+pub(crate) struct StagingPool {
+    shared: Arc<StagingShared>,
+}
+
+struct StagingShared {
+    allocator: Arc<StandardMemoryAllocator>,
+    /// Free buffers for uploads (index 0) and downloads (index 1).
+    free: Mutex<[Vec<Subbuffer<[u8]>>; 2]>,
+    cached_bytes: AtomicU64,
+    max_cached_bytes: u64,
+}
+
+pub(crate) struct StagingBuffer {
+    buffer: Option<Subbuffer<[u8]>>,
+    download: bool,
+    pool: Arc<StagingShared>,
+}
+
+impl StagingBuffer {
+    pub(crate) fn subbuffer(&self) -> &Subbuffer<[u8]> {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+}
+
+impl Drop for StagingBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            let s = &self.pool;
+            let size = b.len();
+            if s.cached_bytes.load(Relaxed) + size <= s.max_cached_bytes {
+                s.cached_bytes.fetch_add(size, Relaxed);
+                s.free.lock()[self.download as usize].push(b);
+            }
+        }
+    }
+}
+
+impl StagingPool {
+    pub(crate) fn new(allocator: Arc<StandardMemoryAllocator>) -> StagingPool {
+        let max_cached_bytes = std::env::var("NX_VULKAN_STAGING_CACHE_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(512 << 20);
+        StagingPool {
+            shared: Arc::new(StagingShared { allocator, free: Mutex::new([vec![], vec![]]), cached_bytes: AtomicU64::new(0), max_cached_bytes }),
+        }
+    }
+
+    /// A staging buffer of at least `bytes` bytes: the smallest cached one that fits and is at
+    /// most twice as large, else a new one (sizes rounded up to a power of two).
+    pub(crate) fn take(&self, bytes: u64, download: bool) -> Result<StagingBuffer> {
+        let s = &self.shared;
+        let want = bytes.max(4096).next_power_of_two();
+        let cached = {
+            let mut free = s.free.lock();
+            let list = &mut free[download as usize];
+            let best = list.iter().enumerate().filter(|(_, b)| b.len() >= bytes && b.len() <= 2 * want).min_by_key(|(_, b)| b.len()).map(|(i, _)| i);
+            best.map(|i| list.swap_remove(i))
+        };
+        let buffer = match cached {
+            Some(b) => {
+                s.cached_bytes.fetch_sub(b.len(), Relaxed);
+                b
+            }
+            None => Buffer::new_slice::<u8>(
+                s.allocator.clone(),
+                BufferCreateInfo {
+                    usage: if download { BufferUsage::TRANSFER_DST } else { BufferUsage::TRANSFER_SRC },
+                    ..Default::default()
+                },
+                AllocationCreateInfo {
+                    memory_type_filter: if download {
+                        MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_RANDOM_ACCESS
+                    } else {
+                        MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_SEQUENTIAL_WRITE
+                    },
+                    ..Default::default()
+                },
+                want,
+            )
+            .map_err(|e| EngineError::OutOfMemory { bytes, why: format!("staging buffer: {e:?}") })?,
+        };
+        Ok(StagingBuffer { buffer: Some(buffer), download, pool: s.clone() })
+    }
+}
+
+/// Copies `src` into `dst` (same length), split across threads when large: one core does not
+/// reach the memory bandwidth of a 64 MB transfer.
+pub(crate) fn copy_parallel(dst: &mut [u8], src: &[u8]) {
+    const PER_THREAD: usize = 8 << 20;
+    let threads = (src.len() / PER_THREAD).clamp(1, 8);
+    if threads == 1 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let chunk = src.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for (d, s) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
+            scope.spawn(move || d.copy_from_slice(s));
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::bucket;

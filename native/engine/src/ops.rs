@@ -6,8 +6,6 @@ use crate::error::{invalid, EngineError, Result};
 use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::sync::atomic::Ordering::Relaxed;
-use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
-use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter};
 use vulkano::VulkanObject;
 
 fn check_size(shape: &[usize]) -> Result<usize> {
@@ -39,26 +37,6 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
 }
 
 impl Context {
-    fn staging(&self, bytes: u64, download: bool) -> Result<Subbuffer<[u8]>> {
-        Buffer::new_slice::<u8>(
-            self.memory_allocator.clone(),
-            BufferCreateInfo {
-                usage: if download { BufferUsage::TRANSFER_DST } else { BufferUsage::TRANSFER_SRC },
-                ..Default::default()
-            },
-            AllocationCreateInfo {
-                memory_type_filter: if download {
-                    MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_RANDOM_ACCESS
-                } else {
-                    MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_SEQUENTIAL_WRITE
-                },
-                ..Default::default()
-            },
-            bytes.max(1),
-        )
-        .map_err(|e| EngineError::OutOfMemory { bytes, why: format!("staging buffer: {e:?}") })
-    }
-
     /// A new contiguous tensor with undefined contents.
     pub fn empty(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let n = check_size(shape)?;
@@ -66,7 +44,8 @@ impl Context {
         Ok(Tensor::new(buffer, dtype, shape.to_vec()))
     }
 
-    /// Copies host bytes (row-major, little-endian) into a new device tensor.
+    /// Copies host bytes (row-major, little-endian) into a new device tensor. Returns without
+    /// waiting: the copy is queued on the stream (or, on host-visible memory, done in place).
     pub fn upload(&self, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
         let n = check_size(shape)?;
         if bytes.len() != n * dtype.size() {
@@ -78,17 +57,22 @@ impl Context {
         }
         let t = self.empty(dtype, shape)?;
         if n > 0 && t.buffer.host_visible() {
-            // A fresh buffer no queue is using: write it in place (the submit that first reads
-            // it makes host writes visible to the device).
+            // A buffer from the pool no queued work uses (buffers return to the pool only
+            // once their work has retired): write it in place; the submission that first
+            // reads it makes host writes visible to the device.
             let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
-            w[..bytes.len()].copy_from_slice(bytes);
+            crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
         } else if n > 0 {
-            let staging = self.staging(bytes.len() as u64, false)?;
-            staging.write().map_err(|e| EngineError::vk("staging write", e))?[..bytes.len()].copy_from_slice(bytes);
+            let staging = self.staging.take(bytes.len() as u64, false)?;
+            {
+                let mut w = staging.subbuffer().write().map_err(|e| EngineError::vk("staging write", e))?;
+                crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
+            }
             let mut batch = self.batch()?;
-            batch.copy_raw(staging.buffer().handle(), staging.offset(), t.buffer.subbuffer().buffer().handle(), t.buffer.subbuffer().offset(), bytes.len() as u64);
+            let (src, dst) = (staging.subbuffer(), t.buffer.subbuffer());
+            batch.copy_raw(src.buffer().handle(), src.offset(), dst.buffer().handle(), dst.offset(), bytes.len() as u64);
             batch.keep(&t.buffer);
-            batch.keep_host(staging);
+            batch.keep_staging(staging);
             batch.finish()?;
         }
         self.stats.uploads.fetch_add(1, Relaxed);
@@ -96,27 +80,46 @@ impl Context {
     }
 
     /// Reads a tensor back as row-major little-endian bytes (views are materialised first).
+    /// A synchronisation point: waits for the work that produces it.
     pub fn download(&self, t: &Tensor) -> Result<Vec<u8>> {
         let t = self.contiguous(t)?;
+        let mut out = vec![0u8; t.byte_size()];
+        self.download_into(&t, &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads a contiguous tensor into `out` (exactly its byte size) — straight into the
+    /// caller's memory, e.g. an Erlang binary, with no intermediate buffer.
+    pub fn download_into(&self, t: &Tensor, out: &mut [u8]) -> Result<()> {
+        if !t.is_contiguous() {
+            return Err(invalid!("download_into needs a contiguous tensor (call contiguous first)"));
+        }
         let bytes = t.byte_size();
+        if out.len() != bytes {
+            return Err(invalid!("{} bytes of room for a tensor of {bytes} bytes", out.len()));
+        }
         self.stats.downloads.fetch_add(1, Relaxed);
         if bytes == 0 {
-            return Ok(vec![]);
+            return Ok(());
         }
         let start = t.offset * t.dtype.size();
         if t.buffer.host_visible() {
-            // Every op waits for its fence, so the device has finished writing this buffer.
+            // Mapped memory: read it once the device has run everything queued so far.
+            self.synchronize()?;
             let r = t.buffer.subbuffer().read().map_err(|e| EngineError::vk("mapped read", e))?;
-            return Ok(r[start..start + bytes].to_vec());
+            crate::memory::copy_parallel(out, &r[start..start + bytes]);
+            return Ok(());
         }
-        let staging = self.staging(bytes as u64, true)?;
+        let staging = self.staging.take(bytes as u64, true)?;
         let mut batch = self.batch()?;
         let src = t.buffer.subbuffer();
-        batch.copy_raw(src.buffer().handle(), src.offset() + start as u64, staging.buffer().handle(), staging.offset(), bytes as u64);
+        let dst = staging.subbuffer();
+        batch.copy_raw(src.buffer().handle(), src.offset() + start as u64, dst.buffer().handle(), dst.offset(), bytes as u64);
         batch.keep(&t.buffer);
-        batch.finish()?;
-        let data = staging.read().map_err(|e| EngineError::vk("staging read", e))?[..bytes].to_vec();
-        Ok(data)
+        batch.finish_and_wait()?;
+        let r = dst.read().map_err(|e| EngineError::vk("staging read", e))?;
+        crate::memory::copy_parallel(out, &r[..bytes]);
+        Ok(())
     }
 
     /// A contiguous copy of a view (the tensor itself when already contiguous).

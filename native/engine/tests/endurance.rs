@@ -40,9 +40,11 @@ fn hundred_thousand_dispatches_leave_counters_flat() {
     let after = ctx.stats();
     assert_eq!(after.dispatches - before.dispatches, total as u64, "every dispatch was recorded and submitted");
     assert_eq!(after.pipelines, before.pipelines, "no pipeline built per call");
-    assert_eq!(after.submitters, before.submitters, "command pools/fences reused");
+    // One submitter per submission in flight at most, however many dispatches ran.
+    assert!(after.submitters <= (ctx.stream.config().max_queued + 1) as u64, "command pools/fences reused: {after:?}");
     assert_eq!(after.pool.device_allocations, before.pool.device_allocations, "no device memory per call");
-    assert_eq!(after.pool.live_buffers, before.pool.live_buffers);
+    ctx.synchronize().unwrap();
+    assert_eq!(ctx.stats().pool.live_buffers, before.pool.live_buffers);
     let out: Vec<f32> = ctx.download(&y).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(out, vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0]);
 }
@@ -54,6 +56,7 @@ fn concurrent_threads_submit_safely_and_memory_returns() {
     // warm the kernels used below
     let w = ctx.upload(DType::S32, &[1], &1i32.to_le_bytes()).unwrap();
     ctx.binary(BinaryOp::Multiply, &w, &w, DType::S32).unwrap();
+    ctx.synchronize().unwrap(); // the dropped result is released once its op has run
     let baseline = ctx.stats().pool.live_buffers;
     let threads: Vec<_> = (0..16)
         .map(|t| {
@@ -76,6 +79,7 @@ fn concurrent_threads_submit_safely_and_memory_returns() {
         .collect();
     let bad: usize = threads.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(bad, 0, "every concurrent result checked");
+    ctx.synchronize().unwrap(); // buffers go back once the work that used them has retired
     assert_eq!(ctx.stats().pool.live_buffers, baseline, "all buffers returned to the pool");
 }
 

@@ -446,18 +446,18 @@ fn dispatch_counts() {
         let s0 = ctx.stats();
         ctx.gather(&x, &ix, &[0]).unwrap();
         let s1 = ctx.stats();
-        assert_eq!((s1.dispatches - s0.dispatches, s1.submits - s0.submits), (2, 1), "gather: check + read in one submission");
+        assert_eq!((s1.dispatches - s0.dispatches, s1.recordings - s0.recordings), (2, 1), "gather: check + read in one recording");
         let upd = upload(ctx, F32, &[5, 3], &[0; 15]);
         let s1 = ctx.stats();
         ctx.indexed(IndexedOp::Add, &x, &ix, &upd, &[0], F32, Some(ScatterStrategy::Scan)).unwrap();
         let s2 = ctx.stats();
-        assert_eq!((s2.dispatches - s1.dispatches, s2.submits - s1.submits), (2, 1), "scan: keys + scatter");
+        assert_eq!((s2.dispatches - s1.dispatches, s2.recordings - s1.recordings), (2, 1), "scan: keys + scatter");
         ctx.indexed(IndexedOp::Add, &x, &ix, &upd, &[0], F32, Some(ScatterStrategy::Segmented)).unwrap();
         let s3 = ctx.stats();
-        assert_eq!((s3.dispatches - s2.dispatches, s3.submits - s2.submits), (7, 1), "buckets: keys, zero, count, scan, fill, sort, scatter");
+        assert_eq!((s3.dispatches - s2.dispatches, s3.recordings - s2.recordings), (7, 1), "buckets: keys, zero, count, scan, fill, sort, scatter");
         ctx.indexed(IndexedOp::Put, &x, &ix, &upd, &[0], F32, Some(ScatterStrategy::Segmented)).unwrap();
         let s4 = ctx.stats();
-        assert_eq!((s4.dispatches - s3.dispatches, s4.submits - s3.submits), (4, 1), "winner: keys, zero, winner, scatter");
+        assert_eq!((s4.dispatches - s3.dispatches, s4.recordings - s3.recordings), (4, 1), "winner: keys, zero, winner, scatter");
     });
 }
 

@@ -277,10 +277,10 @@ fn runs_on_the_device_and_reruns_bit_identically() {
         let mid = ctx.stats();
         // init + presort + (stage 2048: 1 global + 1 local) + (4096: 2 + 1) + out
         assert_eq!(mid.dispatches - before.dispatches, 8, "{before:?} -> {mid:?}");
-        // One submission for the sort; the download needs one more only through a staging copy
+        // One recording for the sort; the download needs one more only through a staging copy
         // (host-visible device memory, as on lavapipe, is read in place).
-        let download_submits = if x.buffer().host_visible() { 0 } else { 1 };
-        assert_eq!(mid.submits - before.submits, 1 + download_submits, "one submission for the sort");
+        let download_recordings = if x.buffer().host_visible() { 0 } else { 1 };
+        assert_eq!(mid.recordings - before.recordings, 1 + download_recordings, "one recording for the sort");
         let b = download(ctx, &ctx.argsort(&x, 1, Direction::Asc, true, DType::S32).unwrap());
         assert_eq!(a, b);
     });

@@ -48,8 +48,8 @@ fn kind(e: &EngineError) -> Atom {
     match e {
         EngineError::InvalidArgument(_) => atoms::argument(),
         EngineError::OutOfMemory { .. } => atoms::out_of_memory(),
-        EngineError::NoDevice(_) | EngineError::DeviceNotFound { .. } | EngineError::Unsupported { .. } => atoms::device(),
-        EngineError::ShaderCompile { .. } | EngineError::Vulkan(_) => atoms::internal(),
+        EngineError::NoDevice(_) | EngineError::DeviceNotFound { .. } | EngineError::Unsupported { .. } | EngineError::QueuedWork { .. } => atoms::device(),
+        EngineError::ShaderCompile { .. } | EngineError::Vulkan(_) | EngineError::NeedsEngineThread => atoms::internal(),
     }
 }
 
@@ -60,9 +60,11 @@ fn encode_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<
     }
 }
 
-/// Runs `f` against the process-wide context on an engine thread.
-pub(crate) fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::Result<T> + Send + 'static) -> engine::Result<T> {
-    engine::exec::run(move || {
+/// Runs `f` against the process-wide context: on the calling (dirty scheduler) thread when it
+/// only records work with kernels already built — queuing a warm op costs no thread handoff —
+/// else on an engine thread with a deep stack (shader compiles, pipeline builds, device open).
+pub(crate) fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::Result<T> + Clone + Send + 'static) -> engine::Result<T> {
+    engine::exec::run_shallow_first(move || {
         let ctx = Context::global()?;
         f(&ctx)
     })
@@ -153,7 +155,9 @@ fn stats(env: Env<'_>) -> NifResult<Term<'_>> {
         Ok(s) => {
             let pairs: Vec<(Atom, u64)> = vec![
                 (Atom::from_str(env, "dispatches")?, s.dispatches),
+                (Atom::from_str(env, "recordings")?, s.recordings),
                 (Atom::from_str(env, "submits")?, s.submits),
+                (Atom::from_str(env, "in_flight")?, s.in_flight),
                 (Atom::from_str(env, "copies")?, s.copies),
                 (Atom::from_str(env, "uploads")?, s.uploads),
                 (Atom::from_str(env, "downloads")?, s.downloads),
@@ -182,23 +186,67 @@ fn trim_pool(env: Env<'_>) -> Term<'_> {
     encode_result(env, on_engine(|ctx| Ok(ctx.pool.trim())), |env, _| atoms::ok().encode(env))
 }
 
+/// Copies the binary into a new device tensor: straight from the Erlang binary into device
+/// (or staging) memory when the device is open; the copy is queued, not waited for.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn upload<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: Vec<usize>) -> Term<'a> {
-    let bytes = data.as_slice().to_vec();
-    tensor_result(env, on_engine(move |ctx| ctx.upload(dtype(&dtype_name)?, &shape, &bytes)))
+    let r = dtype(&dtype_name).and_then(|t| match Context::try_global() {
+        Some(ctx) => ctx.upload(t, &shape, data.as_slice()),
+        None => {
+            let bytes = data.as_slice().to_vec();
+            on_engine(move |ctx| ctx.upload(t, &shape, &bytes))
+        }
+    });
+    tensor_result(env, r)
 }
 
+/// Reads a tensor into a new Erlang binary (no intermediate copy). A synchronisation point:
+/// errors of queued work surface here.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn download(env: Env<'_>, t: Handle) -> NifResult<Term<'_>> {
-    let r = get(&t).and_then(|t| on_engine(move |ctx| ctx.download(&t)));
+    let r = get(&t).and_then(|t| on_engine(move |ctx| ctx.contiguous(&t))).and_then(|t| {
+        let ctx = Context::global()?;
+        let mut bin = OwnedBinary::new(t.byte_size());
+        ctx.download_into(&t, bin.as_mut_slice())?;
+        Ok(bin)
+    });
     match r {
-        Ok(bytes) => {
-            let mut bin = OwnedBinary::new(bytes.len());
-            bin.as_mut_slice().copy_from_slice(&bytes);
-            Ok((atoms::ok(), bin.release(env)).encode(env))
-        }
+        Ok(bin) => Ok((atoms::ok(), bin.release(env)).encode(env)),
         Err(e) => Ok((atoms::error(), (kind(&e), e.to_string())).encode(env)),
     }
+}
+
+/// Waits until every queued op has run; returns the first failure of queued work, if any.
+#[rustler::nif(schedule = "DirtyIo")]
+fn synchronize(env: Env<'_>) -> Term<'_> {
+    let r = match Context::try_global() {
+        Some(ctx) => ctx.synchronize(),
+        None => Ok(()),
+    };
+    encode_result(env, r, |env, _| atoms::ok().encode(env))
+}
+
+/// `true`: every op waits for its own completion (as `NX_VULKAN_SYNC=1`); `false`: ops queue.
+#[rustler::nif(schedule = "DirtyIo")]
+fn set_synchronous(env: Env<'_>, on: bool) -> Term<'_> {
+    let r = on_engine(move |ctx| {
+        if on {
+            ctx.synchronize()?;
+        }
+        ctx.stream.set_synchronous(on);
+        Ok(())
+    });
+    encode_result(env, r, |env, _| atoms::ok().encode(env))
+}
+
+/// For tests: the next submission fails as a failed `vkQueueSubmit` would.
+#[rustler::nif(schedule = "DirtyIo")]
+fn inject_failure(env: Env<'_>, message: String) -> Term<'_> {
+    let r = on_engine(move |ctx| {
+        ctx.stream.inject_failure(&message);
+        Ok(())
+    });
+    encode_result(env, r, |env, _| atoms::ok().encode(env))
 }
 
 /// `{dtype, shape}` of a live handle (cheap: no device work).

@@ -1,0 +1,435 @@
+//! The device's stream: ops are queued, not waited for (PyTorch-CUDA-style semantics).
+//!
+//! An op records its commands into a `Batch` and commits it here; the commit appends it to the
+//! *open* recording and returns at once. A flusher thread submits the open recording whenever
+//! fewer than `in_flight` submissions are running (so an idle device starts work at once, and a
+//! busy one gathers the ops that arrive meanwhile into one submission), and retires finished
+//! submissions: their fences are reset for reuse and what they kept alive (buffers, staging,
+//! kernels) is released. A buffer dropped by its owner while queued work still uses it is
+//! therefore returned to the pool only after that work has completed.
+//!
+//! Order is call order: there is one open recording per device, and submissions go to one
+//! queue with a barrier in front of every command, so a handle made by one thread and used by
+//! another needs nothing from the user.
+//!
+//! Synchronisation points (`wait_for`, `synchronize`: downloads, index checks) submit what is
+//! open themselves and wait, spinning briefly before blocking. An error in queued work (a
+//! failed submission, a lost device) is held and returned by the next synchronisation point,
+//! naming the kernels of the submission that failed.
+//!
+//! Thresholds (environment, read once per device):
+//! - `NX_VULKAN_SYNC=1`: every op waits for its own completion (debugging; same results).
+//! - `NX_VULKAN_IN_FLIGHT` (default 2): submissions running before new work is gathered.
+//! - `NX_VULKAN_BATCH_COMMANDS` (default 256): an open recording this long is submitted even
+//!   while `in_flight` submissions are running.
+//! - `NX_VULKAN_MAX_QUEUED` (default 8): submissions queued at most; a commit beyond it waits
+//!   (back-pressure bounds the memory queued work keeps alive).
+
+use crate::error::{EngineError, Result};
+use crate::submit::{Command, DeviceHandles, Keep, Recording, Submitter};
+use crate::Counters;
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vulkano::VulkanObject;
+
+/// The stream's thresholds; see the module docs for their environment variables.
+#[derive(Clone, Debug)]
+pub struct StreamConfig {
+    pub synchronous: bool,
+    pub in_flight: usize,
+    pub batch_commands: usize,
+    pub max_queued: usize,
+    /// How long waiters and the flusher spin on a fence before blocking: a small op finishes
+    /// within it on a GPU, and a spin avoids a sleep/wake round trip (≈20 µs on the H200). Zero
+    /// on CPU devices (lavapipe), where a spinning thread takes a core from the driver.
+    /// `NX_VULKAN_SPIN_US` overrides it.
+    pub spin: Duration,
+}
+
+impl StreamConfig {
+    pub fn from_env(caps: &crate::DeviceCaps) -> StreamConfig {
+        let num = |name: &str, default: usize| {
+            std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&v: &usize| v > 0).unwrap_or(default)
+        };
+        let in_flight = num("NX_VULKAN_IN_FLIGHT", 2);
+        StreamConfig {
+            synchronous: matches!(std::env::var("NX_VULKAN_SYNC").as_deref(), Ok("1") | Ok("true")),
+            in_flight,
+            batch_commands: num("NX_VULKAN_BATCH_COMMANDS", 256),
+            max_queued: num("NX_VULKAN_MAX_QUEUED", 8).max(in_flight),
+            spin: Duration::from_micros(
+                std::env::var("NX_VULKAN_SPIN_US")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(if caps.device_type == "cpu" { 0 } else { 100 }),
+            ),
+        }
+    }
+}
+
+/// The flusher's longest blocking fence wait before it looks for new work again.
+const FENCE_POLL: Duration = Duration::from_micros(200);
+
+struct InFlight {
+    id: u64,
+    submitter: Option<Submitter>,
+    keep: Vec<Keep>,
+    labels: Vec<String>,
+    error: Option<String>,
+}
+
+/// A failure in queued work, held until a synchronisation point reports it.
+struct QueuedFailure {
+    id: u64,
+    labels: Vec<String>,
+    message: String,
+}
+
+struct State {
+    open: Recording,
+    /// The id the open recording gets when submitted; ids start at 1.
+    open_id: u64,
+    in_flight: VecDeque<InFlight>,
+    spare: Vec<Submitter>,
+    failure: Option<QueuedFailure>,
+    inject: Option<String>,
+    closed: bool,
+}
+
+struct Shared {
+    dev: DeviceHandles,
+    counters: Arc<Counters>,
+    config: StreamConfig,
+    synchronous: AtomicBool,
+    state: Mutex<State>,
+    /// Held from taking the open recording until its submission is on the queue, so
+    /// submissions reach the queue in id order.
+    submit_lock: Mutex<()>,
+    /// Every id up to this one has completed (or failed).
+    retired: AtomicU64,
+    in_flight_len: AtomicUsize,
+    has_open: AtomicBool,
+    /// A waiter needs the open recording submitted now, whatever is running.
+    urgent: AtomicBool,
+    /// Wakes the flusher: new work, or shutdown.
+    wake: Condvar,
+    /// Wakes waiters: a submission retired.
+    done: Condvar,
+}
+
+/// The device's queue of work, with the thread that submits and retires it.
+pub struct Stream {
+    shared: Arc<Shared>,
+    flusher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Stream {
+    pub(crate) fn new(dev: DeviceHandles, counters: Arc<Counters>, config: StreamConfig) -> Result<Stream> {
+        let shared = Arc::new(Shared {
+            dev,
+            counters,
+            synchronous: AtomicBool::new(config.synchronous),
+            config,
+            state: Mutex::new(State {
+                open: Recording::default(),
+                open_id: 1,
+                in_flight: VecDeque::new(),
+                spare: vec![],
+                failure: None,
+                inject: None,
+                closed: false,
+            }),
+            submit_lock: Mutex::new(()),
+            retired: AtomicU64::new(0),
+            in_flight_len: AtomicUsize::new(0),
+            has_open: AtomicBool::new(false),
+            urgent: AtomicBool::new(false),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let for_thread = shared.clone();
+        let flusher = std::thread::Builder::new()
+            .name("nx-vulkan-stream".into())
+            // Submission and memory frees reach the driver; give them an engine thread's stack.
+            .stack_size(crate::exec::STACK_BYTES)
+            .spawn(move || {
+                crate::exec::mark_deep_stack();
+                for_thread.flush_loop()
+            })
+            .map_err(|e| EngineError::Vulkan(format!("starting the stream thread: {e}")))?;
+        Ok(Stream { shared, flusher: Some(flusher) })
+    }
+
+    /// Queues `rec` after everything committed before it. Returns the id of the submission it
+    /// will be part of (for `wait_for`). In synchronous mode, waits for it.
+    pub(crate) fn commit(&self, rec: Recording) -> Result<u64> {
+        let s = &*self.shared;
+        let (mut dispatches, mut copies) = (0, 0);
+        for c in &rec.commands {
+            match c {
+                Command::Dispatch { .. } => dispatches += 1,
+                Command::Copy { .. } => copies += 1,
+            }
+        }
+        s.counters.dispatches.fetch_add(dispatches, Relaxed);
+        s.counters.copies.fetch_add(copies, Relaxed);
+        s.counters.recordings.fetch_add(1, Relaxed);
+        let mut st = s.state.lock();
+        if rec.is_empty() {
+            // Nothing for the device; `keep` may still hold buffers, released now.
+            return Ok(if st.open.is_empty() { st.open_id - 1 } else { st.open_id });
+        }
+        // Back-pressure: never more than `max_queued` submissions alive.
+        while st.in_flight.len() >= s.config.max_queued {
+            s.done.wait_for(&mut st, Duration::from_millis(1));
+        }
+        st.open.append(rec);
+        let id = st.open_id;
+        s.has_open.store(true, Release);
+        drop(st);
+        if s.synchronous.load(Relaxed) {
+            self.wait_for(id)?;
+        } else {
+            s.wake.notify_one();
+        }
+        Ok(id)
+    }
+
+    /// Waits until submission `id` and everything before it have completed; returns the first
+    /// failure of queued work not reported yet, if it happened at or before `id`.
+    pub(crate) fn wait_for(&self, id: u64) -> Result<()> {
+        let s = &*self.shared;
+        if s.retired.load(Acquire) < id {
+            // Still open? Submit it from here rather than waiting for the flusher to wake — on
+            // threads with a deep stack only (lavapipe compiles inside vkQueueSubmit).
+            let open = { s.state.lock().open_id <= id };
+            if open && crate::exec::on_deep_stack() {
+                s.submit_open();
+            } else if open {
+                s.urgent.store(true, Release);
+            }
+            s.wake.notify_one();
+            let start = Instant::now();
+            while s.retired.load(Acquire) < id && start.elapsed() < s.config.spin {
+                std::hint::spin_loop();
+            }
+            let mut st = s.state.lock();
+            while s.retired.load(Acquire) < id {
+                s.done.wait_for(&mut st, Duration::from_millis(1));
+            }
+        }
+        self.take_failure(id)
+    }
+
+    fn take_failure(&self, id: u64) -> Result<()> {
+        let s = &*self.shared;
+        let mut st = s.state.lock();
+        match &st.failure {
+            Some(f) if f.id <= id => {
+                let f = st.failure.take().expect("checked");
+                Err(EngineError::QueuedWork {
+                    submission: f.id,
+                    kernels: f.labels.join(", "),
+                    message: f.message,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits for everything committed so far.
+    pub fn synchronize(&self) -> Result<()> {
+        let id = {
+            let st = self.shared.state.lock();
+            if st.open.is_empty() { st.open_id - 1 } else { st.open_id }
+        };
+        self.wait_for(id)
+    }
+
+    /// Makes every op wait for its own completion (`true`), or queue (`false`).
+    pub fn set_synchronous(&self, on: bool) {
+        self.shared.synchronous.store(on, Relaxed);
+    }
+
+    pub fn is_synchronous(&self) -> bool {
+        self.shared.synchronous.load(Relaxed)
+    }
+
+    pub fn config(&self) -> &StreamConfig {
+        &self.shared.config
+    }
+
+    /// Submissions queued or running now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight_len.load(Relaxed)
+    }
+
+    /// For tests: the next submission fails with `message` instead of reaching the queue, as a
+    /// failed `vkQueueSubmit` would; the failure surfaces at the next synchronisation point.
+    #[doc(hidden)]
+    pub fn inject_failure(&self, message: &str) {
+        self.shared.state.lock().inject = Some(message.to_string());
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.shared.state.lock().closed = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    /// Submits the open recording, if any (from the flusher or a waiter).
+    fn submit_open(&self) {
+        let _order = self.submit_lock.lock();
+        let (rec, id, spare, inject) = {
+            let mut st = self.state.lock();
+            if st.open.is_empty() {
+                return;
+            }
+            let rec = std::mem::take(&mut st.open);
+            let id = st.open_id;
+            st.open_id += 1;
+            self.has_open.store(false, Release);
+            self.urgent.store(false, Release);
+            (rec, id, st.spare.pop(), st.inject.take())
+        };
+        let labels = rec.labels();
+        let mut submitter = match spare {
+            Some(s) => Ok(s),
+            None => {
+                self.counters.submitters.fetch_add(1, Relaxed);
+                Submitter::new(&self.dev)
+            }
+        };
+        let result = match (&mut submitter, inject) {
+            (Err(e), _) => Err(e.to_string()),
+            (Ok(_), Some(msg)) => Err(format!("injected failure: {msg}")),
+            (Ok(sub), None) => sub.submit(&self.dev, &rec).map_err(|e| e.to_string()),
+        };
+        let submitter = match (&result, submitter) {
+            (Ok(()), Ok(sub)) => {
+                self.counters.submits.fetch_add(1, Relaxed);
+                Some(sub)
+            }
+            // A submitter whose submission failed is in an unknown state: dropped, never reused.
+            _ => None,
+        };
+        let mut st = self.state.lock();
+        st.in_flight.push_back(InFlight { id, submitter, keep: rec.keep, labels, error: result.err() });
+        self.in_flight_len.store(st.in_flight.len(), Relaxed);
+    }
+
+    fn flush_loop(&self) {
+        loop {
+            let mut st = self.state.lock();
+            let running = st.in_flight.len();
+            if st.closed && st.open.is_empty() && running == 0 {
+                return;
+            }
+            let submit = !st.open.is_empty()
+                && running < self.config.max_queued
+                && (running < self.config.in_flight
+                    || st.open.commands.len() >= self.config.batch_commands
+                    || self.urgent.load(Acquire)
+                    || st.closed);
+            if submit {
+                drop(st);
+                self.submit_open();
+                continue;
+            }
+            let Some(front) = st.in_flight.front() else {
+                self.wake.wait(&mut st);
+                continue;
+            };
+            // Only this thread retires submissions, so the front's fence stays valid here.
+            let fence = front.submitter.as_ref().map(|s| s.fence.handle());
+            drop(st);
+            if let Some(fence) = fence {
+                self.wait_fence(fence, running);
+            }
+            self.retire();
+        }
+    }
+
+    /// Waits for `fence` (spinning first), or until new work could be submitted.
+    fn wait_fence(&self, fence: ash::vk::Fence, running: usize) {
+        let fns = self.dev.device.fns();
+        let device = self.dev.device.handle();
+        let start = Instant::now();
+        loop {
+            // SAFETY: the fence belongs to a submission only this thread retires; it is neither
+            // reset nor destroyed while we look at it.
+            let status = unsafe { (fns.v1_0.get_fence_status)(device, fence) };
+            if status != ash::vk::Result::NOT_READY {
+                return;
+            }
+            if self.has_open.load(Acquire) && (running < self.config.in_flight || self.urgent.load(Acquire)) {
+                return;
+            }
+            if start.elapsed() >= self.config.spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let fences = [fence];
+        // SAFETY: as above; a timeout or error is looked at again by `retire`.
+        unsafe {
+            let _ = (fns.v1_0.wait_for_fences)(device, 1, fences.as_ptr(), ash::vk::TRUE, FENCE_POLL.as_nanos() as u64);
+        }
+    }
+
+    /// Retires finished submissions in order: fences reset, submitters back to the spare list,
+    /// kept resources released (outside the lock, and before `retired` moves: a waiter that
+    /// sees its work done also sees its buffers back in the pool), waiters woken.
+    fn retire(&self) {
+        let mut released = vec![];
+        let mut last = None;
+        {
+            let mut st = self.state.lock();
+            while let Some(front) = st.in_flight.front_mut() {
+                let finished = match (&front.error, &front.submitter) {
+                    (Some(_), _) | (None, None) => true,
+                    (None, Some(sub)) => match sub.fence.is_signaled() {
+                        Ok(signaled) => signaled,
+                        Err(e) => {
+                            front.error = Some(format!("waiting for the device: {e}"));
+                            true
+                        }
+                    },
+                };
+                if !finished {
+                    break;
+                }
+                let f = st.in_flight.pop_front().expect("front exists");
+                if let (None, Some(mut sub)) = (&f.error, f.submitter) {
+                    if sub.reset().is_ok() {
+                        st.spare.push(sub);
+                    }
+                }
+                if let Some(message) = f.error {
+                    if st.failure.is_none() {
+                        st.failure = Some(QueuedFailure { id: f.id, labels: f.labels, message });
+                    }
+                }
+                released.push(f.keep);
+                last = Some(f.id);
+            }
+            self.in_flight_len.store(st.in_flight.len(), Relaxed);
+        }
+        if let Some(id) = last {
+            drop(released);
+            self.retired.store(id, Release);
+            // Taking the lock orders this wake-up after a waiter's check of `retired`.
+            drop(self.state.lock());
+            self.done.notify_all();
+        }
+    }
+}

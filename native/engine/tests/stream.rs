@@ -1,0 +1,193 @@
+//! The stream: ops are queued, not waited for. These tests check what that must never change
+//! (results, order across threads, buffers kept alive while work on them is queued) and what it
+//! adds (errors reported at the next synchronisation point, synchronous mode, bounded queues).
+
+mod common;
+use common::*;
+use nx_vulkan_engine::*;
+use std::sync::Arc;
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn from_f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// Work heavy enough on lavapipe that what is queued behind it is still pending for a while.
+fn queue_heavy_work(ctx: &Context) {
+    let big = ctx.iota(DType::F32, &[1 << 20], None).unwrap();
+    let mut y = big.clone();
+    for _ in 0..12 {
+        y = ctx.unary(UnaryOp::Exp, &ctx.unary(UnaryOp::Sin, &y, DType::F32).unwrap(), DType::F32).unwrap();
+    }
+}
+
+#[test]
+fn ops_return_before_the_device_has_run_them() {
+    on_engine_alone(|ctx| {
+        ctx.synchronize().unwrap();
+        let before = ctx.stats();
+        queue_heavy_work(ctx);
+        let queued = ctx.stats();
+        assert_eq!(queued.recordings - before.recordings, 25, "iota + 24 ops recorded");
+        assert!(queued.in_flight > 0 || queued.submits < before.submits + 25, "work still queued: {queued:?}");
+        ctx.synchronize().unwrap();
+        let after = ctx.stats();
+        assert_eq!(after.in_flight, 0);
+        assert!(after.submits - before.submits <= 25, "the stream never submits more often than ops commit");
+    });
+}
+
+#[test]
+fn a_buffer_dropped_while_work_on_it_is_queued_is_not_reused_early() {
+    on_engine_alone(|ctx| {
+        let n = 1 << 16;
+        for round in 0..4 {
+            queue_heavy_work(ctx); // keeps the device busy so that what follows stays queued
+            let xs: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 + round as f32).collect();
+            let x = ctx.upload(DType::F32, &[n], &f32s(&xs)).unwrap();
+            let y = ctx.binary(BinaryOp::Add, &x, &x, DType::F32).unwrap();
+            let x_address = x.buffer().address();
+            drop(x); // the user lets go while the add is still queued
+            // The next request of the same size must not get x's memory while the add may
+            // still read it; if it did, this upload would overwrite the add's input.
+            let junk = ctx.upload(DType::F32, &[n], &f32s(&vec![-1.0; n])).unwrap();
+            let pending = ctx.stats().in_flight > 0;
+            if pending {
+                assert_ne!(junk.buffer().address(), x_address, "round {round}: reused while queued work reads it");
+            }
+            let got = from_f32s(&ctx.download(&y).unwrap());
+            let want: Vec<f32> = xs.iter().map(|v| v + v).collect();
+            assert_eq!(got, want, "round {round}");
+        }
+    });
+}
+
+#[test]
+fn queued_failures_surface_at_the_next_sync_point_and_the_engine_recovers() {
+    on_engine_alone(|ctx| {
+        ctx.synchronize().unwrap();
+        let x = ctx.upload(DType::F32, &[3], &f32s(&[1.0, 2.0, 3.0])).unwrap();
+        ctx.stream.inject_failure("simulated device fault");
+        let y = ctx.unary(UnaryOp::Exp, &x, DType::F32).expect("queuing does not fail");
+        let err = ctx.download(&y).expect_err("the failure must surface at the download");
+        let msg = err.to_string();
+        assert!(matches!(err, EngineError::QueuedWork { .. }), "{err:?}");
+        assert!(msg.contains("simulated device fault"), "{msg}");
+        assert!(msg.to_lowercase().contains("exp"), "the message names the op's kernel: {msg}");
+        // Reported once; the engine keeps working.
+        ctx.synchronize().unwrap();
+        let z = ctx.unary(UnaryOp::Negate, &x, DType::F32).unwrap();
+        assert_eq!(from_f32s(&ctx.download(&z).unwrap()), vec![-1.0, -2.0, -3.0]);
+    });
+}
+
+#[test]
+fn synchronous_mode_gives_the_same_bits() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(77);
+        let data = random_values(F32, 4099, &mut rng);
+        let run = |ctx: &Context| {
+            let x = upload(ctx, F32, &[4099], &data);
+            let e = ctx.unary(UnaryOp::Exp, &x, F32).unwrap();
+            let s = ctx.reduce(reduce::ReduceOp::Sum, &e, &[0], false, F32).unwrap();
+            let m = ctx.reshape_copy(&x, &[17, 241]);
+            let d = ctx.dot(&m, &[1], &[], &m, &[1], &[], F32).unwrap();
+            let c = ctx.cumulative(scan::ScanOp::Sum, &x, 0, false).unwrap();
+            [download(ctx, &e), download(ctx, &s), download(ctx, &d), download(ctx, &c)]
+        };
+        let queued = run(ctx);
+        ctx.stream.set_synchronous(true);
+        let before = ctx.stats();
+        let waited = run(ctx);
+        let after = ctx.stats();
+        ctx.stream.set_synchronous(false);
+        assert_eq!(queued, waited);
+        assert!(after.submits - before.submits >= after.recordings - before.recordings, "synchronous mode submits every op");
+    });
+}
+
+trait ReshapeCopy {
+    fn reshape_copy(&self, x: &Tensor, shape: &[usize]) -> Tensor;
+}
+
+impl ReshapeCopy for Context {
+    fn reshape_copy(&self, x: &Tensor, shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        self.contiguous(&x.slice(&[0], &[n], &[1]).unwrap()).unwrap().reshape(shape).unwrap()
+    }
+}
+
+#[test]
+fn handles_passed_between_threads_need_no_synchronisation() {
+    on_engine_alone(|ctx| {
+        ctx.synchronize().unwrap();
+        let ctx: Arc<Context> = Context::global().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<(i32, Tensor)>();
+        let producer = {
+            let ctx = ctx.clone();
+            std::thread::Builder::new()
+                .stack_size(64 << 20)
+                .spawn(move || {
+                    for i in 0..300i32 {
+                        let a = ctx.upload(DType::S32, &[4], &[i, 1, -i, 7].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()).unwrap();
+                        let b = ctx.binary(BinaryOp::Multiply, &a, &a, DType::S32).unwrap(); // queued
+                        tx.send((i, b)).unwrap();
+                    }
+                })
+                .unwrap()
+        };
+        let mut checked = 0;
+        for (i, b) in rx {
+            let c = ctx.binary(BinaryOp::Add, &b, &b, DType::S32).unwrap();
+            let got: Vec<i32> = ctx.download(&c).unwrap().chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
+            assert_eq!(got, vec![2 * i * i, 2, 2 * i * i, 98]);
+            checked += 1;
+        }
+        producer.join().unwrap();
+        assert_eq!(checked, 300);
+    });
+}
+
+#[test]
+fn a_hundred_thousand_queued_ops_keep_counters_flat() {
+    on_engine_alone(|ctx| {
+        let x = ctx.upload(DType::F32, &[7], &f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])).unwrap();
+        let one = ctx.upload(DType::F32, &[7], &f32s(&[1.0; 7])).unwrap();
+        let mut y = ctx.binary(BinaryOp::Add, &x, &one, DType::F32).unwrap();
+        drop(ctx.binary(BinaryOp::Subtract, &y, &one, DType::F32).unwrap()); // both kernels built
+        ctx.synchronize().unwrap();
+        let max_queued = ctx.stream.config().max_queued as u64;
+        // Two halves: the first may grow the pool up to what a full queue keeps alive; the
+        // second must then find everything it needs in the pool.
+        let mut halves = vec![];
+        for _ in 0..2 {
+            let before = ctx.stats();
+            let ops = 50_000u64;
+            for i in 0..ops {
+                // y = x + 1 after every pair of ops, queued with no waits.
+                y = if i % 2 == 0 {
+                    ctx.binary(BinaryOp::Add, &y, &one, DType::F32).unwrap()
+                } else {
+                    ctx.binary(BinaryOp::Subtract, &y, &one, DType::F32).unwrap()
+                };
+                if i % 1000 == 0 {
+                    let s = ctx.stats();
+                    assert!(s.in_flight <= max_queued, "back-pressure bounds the queue: {s:?}");
+                }
+            }
+            let got = from_f32s(&ctx.download(&y).unwrap());
+            assert_eq!(got, vec![2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+            let after = ctx.stats();
+            assert_eq!(after.dispatches - before.dispatches, ops);
+            assert_eq!(after.pipelines, before.pipelines, "no pipeline built per op");
+            assert!(after.submitters <= max_queued + 1, "submitters bounded: {after:?}");
+            assert!(after.submits - before.submits < ops, "queued ops share submissions");
+            assert_eq!(after.pool.live_buffers, before.pool.live_buffers, "every intermediate returned");
+            halves.push(after.pool.device_allocations - before.pool.device_allocations);
+        }
+        assert!(halves[1] <= 16, "device allocations flat once the pool is warm: {halves:?}");
+    });
+}

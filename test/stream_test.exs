@@ -1,0 +1,122 @@
+defmodule NxVulkan.StreamTest do
+  # Ops are queued, not waited for. These tests check that results, ordering across processes,
+  # error reporting and memory accounting hold from Elixir.
+  use ExUnit.Case, async: false
+  import Bitwise
+
+  defp s32s(list), do: for(x <- list, into: <<>>, do: <<x::32-signed-little>>)
+
+  test "an op returns before its work has run, and a download waits for it" do
+    NxVulkan.synchronize()
+    big = NxVulkan.iota({:f, 32}, {1 <<< 20})
+    before = NxVulkan.stats()
+    y = Enum.reduce(1..10, big, fn _, acc -> NxVulkan.unary(:sin, acc, {:f, 32}) end)
+    queued = NxVulkan.stats()
+    assert queued.recordings - before.recordings == 10
+    assert queued.dispatches - before.dispatches == 10
+    assert byte_size(NxVulkan.download(y)) == 4 <<< 20
+    assert NxVulkan.stats().in_flight == 0
+  end
+
+  test "handles passed between processes are used in call order with no synchronisation" do
+    parent = self()
+    n = 200
+
+    producer =
+      spawn_link(fn ->
+        for i <- 1..n do
+          a = NxVulkan.upload(s32s([i, -i, 3]), {:s, 32}, {3})
+          b = NxVulkan.binary(:multiply, a, a, {:s, 32})
+          send(parent, {:tensor, i, b})
+        end
+      end)
+
+    results =
+      for _ <- 1..n do
+        receive do
+          {:tensor, i, b} ->
+            c = NxVulkan.binary(:add, b, b, {:s, 32})
+            NxVulkan.download(c) == s32s([2 * i * i, 2 * i * i, 18])
+        after
+          30_000 -> flunk("producer stalled")
+        end
+      end
+
+    assert Enum.all?(results)
+    assert is_pid(producer)
+  end
+
+  @tag timeout: 600_000
+  test "64 processes × 1,000 queued ops, handles handed between processes, every result checked" do
+    procs = 64
+    ops = String.to_integer(System.get_env("NX_VULKAN_ENDURANCE_OPS", "1000"))
+    one = NxVulkan.upload(s32s([1]), {:s, 32}, {})
+    # Process p builds a chain of queued adds and hands its tensor to process p+1 at the end;
+    # each process checks what it received from its neighbour (never synchronising first).
+    tasks =
+      for p <- 1..procs do
+        Task.async(fn ->
+          x = NxVulkan.upload(s32s([p, 2 * p]), {:s, 32}, {2})
+          y = Enum.reduce(1..ops, x, fn _, acc -> NxVulkan.binary(:add, acc, one, {:s, 32}) end)
+
+          receive do
+            {:next, pid} -> send(pid, {:from, p, y})
+          end
+
+          receive do
+            {:from, q, t} ->
+              z = NxVulkan.binary(:subtract, t, one, {:s, 32})
+              NxVulkan.download(z) == s32s([q + ops - 1, 2 * q + ops - 1])
+          after
+            300_000 -> false
+          end
+        end)
+      end
+
+    pids = Enum.map(tasks, & &1.pid)
+    for {pid, next} <- Enum.zip(pids, tl(pids) ++ [hd(pids)]), do: send(pid, {:next, next})
+    assert Enum.map(tasks, &Task.await(&1, :infinity)) |> Enum.all?()
+    NxVulkan.synchronize()
+    :erlang.garbage_collect()
+  end
+
+  test "synchronous mode gives the same bits as queued mode" do
+    xs = for i <- 0..4098, into: <<>>, do: <<i * 0.013 - 20.0::float-32-little>>
+    run = fn ->
+      x = NxVulkan.upload(xs, {:f, 32}, {4099})
+      e = NxVulkan.unary(:exp, x, {:f, 32})
+      s = NxVulkan.reduce(:sum, e, [0], false, {:f, 32})
+      m = NxVulkan.reshape(NxVulkan.slice(x, [0], [4096], [1]), {64, 64})
+      d = NxVulkan.dot(m, [1], [], m, [0], [], {:f, 32})
+      c = NxVulkan.cumulative(:cumulative_sum, x, 0, false)
+      Enum.map([e, s, d, c], &NxVulkan.download/1)
+    end
+
+    queued = run.()
+    :ok = NxVulkan.synchronous(true)
+
+    try do
+      before = NxVulkan.stats()
+      waited = run.()
+      after_ = NxVulkan.stats()
+      assert queued == waited
+      assert after_.submits - before.submits >= after_.recordings - before.recordings
+    after
+      NxVulkan.synchronous(false)
+    end
+  end
+
+  test "a failure in queued work raises at the next sync point, naming the op; the VM keeps running" do
+    NxVulkan.synchronize()
+    x = NxVulkan.upload(<<1.0::float-32-little, 2.0::float-32-little>>, {:f, 32}, {2})
+    :ok = NxVulkan.inject_failure("simulated device fault")
+    y = NxVulkan.unary(:exp, x, {:f, 32})
+    err = assert_raise NxVulkan.Error, fn -> NxVulkan.download(y) end
+    assert err.message =~ "simulated device fault"
+    assert String.downcase(err.message) =~ "exp"
+    # Reported once; later work is fine.
+    :ok = NxVulkan.synchronize()
+    z = NxVulkan.unary(:negate, x, {:f, 32})
+    assert NxVulkan.download(z) == <<-1.0::float-32-little, -2.0::float-32-little>>
+  end
+end
