@@ -282,6 +282,13 @@ defmodule NxVulkan do
   def parse_type(<<k, bits::binary>>), do: {List.to_atom([k]), String.to_integer(bits)}
 
   defp unwrap!({:ok, value}), do: value
+
+  # The engine asks for a collection after many new device buffers: dead handles hold device
+  # memory until the garbage collector frees them, and they weigh almost nothing on the heap.
+  defp unwrap!({:ok, value, :gc}) do
+    :erlang.garbage_collect()
+    value
+  end
   defp unwrap!(:ok), do: :ok
   defp unwrap!({:error, {:argument, message}}), do: raise(ArgumentError, message)
   defp unwrap!({:error, {kind, message}}), do: raise(NxVulkan.Error, kind: kind, message: message)

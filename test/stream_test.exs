@@ -80,6 +80,27 @@ defmodule NxVulkan.StreamTest do
     :erlang.garbage_collect()
   end
 
+  test "dead handles do not fill device memory: the engine asks the caller to collect" do
+    # 200 × 8 MB of results that become garbage at once; only the collector frees them.
+    task =
+      Task.async(fn ->
+        x = NxVulkan.iota({:f, 32}, {2 <<< 20})
+
+        peak =
+          Enum.reduce(1..200, 0, fn _, peak ->
+            _ = NxVulkan.unary(:negate, x, {:f, 32})
+            max(peak, NxVulkan.stats().live_bytes)
+          end)
+
+        NxVulkan.synchronize()
+        peak
+      end)
+
+    peak = Task.await(task, 120_000)
+    # 1.6 GB of garbage over the run; the hint (every 256 MiB of new buffers) keeps it bounded.
+    assert peak < 700 <<< 20, "peak live bytes #{peak}"
+  end
+
   test "synchronous mode gives the same bits as queued mode" do
     xs = for i <- 0..4098, into: <<>>, do: <<i * 0.013 - 20.0::float-32-little>>
     run = fn ->

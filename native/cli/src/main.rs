@@ -48,6 +48,9 @@ enum Command {
         /// side is bench/torch_ops.py).
         #[arg(long)]
         ops: bool,
+        /// Also time every kernel on the device (timestamps) and print the totals per kernel.
+        #[arg(long)]
+        profile: bool,
         /// Element counts for --ops (default 1024,1048576,16777216).
         #[arg(long, value_delimiter = ',')]
         sizes: Option<Vec<usize>>,
@@ -88,16 +91,34 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Digest => digest(&*open(&cli.device)?),
         Command::Demo => demo(&*open(&cli.device)?),
-        Command::Bench { quick, elements, gemm, reps, ops, sizes } => {
+        Command::Bench { quick, elements, gemm, reps, ops, sizes, profile } => {
             let ctx = open(&cli.device)?;
+            if profile {
+                ctx.stream.profile_start()?;
+            }
             if ops {
                 let sizes = sizes.unwrap_or(if quick { vec![1 << 10, 1 << 16] } else { vec![1 << 10, 1 << 20, 1 << 24] });
                 let dots = gemm.unwrap_or(if quick { vec![128] } else { vec![1024, 4096] });
-                return ops_bench::run(&ctx, &sizes, &dots, reps);
+                ops_bench::run(&ctx, &sizes, &dots, reps)?;
+            } else {
+                let elements = elements.unwrap_or(if quick { 4 << 20 } else { 256 << 20 });
+                let gemm = gemm.unwrap_or(if quick { vec![256] } else { vec![1024, 4096] });
+                bench(&ctx, elements, &gemm, reps)?;
             }
-            let elements = elements.unwrap_or(if quick { 4 << 20 } else { 256 << 20 });
-            let gemm = gemm.unwrap_or(if quick { vec![256] } else { vec![1024, 4096] });
-            bench(&*ctx, elements, &gemm, reps)
+            if profile {
+                // Device time per kernel over the whole run (warm-ups included), longest first.
+                for k in ctx.stream.profile_stop()? {
+                    println!(
+                        "{{\"profile\":{:?},\"runs\":{},\"device_us\":{:.1},\"mean_us\":{:.2},\"bytes\":{}}}",
+                        k.name,
+                        k.runs,
+                        k.device_ns / 1e3,
+                        k.device_ns / 1e3 / k.runs as f64,
+                        k.bytes
+                    );
+                }
+            }
+            Ok(())
         }
     }
 }

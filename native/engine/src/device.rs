@@ -41,6 +41,8 @@ pub struct DeviceCaps {
     pub max_storage_buffer_range: u32,
     pub max_allocation_size: u64,
     pub device_local_bytes: u64,
+    /// Nanoseconds per timestamp tick (for the profiler).
+    pub timestamp_period_ns: f32,
 }
 
 impl DeviceCaps {
@@ -57,6 +59,7 @@ impl DeviceCaps {
             .max()
             .unwrap_or(0);
         DeviceCaps {
+            timestamp_period_ns: p.timestamp_period,
             index,
             name: p.device_name.clone(),
             device_type: match p.device_type {

@@ -116,6 +116,7 @@ impl Context {
             .position(|q| q.queue_flags.contains(QueueFlags::COMPUTE))
             .ok_or_else(|| EngineError::Unsupported { device: caps.name.clone(), what: "no compute queue".into() })?
             as u32;
+        let timestamps = physical.queue_family_properties()[family as usize].timestamp_valid_bits.is_some();
         let features = DeviceFeatures {
             buffer_device_address: true,
             shader_int64: true,
@@ -139,7 +140,8 @@ impl Context {
         .map_err(|e| EngineError::vk("creating the device", e))?;
         let queue = queues.next().ok_or_else(|| EngineError::Vulkan("no queue".into()))?;
         let memory_allocator = Arc::new(StandardMemoryAllocator::new_default(device.clone()));
-        let pool = memory::BufferPool::new(memory_allocator.clone(), caps.device_local_bytes, caps.max_allocation_size);
+        let clock = Arc::new(stream::StreamClock::new());
+        let pool = memory::BufferPool::new(memory_allocator.clone(), caps.device_local_bytes, caps.max_allocation_size, clock.clone());
         let kernels = kernel::KernelCache::new(device.clone(), &caps)?;
         let stats = Arc::new(Counters::default());
         let handles = submit::DeviceHandles {
@@ -147,8 +149,9 @@ impl Context {
             queue: queue.clone(),
             memory_allocator: memory_allocator.clone(),
             layout: kernels.layout(),
+            timestamp_period_ns: timestamps.then_some(caps.timestamp_period_ns as f64),
         };
-        let stream = stream::Stream::new(handles, stats.clone(), stream::StreamConfig::from_env(&caps))?;
+        let stream = stream::Stream::new(handles, stats.clone(), clock, stream::StreamConfig::from_env(&caps))?;
         Ok(Arc::new(Context {
             stream,
             memory_allocator: memory_allocator.clone(),

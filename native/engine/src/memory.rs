@@ -5,9 +5,10 @@
 //! its last owner drops it; the pool keeps a bounded amount of memory for reuse.
 
 use crate::error::{EngineError, Result};
+use crate::stream::StreamClock;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::{Acquire, Relaxed}};
 use std::sync::Arc;
 use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
 use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter, StandardMemoryAllocator};
@@ -28,9 +29,18 @@ pub struct PoolStats {
     pub reuses: u64,
 }
 
+/// A free buffer and the stream position it was released at (see `stream::StreamClock`).
+struct Freed {
+    buffer: Subbuffer<[u8]>,
+    stamp: u64,
+}
+
 pub(crate) struct PoolShared {
     allocator: Arc<StandardMemoryAllocator>,
-    free: Mutex<HashMap<u64, Vec<Subbuffer<[u8]>>>>,
+    clock: Arc<StreamClock>,
+    free: Mutex<HashMap<u64, Vec<Freed>>>,
+    /// Buffers to give back to the driver once the work that may use them has retired.
+    deferred: Mutex<Vec<Freed>>,
     max_cached_bytes: u64,
     max_allocation: u64,
     device_local_bytes: u64,
@@ -40,6 +50,9 @@ pub(crate) struct PoolShared {
     cached_bytes: AtomicU64,
     device_allocations: AtomicU64,
     reuses: AtomicU64,
+    /// Bytes of new device buffers since the last garbage-collection hint (see `take_gc_hint`).
+    fresh_bytes: AtomicU64,
+    gc_hint_bytes: u64,
 }
 
 /// A device-local buffer. Dropping it returns the memory to the pool.
@@ -104,6 +117,7 @@ impl BufferPool {
         allocator: Arc<StandardMemoryAllocator>,
         device_local_bytes: u64,
         max_allocation: u64,
+        clock: Arc<StreamClock>,
     ) -> BufferPool {
         let max_cached_bytes = std::env::var("NX_VULKAN_POOL_CACHE_BYTES")
             .ok()
@@ -112,7 +126,9 @@ impl BufferPool {
         BufferPool {
             shared: Arc::new(PoolShared {
                 allocator,
+                clock,
                 free: Mutex::new(HashMap::new()),
+                deferred: Mutex::new(vec![]),
                 max_cached_bytes,
                 max_allocation,
                 device_local_bytes,
@@ -122,12 +138,26 @@ impl BufferPool {
                 cached_bytes: AtomicU64::new(0),
                 device_allocations: AtomicU64::new(0),
                 reuses: AtomicU64::new(0),
+                fresh_bytes: AtomicU64::new(0),
+                gc_hint_bytes: std::env::var("NX_VULKAN_GC_HINT_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(256 << 20),
             }),
         }
     }
 
-    /// A device-local buffer of at least `bytes` bytes (contents undefined).
+    /// A device-local buffer of at least `bytes` bytes (contents undefined) for device work:
+    /// it may still be in use by queued work recorded before this call, which the queue runs
+    /// first.
     pub fn alloc(&self, bytes: u64) -> Result<Arc<DeviceBuffer>> {
+        self.alloc_for(bytes, false)
+    }
+
+    /// As `alloc`, for a buffer the host writes through its mapping before any new device work:
+    /// only a buffer no queued work can still touch.
+    pub fn alloc_for_host_write(&self, bytes: u64) -> Result<Arc<DeviceBuffer>> {
+        self.alloc_for(bytes, true)
+    }
+
+    fn alloc_for(&self, bytes: u64, host_write: bool) -> Result<Arc<DeviceBuffer>> {
         let s = &self.shared;
         let capacity = bucket(bytes);
         if capacity > s.max_allocation || capacity > s.device_local_bytes {
@@ -139,7 +169,13 @@ impl BufferPool {
                 ),
             });
         }
-        let cached = s.free.lock().get_mut(&capacity).and_then(|v| v.pop());
+        s.free_deferred();
+        let retired = s.clock.retired.load(Acquire);
+        let cached = s.free.lock().get_mut(&capacity).and_then(|v| {
+            // The most recently freed buffer (warm in caches) unless the host will write it.
+            let i = if host_write { v.iter().rposition(|f| f.stamp <= retired)? } else { v.len().checked_sub(1)? };
+            Some(v.swap_remove(i).buffer)
+        });
         let buffer = match cached {
             Some(b) => {
                 s.cached_buffers.fetch_sub(1, Relaxed);
@@ -147,7 +183,9 @@ impl BufferPool {
                 s.reuses.fetch_add(1, Relaxed);
                 b
             }
-            None => match self.create(capacity) {
+            None => match self.create(capacity).inspect(|_| {
+                s.fresh_bytes.fetch_add(capacity, Relaxed);
+            }) {
                 Ok(b) => b,
                 Err(_) => {
                     // The driver said no: give back what the pool holds and try once more.
@@ -201,14 +239,27 @@ impl BufferPool {
         Ok(buffer)
     }
 
-    /// Frees every cached buffer back to the driver.
+    /// True (once) after `NX_VULKAN_GC_HINT_BYTES` (default 256 MiB) of new device buffers: the
+    /// caller should let its garbage collector run. A garbage-collected runtime (the BEAM) frees
+    /// a tensor only when its handle is collected, and a handle is a few bytes of heap, so
+    /// device memory can fill with dead tensors long before the collector sees any pressure;
+    /// the NIF turns this into a collection of the calling process.
+    pub fn take_gc_hint(&self) -> bool {
+        let s = &self.shared;
+        s.fresh_bytes.load(Relaxed) >= s.gc_hint_bytes && s.fresh_bytes.swap(0, Relaxed) >= s.gc_hint_bytes
+    }
+
+    /// Frees every cached buffer back to the driver (those queued work may still use, once it
+    /// has run).
     pub fn trim(&self) {
         let s = &self.shared;
         let drained: Vec<_> = s.free.lock().drain().collect();
         for (capacity, buffers) in drained {
             s.cached_buffers.fetch_sub(buffers.len() as u64, Relaxed);
             s.cached_bytes.fetch_sub(capacity * buffers.len() as u64, Relaxed);
+            s.deferred.lock().extend(buffers);
         }
+        s.free_deferred();
     }
 
     pub fn stats(&self) -> PoolStats {
@@ -228,12 +279,25 @@ impl PoolShared {
     fn release(&self, buffer: Subbuffer<[u8]>, capacity: u64) {
         self.live_buffers.fetch_sub(1, Relaxed);
         self.live_bytes.fetch_sub(capacity, Relaxed);
+        let freed = Freed { buffer, stamp: self.clock.open.load(Acquire) };
         if self.cached_bytes.load(Relaxed) + capacity <= self.max_cached_bytes {
             self.cached_buffers.fetch_add(1, Relaxed);
             self.cached_bytes.fetch_add(capacity, Relaxed);
-            self.free.lock().entry(capacity).or_default().push(buffer);
+            self.free.lock().entry(capacity).or_default().push(freed);
+        } else {
+            // Freed through vulkano once no queued work can touch it.
+            self.deferred.lock().push(freed);
+            self.free_deferred();
         }
-        // else: dropping the Subbuffer frees it through vulkano.
+    }
+
+    fn free_deferred(&self) {
+        let mut deferred = self.deferred.lock();
+        if deferred.is_empty() {
+            return;
+        }
+        let retired = self.clock.retired.load(Acquire);
+        deferred.retain(|f| f.stamp > retired);
     }
 }
 
@@ -327,7 +391,7 @@ impl StagingPool {
 /// Copies `src` into `dst` (same length), split across threads when large: one core does not
 /// reach the memory bandwidth of a 64 MB transfer.
 pub(crate) fn copy_parallel(dst: &mut [u8], src: &[u8]) {
-    const PER_THREAD: usize = 8 << 20;
+    const PER_THREAD: usize = 2 << 20;
     let threads = (src.len() / PER_THREAD).clamp(1, 8);
     if threads == 1 {
         dst.copy_from_slice(src);

@@ -55,11 +55,11 @@ impl Context {
                 n * dtype.size()
             ));
         }
-        let t = self.empty(dtype, shape)?;
+        let buffer = self.pool.alloc_for_host_write((n * dtype.size()) as u64)?;
+        let t = Tensor::new(buffer, dtype, shape.to_vec());
         if n > 0 && t.buffer.host_visible() {
-            // A buffer from the pool no queued work uses (buffers return to the pool only
-            // once their work has retired): write it in place; the submission that first
-            // reads it makes host writes visible to the device.
+            // A buffer no queued work can touch (`alloc_for_host_write`): write it in place;
+            // the submission that first reads it makes host writes visible to the device.
             let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
             crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
         } else if n > 0 {

@@ -35,6 +35,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vulkano::VulkanObject;
 
+/// Where the stream is, for the buffer pool. A buffer released while the open recording has
+/// id `k` may be used by queued work up to id `k` and by nothing after: later device work is
+/// ordered after it on the queue (every command starts with a barrier), so the pool may hand
+/// the buffer to any later op at once, as PyTorch's caching allocator does on one stream. Only
+/// host access (writing a mapped buffer, or freeing the memory) waits until `retired >= k`.
+#[derive(Debug)]
+pub struct StreamClock {
+    pub retired: AtomicU64,
+    pub open: AtomicU64,
+}
+
+impl StreamClock {
+    pub(crate) fn new() -> StreamClock {
+        StreamClock { retired: AtomicU64::new(0), open: AtomicU64::new(1) }
+    }
+}
+
 /// The stream's thresholds; see the module docs for their environment variables.
 #[derive(Clone, Debug)]
 pub struct StreamConfig {
@@ -47,6 +64,10 @@ pub struct StreamConfig {
     /// on CPU devices (lavapipe), where a spinning thread takes a core from the driver.
     /// `NX_VULKAN_SPIN_US` overrides it.
     pub spin: Duration,
+    /// Whether any thread may submit (a waiter submits what it waits for instead of waking
+    /// the flusher). Off on CPU devices: lavapipe may compile inside vkQueueSubmit, which
+    /// needs an engine thread's stack. `NX_VULKAN_INLINE_SUBMIT=0/1` overrides it.
+    pub inline_submit: bool,
 }
 
 impl StreamConfig {
@@ -60,6 +81,11 @@ impl StreamConfig {
             in_flight,
             batch_commands: num("NX_VULKAN_BATCH_COMMANDS", 256),
             max_queued: num("NX_VULKAN_MAX_QUEUED", 8).max(in_flight),
+            inline_submit: match std::env::var("NX_VULKAN_INLINE_SUBMIT").as_deref() {
+                Ok("1") | Ok("true") => true,
+                Ok("0") | Ok("false") => false,
+                _ => caps.device_type != "cpu",
+            },
             spin: Duration::from_micros(
                 std::env::var("NX_VULKAN_SPIN_US")
                     .ok()
@@ -72,6 +98,27 @@ impl StreamConfig {
 
 /// The flusher's longest blocking fence wait before it looks for new work again.
 const FENCE_POLL: Duration = Duration::from_micros(200);
+
+/// Device time of one kernel (or of copies) while profiling: see `Stream::profile_start`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelProfile {
+    /// The kernel's key (what it computes, over which types and layouts), or "copy".
+    pub name: String,
+    /// Times it ran.
+    pub runs: u64,
+    /// Device time, in nanoseconds, from timestamps around each run.
+    pub device_ns: f64,
+    /// Bytes copied (copies only).
+    pub bytes: u64,
+}
+
+/// What the oldest submission is waiting on.
+enum Front {
+    Empty,
+    Fence(ash::vk::Fence),
+    /// It never reached the queue (or its fence failed): retire it at once.
+    Failed,
+}
 
 struct InFlight {
     id: u64,
@@ -108,12 +155,19 @@ struct Shared {
     /// Held from taking the open recording until its submission is on the queue, so
     /// submissions reach the queue in id order.
     submit_lock: Mutex<()>,
-    /// Every id up to this one has completed (or failed).
-    retired: AtomicU64,
+    /// `retired` (every id up to it has completed or failed) and the open recording's id,
+    /// shared with the buffer pool (stream-ordered reuse).
+    clock: Arc<StreamClock>,
     in_flight_len: AtomicUsize,
     has_open: AtomicBool,
     /// A waiter needs the open recording submitted now, whatever is running.
     urgent: AtomicBool,
+    /// Held by whoever polls, waits on or resets fences (the flusher, or a spinning waiter):
+    /// a fence is never reset while another thread looks at it.
+    fence_lock: Mutex<()>,
+    /// Per-kernel device times while profiling is on (`None`: off).
+    profile: Mutex<Option<std::collections::HashMap<String, KernelProfile>>>,
+    profiling: AtomicBool,
     /// Wakes the flusher: new work, or shutdown.
     wake: Condvar,
     /// Wakes waiters: a submission retired.
@@ -127,7 +181,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(dev: DeviceHandles, counters: Arc<Counters>, config: StreamConfig) -> Result<Stream> {
+    pub(crate) fn new(dev: DeviceHandles, counters: Arc<Counters>, clock: Arc<StreamClock>, config: StreamConfig) -> Result<Stream> {
         let shared = Arc::new(Shared {
             dev,
             counters,
@@ -143,7 +197,10 @@ impl Stream {
                 closed: false,
             }),
             submit_lock: Mutex::new(()),
-            retired: AtomicU64::new(0),
+            fence_lock: Mutex::new(()),
+            profile: Mutex::new(None),
+            profiling: AtomicBool::new(false),
+            clock,
             in_flight_len: AtomicUsize::new(0),
             has_open: AtomicBool::new(false),
             urgent: AtomicBool::new(false),
@@ -186,10 +243,15 @@ impl Stream {
         while st.in_flight.len() >= s.config.max_queued {
             s.done.wait_for(&mut st, Duration::from_millis(1));
         }
+        // Buffers the op used are released once it is in the stream, not when it has run: the
+        // pool hands them to later ops in stream order (see `StreamClock`).
+        let mut rec = rec;
+        let buffers = rec.take_buffers();
         st.open.append(rec);
         let id = st.open_id;
         s.has_open.store(true, Release);
         drop(st);
+        drop(buffers);
         if s.synchronous.load(Relaxed) {
             self.wait_for(id)?;
         } else {
@@ -202,23 +264,36 @@ impl Stream {
     /// failure of queued work not reported yet, if it happened at or before `id`.
     pub(crate) fn wait_for(&self, id: u64) -> Result<()> {
         let s = &*self.shared;
-        if s.retired.load(Acquire) < id {
-            // Still open? Submit it from here rather than waiting for the flusher to wake — on
-            // threads with a deep stack only (lavapipe compiles inside vkQueueSubmit).
+        if s.clock.retired.load(Acquire) < id {
+            // Still open? Submit it from here rather than waiting for the flusher to wake — where
+            // that is safe: on GPUs, or on threads with a deep stack (lavapipe may compile
+            // shader variants inside vkQueueSubmit).
             let open = { s.state.lock().open_id <= id };
-            if open && crate::exec::on_deep_stack() {
+            if open && (s.config.inline_submit || crate::exec::on_deep_stack()) {
                 s.submit_open();
             } else if open {
                 s.urgent.store(true, Release);
             }
             s.wake.notify_one();
-            let start = Instant::now();
-            while s.retired.load(Acquire) < id && start.elapsed() < s.config.spin {
-                std::hint::spin_loop();
+            // Spin, polling the fences ourselves whenever the flusher is not: a sleeping
+            // flusher takes tens of µs to wake, longer than a small op runs.
+            let deadline = Instant::now() + s.config.spin;
+            while s.clock.retired.load(Acquire) < id && Instant::now() < deadline {
+                match s.fence_lock.try_lock() {
+                    Some(_polling) => s.poll_front_until(deadline, &|| s.clock.retired.load(Acquire) >= id),
+                    None => std::hint::spin_loop(),
+                }
             }
-            let mut st = s.state.lock();
-            while s.retired.load(Acquire) < id {
-                s.done.wait_for(&mut st, Duration::from_millis(1));
+            if s.clock.retired.load(Acquire) < id {
+                if s.config.spin.is_zero() {
+                    if let Some(_polling) = s.fence_lock.try_lock() {
+                        s.retire_locked();
+                    }
+                }
+                let mut st = s.state.lock();
+                while s.clock.retired.load(Acquire) < id {
+                    s.done.wait_for(&mut st, Duration::from_millis(1));
+                }
             }
         }
         self.take_failure(id)
@@ -267,6 +342,27 @@ impl Stream {
         self.shared.in_flight_len.load(Relaxed)
     }
 
+    /// Starts timing every kernel on the device (timestamps around each command of every
+    /// submission from now on). An error on devices whose queue cannot write timestamps.
+    pub fn profile_start(&self) -> Result<()> {
+        if self.shared.dev.timestamp_period_ns.is_none() {
+            return Err(EngineError::Unsupported { device: "this device".into(), what: "its compute queue has no timestamps".into() });
+        }
+        self.synchronize()?;
+        *self.shared.profile.lock() = Some(Default::default());
+        self.shared.profiling.store(true, Relaxed);
+        Ok(())
+    }
+
+    /// Waits for queued work, stops timing and returns device time per kernel, longest first.
+    pub fn profile_stop(&self) -> Result<Vec<KernelProfile>> {
+        let waited = self.synchronize();
+        self.shared.profiling.store(false, Relaxed);
+        let mut out: Vec<KernelProfile> = self.shared.profile.lock().take().unwrap_or_default().into_values().collect();
+        out.sort_by(|a, b| b.device_ns.total_cmp(&a.device_ns).then(a.name.cmp(&b.name)));
+        waited.map(|_| out)
+    }
+
     /// For tests: the next submission fails with `message` instead of reaching the queue, as a
     /// failed `vkQueueSubmit` would; the failure surfaces at the next synchronisation point.
     #[doc(hidden)]
@@ -297,6 +393,7 @@ impl Shared {
             let rec = std::mem::take(&mut st.open);
             let id = st.open_id;
             st.open_id += 1;
+            self.clock.open.store(st.open_id, Release);
             self.has_open.store(false, Release);
             self.urgent.store(false, Release);
             (rec, id, st.spare.pop(), st.inject.take())
@@ -312,7 +409,7 @@ impl Shared {
         let result = match (&mut submitter, inject) {
             (Err(e), _) => Err(e.to_string()),
             (Ok(_), Some(msg)) => Err(format!("injected failure: {msg}")),
-            (Ok(sub), None) => sub.submit(&self.dev, &rec).map_err(|e| e.to_string()),
+            (Ok(sub), None) => sub.submit(&self.dev, &rec, self.profiling.load(Relaxed)).map_err(|e| e.to_string()),
         };
         let submitter = match (&result, submitter) {
             (Ok(()), Ok(sub)) => {
@@ -345,51 +442,77 @@ impl Shared {
                 self.submit_open();
                 continue;
             }
-            let Some(front) = st.in_flight.front() else {
+            if st.in_flight.is_empty() {
                 self.wake.wait(&mut st);
                 continue;
-            };
-            // Only this thread retires submissions, so the front's fence stays valid here.
-            let fence = front.submitter.as_ref().map(|s| s.fence.handle());
-            drop(st);
-            if let Some(fence) = fence {
-                self.wait_fence(fence, running);
             }
-            self.retire();
+            drop(st);
+            self.wait_front(running);
         }
     }
 
-    /// Waits for `fence` (spinning first), or until new work could be submitted.
-    fn wait_fence(&self, fence: ash::vk::Fence, running: usize) {
+    /// The flusher's wait for the oldest submission: spin on its fence, then block briefly;
+    /// returns early when new work could be submitted.
+    fn wait_front(&self, running: usize) {
+        let _polling = self.fence_lock.lock();
+        let deadline = Instant::now() + self.config.spin;
+        let can_submit = || self.has_open.load(Acquire) && (running < self.config.in_flight || self.urgent.load(Acquire));
+        let before = self.clock.retired.load(Acquire);
+        self.poll_front_until(deadline, &|| can_submit() || self.clock.retired.load(Acquire) != before);
+        if self.clock.retired.load(Acquire) != before || can_submit() {
+            return;
+        }
+        if let Front::Fence(fence) = self.front() {
+            let fns = self.dev.device.fns();
+            let fences = [fence];
+            // SAFETY: fences are only reset under `fence_lock`, which we hold; a timeout or
+            // an error is looked at again by `retire_locked`.
+            unsafe {
+                let _ = (fns.v1_0.wait_for_fences)(self.dev.device.handle(), 1, fences.as_ptr(), ash::vk::TRUE, FENCE_POLL.as_nanos() as u64);
+            }
+        }
+        self.retire_locked();
+    }
+
+    /// The oldest submission's state. Call with `fence_lock` held (the fence stays valid).
+    fn front(&self) -> Front {
+        let st = self.state.lock();
+        match st.in_flight.front() {
+            None => Front::Empty,
+            Some(InFlight { error: None, submitter: Some(sub), .. }) => Front::Fence(sub.fence.handle()),
+            Some(_) => Front::Failed,
+        }
+    }
+
+    /// With `fence_lock` held: polls the oldest submission's fence and retires what has
+    /// finished, until `done()` or `deadline` (one poll at least).
+    fn poll_front_until(&self, deadline: Instant, done: &dyn Fn() -> bool) {
         let fns = self.dev.device.fns();
         let device = self.dev.device.handle();
-        let start = Instant::now();
         loop {
-            // SAFETY: the fence belongs to a submission only this thread retires; it is neither
-            // reset nor destroyed while we look at it.
-            let status = unsafe { (fns.v1_0.get_fence_status)(device, fence) };
-            if status != ash::vk::Result::NOT_READY {
-                return;
+            match self.front() {
+                Front::Empty => return,
+                Front::Failed => self.retire_locked(),
+                Front::Fence(fence) => {
+                    // SAFETY: fences are only reset under `fence_lock`, which the caller holds.
+                    let status = unsafe { (fns.v1_0.get_fence_status)(device, fence) };
+                    if status != ash::vk::Result::NOT_READY {
+                        self.retire_locked();
+                    }
+                }
             }
-            if self.has_open.load(Acquire) && (running < self.config.in_flight || self.urgent.load(Acquire)) {
+            if done() || Instant::now() >= deadline {
                 return;
-            }
-            if start.elapsed() >= self.config.spin {
-                break;
             }
             std::hint::spin_loop();
         }
-        let fences = [fence];
-        // SAFETY: as above; a timeout or error is looked at again by `retire`.
-        unsafe {
-            let _ = (fns.v1_0.wait_for_fences)(device, 1, fences.as_ptr(), ash::vk::TRUE, FENCE_POLL.as_nanos() as u64);
-        }
     }
 
-    /// Retires finished submissions in order: fences reset, submitters back to the spare list,
-    /// kept resources released (outside the lock, and before `retired` moves: a waiter that
-    /// sees its work done also sees its buffers back in the pool), waiters woken.
-    fn retire(&self) {
+    /// With `fence_lock` held: retires finished submissions in order — fences reset, submitters
+    /// back to the spare list, kept resources released (outside the state lock, and before
+    /// `retired` moves: a waiter that sees its work done also sees its buffers back in the
+    /// pool), waiters woken.
+    fn retire_locked(&self) {
         let mut released = vec![];
         let mut last = None;
         {
@@ -410,6 +533,16 @@ impl Shared {
                 }
                 let f = st.in_flight.pop_front().expect("front exists");
                 if let (None, Some(mut sub)) = (&f.error, f.submitter) {
+                    if let Some(times) = self.dev.timestamp_period_ns.and_then(|p| sub.take_times(p)) {
+                        if let Some(profile) = self.profile.lock().as_mut() {
+                            for t in times {
+                                let k = profile.entry(t.label.clone()).or_insert_with(|| KernelProfile { name: t.label, ..Default::default() });
+                                k.runs += 1;
+                                k.device_ns += t.ns;
+                                k.bytes += t.bytes;
+                            }
+                        }
+                    }
                     if sub.reset().is_ok() {
                         st.spare.push(sub);
                     }
@@ -426,7 +559,7 @@ impl Shared {
         }
         if let Some(id) = last {
             drop(released);
-            self.retired.store(id, Release);
+            self.clock.retired.store(id, Release);
             // Taking the lock orders this wake-up after a waiter's check of `retired`.
             drop(self.state.lock());
             self.done.notify_all();

@@ -19,6 +19,7 @@ use vulkano::command_buffer::pool::{
 };
 use vulkano::device::{Device, Queue};
 use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter, StandardMemoryAllocator};
+use vulkano::query::{QueryPool, QueryPoolCreateInfo, QueryResultFlags, QueryType};
 use vulkano::sync::fence::{Fence, FenceCreateInfo};
 use vulkano::VulkanObject;
 
@@ -50,10 +51,28 @@ pub(crate) struct DeviceHandles {
     pub queue: Arc<Queue>,
     pub memory_allocator: Arc<StandardMemoryAllocator>,
     pub layout: vk::PipelineLayout,
+    /// Nanoseconds per timestamp tick; `None` when the queue cannot write timestamps.
+    pub timestamp_period_ns: Option<f64>,
+}
+
+/// Timestamp queries around each command of a profiled submission.
+struct Timing {
+    pool: Arc<QueryPool>,
+    capacity: u32,
+    /// (label, bytes copied) of each command of the submission in flight.
+    labels: Vec<(String, u64)>,
+}
+
+/// One command's device time, from a profiled submission.
+pub(crate) struct CommandTime {
+    pub label: String,
+    pub bytes: u64,
+    pub ns: f64,
 }
 
 pub(crate) struct Submitter {
     _pool: CommandPool,
+    timing: Option<Timing>,
     command_buffer: CommandPoolAlloc,
     pub(crate) fence: Fence,
     arena: Subbuffer<[u8]>,
@@ -78,12 +97,32 @@ impl Submitter {
             .ok_or_else(|| EngineError::Vulkan("no command buffer allocated".into()))?;
         let fence = Fence::new(dev.device.clone(), FenceCreateInfo::default()).map_err(|e| EngineError::vk("fence", e))?;
         let (arena, arena_address) = new_arena(dev, PARAM_ARENA_BYTES)?;
-        Ok(Submitter { _pool: pool, command_buffer, fence, arena, arena_address })
+        Ok(Submitter { _pool: pool, timing: None, command_buffer, fence, arena, arena_address })
     }
 
     /// Records `rec` into this submitter's command buffer and submits it, signalling the fence
-    /// when the device is done. Does not wait.
-    pub(crate) fn submit(&mut self, dev: &DeviceHandles, rec: &Recording) -> Result<()> {
+    /// when the device is done. Does not wait. With `profile`, every command is bracketed by
+    /// timestamps (`take_times` reads them once the fence has signalled).
+    pub(crate) fn submit(&mut self, dev: &DeviceHandles, rec: &Recording, profile: bool) -> Result<()> {
+        let queries = 2 * rec.commands.len() as u32;
+        if profile && self.timing.as_ref().is_none_or(|t| t.capacity < queries) {
+            let capacity = queries.next_power_of_two().max(64);
+            let pool = QueryPool::new(dev.device.clone(), QueryPoolCreateInfo { query_count: capacity, ..QueryPoolCreateInfo::query_type(QueryType::Timestamp) })
+                .map_err(|e| EngineError::vk("timestamp query pool", e))?;
+            self.timing = Some(Timing { pool, capacity, labels: vec![] });
+        }
+        let timing = if profile { self.timing.as_mut() } else { None };
+        let query_pool = timing.as_ref().map(|t| t.pool.handle());
+        if let Some(t) = timing {
+            t.labels = rec
+                .commands
+                .iter()
+                .map(|c| match c {
+                    Command::Dispatch { kernel, .. } => (kernel.name().to_string(), 0),
+                    Command::Copy { bytes, .. } => ("copy".to_string(), *bytes),
+                })
+                .collect();
+        }
         if rec.params.len() as u64 > self.arena.len() {
             let (arena, address) = new_arena(dev, (rec.params.len() as u64).next_power_of_two())?;
             self.arena = arena;
@@ -111,10 +150,16 @@ impl Submitter {
                 .dst_access_mask(all);
             let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
             let mut bound = vk::Pipeline::null();
+            if let Some(qp) = query_pool {
+                (fns.v1_0.cmd_reset_query_pool)(cb, qp, 0, queries);
+            }
             // A barrier before every command, the first included: earlier submissions may still
             // be running on the queue, and a barrier orders against everything submitted before.
-            for command in &rec.commands {
+            for (i, command) in rec.commands.iter().enumerate() {
                 (fns.v1_0.cmd_pipeline_barrier)(cb, stages, stages, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
+                if let Some(qp) = query_pool {
+                    (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, 2 * i as u32);
+                }
                 match command {
                     Command::Dispatch { kernel, params_offset, count, groups } => {
                         let pipeline = kernel.pipeline_handle();
@@ -138,6 +183,9 @@ impl Submitter {
                         (fns.v1_0.cmd_copy_buffer)(cb, *src, *dst, 1, &region);
                     }
                 }
+                if let Some(qp) = query_pool {
+                    (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, qp, 2 * i as u32 + 1);
+                }
             }
             // Device writes made visible to host reads (downloads map memory after the fence).
             let to_host = vk::MemoryBarrier::default()
@@ -154,6 +202,25 @@ impl Submitter {
                 .map_err(|e| EngineError::vk("queue submit", e))?;
         }
         Ok(())
+    }
+
+    /// The device time of each command of a profiled submission, once its fence has signalled
+    /// (`None` if it was not profiled).
+    pub(crate) fn take_times(&mut self, period_ns: f64) -> Option<Vec<CommandTime>> {
+        let t = self.timing.as_mut()?;
+        if t.labels.is_empty() {
+            return None;
+        }
+        let labels = std::mem::take(&mut t.labels);
+        let mut ticks = vec![0u64; 2 * labels.len()];
+        t.pool.get_results(0..ticks.len() as u32, &mut ticks, QueryResultFlags::WAIT).ok()?;
+        Some(
+            labels
+                .into_iter()
+                .enumerate()
+                .map(|(i, (label, bytes))| CommandTime { label, bytes, ns: ticks[2 * i + 1].saturating_sub(ticks[2 * i]) as f64 * period_ns })
+                .collect(),
+        )
     }
 
     /// Makes the fence reusable once it has signalled.
@@ -181,9 +248,9 @@ fn new_arena(dev: &DeviceHandles, bytes: u64) -> Result<(Subbuffer<[u8]>, u64)> 
     Ok((arena, address))
 }
 
-/// What a submission keeps alive until its fence signals. Dropping a `DeviceBuffer` returns it
-/// to the pool, so a buffer the user dropped while work on it is queued is reused only after
-/// that work has completed.
+/// What a recording keeps alive: device buffers until the op is committed to the stream (the
+/// pool then orders their reuse, see `stream::StreamClock`); kernels and staging buffers until
+/// the submission has run.
 #[allow(dead_code)] // held only to keep the resources alive
 pub(crate) enum Keep {
     Buffer(Arc<DeviceBuffer>),
@@ -222,6 +289,14 @@ impl Recording {
             copy => copy,
         }));
         self.keep.extend(other.keep);
+    }
+
+    /// Takes out the device buffers this recording keeps (released when the op is committed;
+    /// kernels and staging stay with the submission until it has run).
+    pub(crate) fn take_buffers(&mut self) -> Vec<Keep> {
+        let (buffers, rest) = std::mem::take(&mut self.keep).into_iter().partition(|k| matches!(k, Keep::Buffer(_)));
+        self.keep = rest;
+        buffers
     }
 
     /// Names of the kernels recorded (for error messages about queued work).
@@ -291,7 +366,8 @@ impl<'a> Batch<'a> {
         Ok(())
     }
 
-    /// Keeps `buffer` alive until the work recorded here has completed.
+    /// Keeps `buffer` alive until this op is committed to the stream (scratch buffers an op
+    /// allocates and drops while recording must not return to the pool before that).
     pub fn keep(&mut self, buffer: &Arc<DeviceBuffer>) {
         self.rec.keep.push(Keep::Buffer(buffer.clone()));
     }

@@ -66,6 +66,30 @@ fn a_buffer_dropped_while_work_on_it_is_queued_is_not_reused_early() {
 }
 
 #[test]
+fn intermediates_are_reused_in_stream_order_while_work_is_queued() {
+    on_engine_alone(|ctx| {
+        let n = 1 << 18;
+        let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 1000.0).collect();
+        let x = ctx.upload(DType::F32, &[n], &f32s(&xs)).unwrap();
+        drop(ctx.unary(UnaryOp::Negate, &x, DType::F32).unwrap());
+        ctx.synchronize().unwrap();
+        queue_heavy_work(ctx);
+        let before = ctx.stats();
+        let mut y = x.clone();
+        for _ in 0..200 {
+            // each intermediate is dropped as soon as the next op is queued
+            y = ctx.unary(UnaryOp::Negate, &y, DType::F32).unwrap();
+        }
+        let queued = ctx.stats();
+        assert!(
+            queued.pool.device_allocations - before.pool.device_allocations <= 4,
+            "200 queued ops reuse their predecessors' buffers without waiting: {before:?} -> {queued:?}"
+        );
+        assert_eq!(from_f32s(&ctx.download(&y).unwrap()), xs, "an even number of negations");
+    });
+}
+
+#[test]
 fn queued_failures_surface_at_the_next_sync_point_and_the_engine_recovers() {
     on_engine_alone(|ctx| {
         ctx.synchronize().unwrap();
@@ -189,5 +213,29 @@ fn a_hundred_thousand_queued_ops_keep_counters_flat() {
             halves.push(after.pool.device_allocations - before.pool.device_allocations);
         }
         assert!(halves[1] <= 16, "device allocations flat once the pool is warm: {halves:?}");
+    });
+}
+
+#[test]
+fn the_profiler_reports_device_time_per_kernel() {
+    on_engine_alone(|ctx| {
+        let x = ctx.iota(DType::F32, &[1 << 16], None).unwrap();
+        drop(ctx.unary(UnaryOp::Exp, &x, DType::F32).unwrap()); // built before timing
+        ctx.stream.profile_start().unwrap();
+        for _ in 0..3 {
+            drop(ctx.unary(UnaryOp::Exp, &x, DType::F32).unwrap());
+        }
+        let y = ctx.binary(BinaryOp::Add, &x, &x, DType::F32).unwrap();
+        let report = ctx.stream.profile_stop().unwrap();
+        let exp = report.iter().find(|k| k.name.contains("Exp")).unwrap_or_else(|| panic!("no exp kernel in {report:?}"));
+        assert_eq!(exp.runs, 3, "{report:?}");
+        assert!(exp.device_ns > 0.0, "{report:?}");
+        let add_runs: u64 = report.iter().filter(|k| k.name.contains("+") || k.name.contains("Add")).map(|k| k.runs).sum();
+        assert_eq!(add_runs, 1, "{report:?}");
+        assert_eq!(report.iter().map(|k| k.runs).sum::<u64>(), 4, "only what ran while profiling: {report:?}");
+        // Off again: nothing more is timed, and results are unaffected.
+        drop(ctx.unary(UnaryOp::Exp, &x, DType::F32).unwrap());
+        assert!(ctx.stream.profile_stop().unwrap().is_empty());
+        assert_eq!(from_f32s(&ctx.download(&y).unwrap())[3], 6.0);
     });
 }

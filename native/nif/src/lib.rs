@@ -17,7 +17,7 @@ mod sort;
 mod window;
 
 mod atoms {
-    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated }
+    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc }
 }
 
 /// An Elixir handle to a device tensor. `deallocate` empties it early; the garbage collector
@@ -70,8 +70,14 @@ pub(crate) fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::R
     })
 }
 
+/// `{:ok, handle}`, or `{:ok, handle, :gc}` when the pool asks the caller to collect garbage
+/// (dead handles keep device memory until the BEAM collects them; see `take_gc_hint`).
 pub(crate) fn tensor_result<'a>(env: Env<'a>, r: engine::Result<Tensor>) -> Term<'a> {
-    encode_result(env, r, |env, t| handle(t).encode(env))
+    let gc = r.is_ok() && Context::try_global().is_some_and(|ctx| ctx.pool.take_gc_hint());
+    match r {
+        Ok(t) if gc => (atoms::ok(), handle(t), atoms::gc()).encode(env),
+        r => encode_result(env, r, |env, t| handle(t).encode(env)),
+    }
 }
 
 pub(crate) fn dtype(s: &str) -> engine::Result<DType> {
