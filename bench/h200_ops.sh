@@ -11,4 +11,6 @@ out=${OUT:-bench/out}; mkdir -p "$out"
 .gpubin/nx-vulkan bench --ops --reps "${REPS:-50}" > "$out/rust.jsonl"
 ERL_LIBS=.gpubeam elixir bench/ops_bench.exs > "$out/elixir.jsonl"
 python3 bench/torch_ops.py --reps "${REPS:-50}" > "$out/torch.jsonl"
+# Device time per kernel for the 16 M row (timestamps): where the time goes inside each op.
+.gpubin/nx-vulkan bench --ops --profile --sizes 16777216 --gemm 1024 --reps 10 | grep '"profile"' > "$out/profile.jsonl"
 python3 bench/compare_ops.py "$out/rust.jsonl" "$out/elixir.jsonl" "$out/torch.jsonl" | tee "$out/ratios.md"

@@ -62,7 +62,7 @@ defmodule NxVulkan do
   @doc """
   `true` makes every op wait for its own completion (as `NX_VULKAN_SYNC=1` does), so an error
   in device work raises at the op that caused it; `false` queues again. Results are the same
-  bits either way.
+  bits either way. Returns the previous setting.
   """
   def synchronous(on) when is_boolean(on), do: unwrap!(Native.set_synchronous(on))
 

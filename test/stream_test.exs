@@ -113,8 +113,9 @@ defmodule NxVulkan.StreamTest do
       Enum.map([e, s, d, c], &NxVulkan.download/1)
     end
 
+    previous = NxVulkan.synchronous(false)
     queued = run.()
-    :ok = NxVulkan.synchronous(true)
+    false = NxVulkan.synchronous(true)
 
     try do
       before = NxVulkan.stats()
@@ -123,12 +124,15 @@ defmodule NxVulkan.StreamTest do
       assert queued == waited
       assert after_.submits - before.submits >= after_.recordings - before.recordings
     after
-      NxVulkan.synchronous(false)
+      NxVulkan.synchronous(previous)
     end
   end
 
   test "a failure in queued work raises at the next sync point, naming the op; the VM keeps running" do
     NxVulkan.synchronize()
+    # Queued mode (also under NX_VULKAN_SYNC=1): the failure must surface at the sync point.
+    previous = NxVulkan.synchronous(false)
+    on_exit(fn -> NxVulkan.synchronous(previous) end)
     x = NxVulkan.upload(<<1.0::float-32-little, 2.0::float-32-little>>, {:f, 32}, {2})
     :ok = NxVulkan.inject_failure("simulated device fault")
     y = NxVulkan.unary(:exp, x, {:f, 32})

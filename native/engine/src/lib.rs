@@ -97,6 +97,10 @@ pub struct Context {
     pub pool: memory::BufferPool,
     pub kernels: kernel::KernelCache,
     pub(crate) staging: memory::StagingPool,
+    /// Transfers go through staging buffers even where device memory is mapped (tests use
+    /// this to exercise a discrete GPU's path on lavapipe).
+    #[doc(hidden)]
+    pub staged_transfers: std::sync::atomic::AtomicBool,
     pub(crate) stats: Arc<Counters>,
 }
 
@@ -159,6 +163,7 @@ impl Context {
             pool,
             kernels,
             staging: memory::StagingPool::new(memory_allocator.clone()),
+            staged_transfers: std::sync::atomic::AtomicBool::new(false),
             stats,
         }))
     }

@@ -8,6 +8,16 @@ use crate::Context;
 use std::sync::atomic::Ordering::Relaxed;
 use vulkano::VulkanObject;
 
+/// Bytes per chunk of a staged transfer: large transfers go in four chunks (1–16 MiB each) so
+/// that host and device copies overlap.
+fn transfer_chunk(bytes: usize) -> usize {
+    if bytes <= 1 << 20 {
+        bytes.max(1)
+    } else {
+        (bytes / 4).next_multiple_of(4096).clamp(1 << 20, 16 << 20)
+    }
+}
+
 fn check_size(shape: &[usize]) -> Result<usize> {
     let mut n: usize = 1;
     for &d in shape {
@@ -57,23 +67,29 @@ impl Context {
         }
         let buffer = self.pool.alloc_for_host_write((n * dtype.size()) as u64)?;
         let t = Tensor::new(buffer, dtype, shape.to_vec());
-        if n > 0 && t.buffer.host_visible() {
+        if n > 0 && t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
             // A buffer no queued work can touch (`alloc_for_host_write`): write it in place;
             // the submission that first reads it makes host writes visible to the device.
             let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
             crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
         } else if n > 0 {
-            let staging = self.staging.take(bytes.len() as u64, false)?;
-            {
-                let mut w = staging.subbuffer().write().map_err(|e| EngineError::vk("staging write", e))?;
-                crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
+            // In chunks, each submitted at once: the device copies one while the host fills
+            // the next.
+            let dst = t.buffer.subbuffer();
+            for (k, part) in bytes.chunks(transfer_chunk(bytes.len())).enumerate() {
+                let offset = (k * transfer_chunk(bytes.len())) as u64;
+                let staging = self.staging.take(part.len() as u64, false)?;
+                {
+                    let mut w = staging.subbuffer().write().map_err(|e| EngineError::vk("staging write", e))?;
+                    crate::memory::copy_parallel(&mut w[..part.len()], part);
+                }
+                let mut batch = self.batch()?;
+                let src = staging.subbuffer();
+                batch.copy_raw(src.buffer().handle(), src.offset(), dst.buffer().handle(), dst.offset() + offset, part.len() as u64);
+                batch.keep(&t.buffer);
+                batch.keep_staging(staging);
+                batch.finish_submitted()?;
             }
-            let mut batch = self.batch()?;
-            let (src, dst) = (staging.subbuffer(), t.buffer.subbuffer());
-            batch.copy_raw(src.buffer().handle(), src.offset(), dst.buffer().handle(), dst.offset(), bytes.len() as u64);
-            batch.keep(&t.buffer);
-            batch.keep_staging(staging);
-            batch.finish()?;
         }
         self.stats.uploads.fetch_add(1, Relaxed);
         Ok(t)
@@ -103,22 +119,33 @@ impl Context {
             return Ok(());
         }
         let start = t.offset * t.dtype.size();
-        if t.buffer.host_visible() {
+        if t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
             // Mapped memory: read it once the device has run everything queued so far.
             self.synchronize()?;
             let r = t.buffer.subbuffer().read().map_err(|e| EngineError::vk("mapped read", e))?;
             crate::memory::copy_parallel(out, &r[start..start + bytes]);
             return Ok(());
         }
-        let staging = self.staging.take(bytes as u64, true)?;
-        let mut batch = self.batch()?;
+        // In chunks, each its own submission: the host copies one out while the device copies
+        // the next.
+        let chunk = transfer_chunk(bytes);
         let src = t.buffer.subbuffer();
-        let dst = staging.subbuffer();
-        batch.copy_raw(src.buffer().handle(), src.offset() + start as u64, dst.buffer().handle(), dst.offset(), bytes as u64);
-        batch.keep(&t.buffer);
-        batch.finish_and_wait()?;
-        let r = dst.read().map_err(|e| EngineError::vk("staging read", e))?;
-        crate::memory::copy_parallel(out, &r[..bytes]);
+        let mut parts = vec![];
+        for (k, part) in out.chunks_mut(chunk).enumerate() {
+            let staging = self.staging.take(part.len() as u64, true)?;
+            let mut batch = self.batch()?;
+            let dst = staging.subbuffer();
+            let from = src.offset() + (start + k * chunk) as u64;
+            batch.copy_raw(src.buffer().handle(), from, dst.buffer().handle(), dst.offset(), part.len() as u64);
+            batch.keep(&t.buffer);
+            let id = batch.finish_submitted()?;
+            parts.push((id, staging, part));
+        }
+        for (id, staging, part) in parts {
+            self.stream.wait_for(id)?;
+            let r = staging.subbuffer().read().map_err(|e| EngineError::vk("staging read", e))?;
+            crate::memory::copy_parallel(part, &r[..part.len()]);
+        }
         Ok(())
     }
 

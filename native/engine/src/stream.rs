@@ -4,9 +4,10 @@
 //! *open* recording and returns at once. A flusher thread submits the open recording whenever
 //! fewer than `in_flight` submissions are running (so an idle device starts work at once, and a
 //! busy one gathers the ops that arrive meanwhile into one submission), and retires finished
-//! submissions: their fences are reset for reuse and what they kept alive (buffers, staging,
-//! kernels) is released. A buffer dropped by its owner while queued work still uses it is
-//! therefore returned to the pool only after that work has completed.
+//! submissions: their fences are reset for reuse and what they kept alive (staging buffers,
+//! kernels) is released. Device buffers go back to the pool as soon as the op that last used
+//! them is committed: the pool hands them to later ops in stream order, and lets the host
+//! write or free one only once the work that may use it has retired (`StreamClock`).
 //!
 //! Order is call order: there is one open recording per device, and submissions go to one
 //! queue with a barrier in front of every command, so a handle made by one thread and used by
@@ -260,6 +261,19 @@ impl Stream {
         Ok(id)
     }
 
+    /// Has the open recording submitted now if it holds `id` (from this thread where that is
+    /// safe, else by the flusher at once), without waiting for it to run.
+    pub(crate) fn submit_now(&self, id: u64) {
+        let s = &*self.shared;
+        let open = { s.state.lock().open_id <= id };
+        if open && (s.config.inline_submit || crate::exec::on_deep_stack()) {
+            s.submit_open();
+        } else if open {
+            s.urgent.store(true, Release);
+        }
+        s.wake.notify_one();
+    }
+
     /// Waits until submission `id` and everything before it have completed; returns the first
     /// failure of queued work not reported yet, if it happened at or before `id`.
     pub(crate) fn wait_for(&self, id: u64) -> Result<()> {
@@ -268,13 +282,7 @@ impl Stream {
             // Still open? Submit it from here rather than waiting for the flusher to wake — where
             // that is safe: on GPUs, or on threads with a deep stack (lavapipe may compile
             // shader variants inside vkQueueSubmit).
-            let open = { s.state.lock().open_id <= id };
-            if open && (s.config.inline_submit || crate::exec::on_deep_stack()) {
-                s.submit_open();
-            } else if open {
-                s.urgent.store(true, Release);
-            }
-            s.wake.notify_one();
+            self.submit_now(id);
             // Spin, polling the fences ourselves whenever the flusher is not: a sleeping
             // flusher takes tens of µs to wake, longer than a small op runs.
             let deadline = Instant::now() + s.config.spin;

@@ -392,6 +392,16 @@ impl<'a> Batch<'a> {
         self.ctx.stream.commit(self.rec).map(|_| ())
     }
 
+    /// Queues the recorded work and has it submitted now rather than gathered with later ops
+    /// (chunked transfers overlap host and device copies this way). Returns the stream id to
+    /// `wait_for`.
+    pub(crate) fn finish_submitted(self) -> Result<u64> {
+        let stream = &self.ctx.stream;
+        let id = stream.commit(self.rec)?;
+        stream.submit_now(id);
+        Ok(id)
+    }
+
     /// Queues the recorded work and waits until the device has run it (and everything queued
     /// before it).
     pub fn finish_and_wait(self) -> Result<()> {

@@ -26,6 +26,16 @@ pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// The element count of `shape`, or an error when it overflows or exceeds `MAX_ELEMENTS`
+/// (a plain product wraps: [2^32, 2^32] would count as 0 elements).
+pub fn checked_numel(shape: &[usize]) -> Result<usize> {
+    let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    match n {
+        Some(n) if n <= MAX_ELEMENTS => Ok(n),
+        _ => Err(invalid!("shape {shape:?} has more than {MAX_ELEMENTS} elements, the most a tensor may hold")),
+    }
+}
+
 pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
     let mut strides = vec![0isize; shape.len()];
     let mut s = 1isize;
@@ -92,7 +102,7 @@ impl Tensor {
 
     /// A view with a new shape; the tensor must be contiguous (call `Context::contiguous` first).
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
-        if numel(shape) != self.numel() {
+        if checked_numel(shape)? != self.numel() {
             return Err(invalid!(
                 "cannot reshape {:?} ({} elements) to {:?} ({} elements)",
                 self.shape,
@@ -124,6 +134,7 @@ impl Tensor {
     /// Broadcasts to `shape`: `axes[i]` is the result axis that axis `i` of `self` maps to
     /// (Nx's broadcast/3); each mapped axis must equal the target or be 1.
     pub fn broadcast(&self, shape: &[usize], axes: &[usize]) -> Result<Tensor> {
+        checked_numel(shape)?;
         if axes.len() != self.shape.len() || axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= shape.len()) {
             return Err(invalid!("broadcast axes {axes:?} do not fit shape {:?} into {shape:?}", self.shape));
         }

@@ -96,6 +96,12 @@ fn huge_and_bad_requests_are_errors_not_crashes() {
     assert!(x.slice(&[0, 2], &[2, 2], &[1, 1]).is_err());
     assert!(x.broadcast_to(&[4, 3]).is_err());
     assert!(ctx.unary(UnaryOp::BitwiseNot, &x, DType::F32).is_err());
+    // Shapes whose element count overflows (a plain product would wrap to 0) are refused by
+    // views too, not only by allocations.
+    let empty = ctx.upload(DType::S16, &[0], &[]).unwrap();
+    assert!(empty.reshape(&[1 << 32, 1 << 32]).is_err());
+    assert!(empty.broadcast(&[1 << 32, 1 << 32], &[0]).is_err());
+    assert!(empty.broadcast_to(&[1 << 40, 1 << 30, 0]).is_err());
 }
 
 #[test]

@@ -233,16 +233,18 @@ fn synchronize(env: Env<'_>) -> Term<'_> {
 }
 
 /// `true`: every op waits for its own completion (as `NX_VULKAN_SYNC=1`); `false`: ops queue.
+/// Returns the previous setting.
 #[rustler::nif(schedule = "DirtyIo")]
 fn set_synchronous(env: Env<'_>, on: bool) -> Term<'_> {
     let r = on_engine(move |ctx| {
         if on {
             ctx.synchronize()?;
         }
+        let previous = ctx.stream.is_synchronous();
         ctx.stream.set_synchronous(on);
-        Ok(())
+        Ok(previous)
     });
-    encode_result(env, r, |env, _| atoms::ok().encode(env))
+    encode_result(env, r, |env, previous| previous.encode(env))
 }
 
 /// For tests: the next submission fails as a failed `vkQueueSubmit` would.
