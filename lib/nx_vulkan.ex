@@ -66,6 +66,47 @@ defmodule NxVulkan do
   """
   def synchronous(on) when is_boolean(on), do: unwrap!(Native.set_synchronous(on))
 
+  @doc """
+  Runs `fun` with every kernel on the device timed (timestamp queries) and returns
+  `{result, report}`. The report: `:kernels`, one map per kernel (`:name`, its key — what it
+  computes over which types and layouts — `:runs`, `:device_us`, `:bytes` for copies), longest
+  device time first; `:device_us`, their sum; `:host_us`, the wall time of `fun` plus waiting
+  for its work; `:bytes`, bytes copied. Also emitted as `[:nx_vulkan, :profile]` telemetry
+  when `:telemetry` is loaded.
+
+      {_, report} = NxVulkan.profile(fn -> NxVulkan.download(NxVulkan.unary(:exp, x, {:f, 32})) end)
+  """
+  def profile(fun) when is_function(fun, 0) do
+    unwrap!(Native.profile_start())
+    t0 = System.monotonic_time(:microsecond)
+
+    result =
+      try do
+        fun.()
+      after
+        # Always stop timing (a raise in fun must not leave the device profiling).
+        Process.put({__MODULE__, :profile}, unwrap!(Native.profile_stop()))
+      end
+
+    host_us = System.monotonic_time(:microsecond) - t0
+    kernels =
+      for {name, runs, ns, bytes} <- Process.delete({__MODULE__, :profile}),
+          do: %{name: name, runs: runs, device_us: ns / 1000, bytes: bytes}
+
+    report = %{
+      kernels: kernels,
+      device_us: kernels |> Enum.map(& &1.device_us) |> Enum.sum(),
+      host_us: host_us,
+      bytes: kernels |> Enum.map(& &1.bytes) |> Enum.sum()
+    }
+
+    if Code.ensure_loaded?(:telemetry) do
+      apply(:telemetry, :execute, [[:nx_vulkan, :profile], %{device_us: report.device_us, host_us: host_us}, report])
+    end
+
+    {result, report}
+  end
+
   @doc false
   # Tests only: the next submission fails as a failed vkQueueSubmit would.
   def inject_failure(message), do: unwrap!(Native.inject_failure(message))

@@ -128,6 +128,25 @@ defmodule NxVulkan.StreamTest do
     end
   end
 
+  test "profile/1 reports device time per kernel for what ran inside it" do
+    x = NxVulkan.iota({:f, 32}, {4096})
+    NxVulkan.download(NxVulkan.unary(:exp, x, {:f, 32}))
+
+    {bytes, report} =
+      NxVulkan.profile(fn ->
+        y = Enum.reduce(1..3, x, fn _, acc -> NxVulkan.unary(:exp, acc, {:f, 32}) end)
+        NxVulkan.download(y)
+      end)
+
+    assert byte_size(bytes) == 4 * 4096
+    assert [%{runs: 3, device_us: us} | _] = Enum.filter(report.kernels, &(&1.name =~ "Exp"))
+    assert us > 0 and report.device_us >= us and report.host_us > 0
+    # Timing stops even when the function raises.
+    assert_raise RuntimeError, fn -> NxVulkan.profile(fn -> raise "boom" end) end
+    {_, again} = NxVulkan.profile(fn -> :ok end)
+    assert again.kernels == []
+  end
+
   test "a failure in queued work raises at the next sync point, naming the op; the VM keeps running" do
     NxVulkan.synchronize()
     # Queued mode (also under NX_VULKAN_SYNC=1): the failure must surface at the sync point.

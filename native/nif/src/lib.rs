@@ -247,6 +247,22 @@ fn set_synchronous(env: Env<'_>, on: bool) -> Term<'_> {
     encode_result(env, r, |env, previous| previous.encode(env))
 }
 
+/// Starts timing every kernel on the device (timestamp queries).
+#[rustler::nif(schedule = "DirtyIo")]
+fn profile_start(env: Env<'_>) -> Term<'_> {
+    encode_result(env, on_engine(|ctx| ctx.stream.profile_start()), |env, _| atoms::ok().encode(env))
+}
+
+/// Waits for queued work, stops timing and returns `[{name, runs, device_ns, bytes}]`, longest
+/// device time first.
+#[rustler::nif(schedule = "DirtyIo")]
+fn profile_stop(env: Env<'_>) -> Term<'_> {
+    let r = on_engine(|ctx| ctx.stream.profile_stop());
+    encode_result(env, r, |env, kernels| {
+        kernels.into_iter().map(|k| (k.name, k.runs, k.device_ns, k.bytes)).collect::<Vec<_>>().encode(env)
+    })
+}
+
 /// For tests: the next submission fails as a failed `vkQueueSubmit` would.
 #[rustler::nif(schedule = "DirtyIo")]
 fn inject_failure(env: Env<'_>, message: String) -> Term<'_> {
