@@ -22,7 +22,10 @@ defmodule Mix.Tasks.Compile.NxVulkanCargo do
       case System.cmd("cargo", args, cd: "native", into: IO.stream(:stdio, :line), stderr_to_stdout: true) do
         {_, 0} ->
           dir = if profile == "dev", do: "debug", else: profile
-          File.cp!(Path.join(["native", "target", dir, "libnx_vulkan_nif.so"]), "priv/libnx_vulkan_nif.so")
+          # Copy then rename: overwriting the library in place crashes a VM that has it loaded.
+          tmp = "priv/libnx_vulkan_nif.so.tmp"
+          File.cp!(Path.join(["native", "target", dir, "libnx_vulkan_nif.so"]), tmp)
+          File.rename!(tmp, "priv/libnx_vulkan_nif.so")
           {:ok, []}
 
         {_, status} ->

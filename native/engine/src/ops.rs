@@ -3,7 +3,7 @@
 use crate::dtype::DType;
 use crate::elementwise::{generate, kernel_key, Access, BinaryOp, Expr, Scalar, UnaryOp};
 use crate::error::{invalid, EngineError, Result};
-use crate::tensor::{Tensor, MAX_ELEMENTS};
+use crate::tensor::Tensor;
 use crate::Context;
 use std::sync::atomic::Ordering::Relaxed;
 use vulkano::VulkanObject;
@@ -19,14 +19,7 @@ fn transfer_chunk(bytes: usize) -> usize {
 }
 
 fn check_size(shape: &[usize]) -> Result<usize> {
-    let mut n: usize = 1;
-    for &d in shape {
-        n = n.checked_mul(d).ok_or_else(|| invalid!("shape {shape:?} overflows"))?;
-    }
-    if n > MAX_ELEMENTS {
-        return Err(invalid!("shape {shape:?} has {n} elements; at most {MAX_ELEMENTS} are supported per tensor"));
-    }
-    Ok(n)
+    crate::tensor::checked_numel(shape)
 }
 
 /// Numpy/Nx broadcast of two shapes (trailing axes aligned).

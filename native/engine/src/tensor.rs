@@ -26,9 +26,17 @@ pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// The most axes a tensor may have. Kernels are generated per rank, and their source grows
+/// with it (a rank-100,000 iota took minutes to build); Nx programs stay far below this.
+pub const MAX_RANK: usize = 64;
+
 /// The element count of `shape`, or an error when it overflows or exceeds `MAX_ELEMENTS`
-/// (a plain product wraps: [2^32, 2^32] would count as 0 elements).
+/// (a plain product wraps: [2^32, 2^32] would count as 0 elements), or the rank exceeds
+/// `MAX_RANK`.
 pub fn checked_numel(shape: &[usize]) -> Result<usize> {
+    if shape.len() > MAX_RANK {
+        return Err(invalid!("rank {} exceeds the most supported ({MAX_RANK})", shape.len()));
+    }
     let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     match n {
         Some(n) if n <= MAX_ELEMENTS => Ok(n),
@@ -171,8 +179,13 @@ impl Tensor {
             if steps[d] == 0 {
                 return Err(invalid!("slice step must be positive, got {:?}", steps));
             }
-            let last = if lengths[d] == 0 { start[d] } else { start[d] + (lengths[d] - 1) * steps[d] };
-            if (lengths[d] > 0 && last >= self.shape[d]) || start[d] > self.shape[d] {
+            // Checked: lengths and steps come from callers and may be huge.
+            let last = if lengths[d] == 0 {
+                Some(start[d])
+            } else {
+                (lengths[d] - 1).checked_mul(steps[d]).and_then(|x| x.checked_add(start[d]))
+            };
+            if last.is_none_or(|last| lengths[d] > 0 && last >= self.shape[d]) || start[d] > self.shape[d] {
                 return Err(invalid!(
                     "slice start {start:?} lengths {lengths:?} steps {steps:?} out of bounds for shape {:?}",
                     self.shape
@@ -181,8 +194,10 @@ impl Tensor {
             if lengths[d] > 0 {
                 offset += start[d] as isize * self.strides[d];
             }
-            strides[d] *= steps[d] as isize;
+            // (wraps only for a length-1 axis with a huge step, whose stride is never used)
+            strides[d] = strides[d].wrapping_mul(steps[d] as isize);
         }
+        checked_numel(lengths)?;
         Ok(Tensor { shape: lengths.to_vec(), strides, offset: offset as usize, ..self.clone() })
     }
 

@@ -102,6 +102,13 @@ fn huge_and_bad_requests_are_errors_not_crashes() {
     assert!(empty.reshape(&[1 << 32, 1 << 32]).is_err());
     assert!(empty.broadcast(&[1 << 32, 1 << 32], &[0]).is_err());
     assert!(empty.broadcast_to(&[1 << 40, 1 << 30, 0]).is_err());
+    let m = usize::MAX;
+    let row = ctx.iota(DType::S32, &[8, 8], None).unwrap();
+    assert!(row.slice(&[6, 6], &[m, m], &[2, 2]).is_err(), "start + (length - 1) * step wraps");
+    assert!(row.slice(&[6, 0], &[1, 8], &[m, 1]).is_ok(), "a huge step on a length-1 axis is harmless");
+    // Ranks are bounded (kernels are generated per rank).
+    assert!(ctx.iota(DType::U8, &vec![1; tensor::MAX_RANK + 1], Some(0)).is_err());
+    assert!(ctx.iota(DType::U8, &vec![1; 12], Some(0)).is_ok());
 }
 
 #[test]
