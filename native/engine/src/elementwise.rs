@@ -572,7 +572,8 @@ impl Gen<'_> {
                     return Err(invalid!("{} needs integer tensors, got {from}", op.name()));
                 }
                 let v = if op.is_predicate() {
-                    unary_predicate(*op, from, &a)
+                    // 0/1 converted like a comparison's, so any result type works
+                    to_domain(DType::U8, *dtype, &unary_predicate(*op, from, &a))
                 } else {
                     let x = to_domain(from, *dtype, &a);
                     if op.is_float_math() && !dtype.is_float() {
@@ -652,6 +653,9 @@ impl Gen<'_> {
                 } else {
                     if op.integer_only() && dtype.is_float() {
                         return Err(invalid!("{} needs integer tensors, got {dtype}", op.name()));
+                    }
+                    if *op == BinaryOp::Atan2 && !dtype.is_float() && !dtype.is_complex() {
+                        return Err(invalid!("atan2 needs a float result type, got {dtype}"));
                     }
                     let exact_mixed = lt.is_integer()
                         && rt.is_integer()

@@ -106,6 +106,13 @@ fn huge_and_bad_requests_are_errors_not_crashes() {
     let row = ctx.iota(DType::S32, &[8, 8], None).unwrap();
     assert!(row.slice(&[6, 6], &[m, m], &[2, 2]).is_err(), "start + (length - 1) * step wraps");
     assert!(row.slice(&[6, 0], &[1, 8], &[m, 1]).is_ok(), "a huge step on a length-1 axis is harmless");
+    // Result types the generator once failed to compile (found by the NIF fuzz test): a clear
+    // argument error, or a correct result.
+    let i = ctx.upload(DType::S32, &[2], &[3i32, 4].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()).unwrap();
+    assert!(matches!(ctx.binary(BinaryOp::Atan2, &i, &i, DType::U64), Err(EngineError::InvalidArgument(_))));
+    let nan = ctx.upload(DType::F32, &[2], &[f32::NAN, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()).unwrap();
+    let flags = ctx.download(&ctx.unary(UnaryOp::IsNan, &nan, DType::S64).unwrap()).unwrap();
+    assert_eq!(flags, [1i64, 0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
     // Ranks are bounded (kernels are generated per rank).
     assert!(ctx.iota(DType::U8, &vec![1; tensor::MAX_RANK + 1], Some(0)).is_err());
     assert!(ctx.iota(DType::U8, &vec![1; 12], Some(0)).is_ok());
