@@ -1,6 +1,7 @@
 //! The `record_*` API: several kernel families recorded into one caller-owned batch are one
 //! recording on the stream, dispatch exactly what the same ops dispatch on their own, and give
-//! the same bits — later ops reading what earlier ones in the batch wrote.
+//! the same bits — later ops reading what earlier ones in the batch wrote. Indexing ops report
+//! out-of-range indices through one `IndexCheck` read after the batch.
 //!
 //! Run: VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json cargo test --release -p nx_vulkan_engine --test record
 
@@ -8,6 +9,7 @@ mod common;
 use common::*;
 use nx_vulkan_engine::conv::{conv_output_shape, ConvOptions};
 use nx_vulkan_engine::fft::fft_output;
+use nx_vulkan_engine::indexing::{IndexedOp, ScatterStrategy};
 use nx_vulkan_engine::matmul::{dot_output_shape, DotPrecision};
 use nx_vulkan_engine::ops::{concatenate_output_shape, pad_output_shape};
 use nx_vulkan_engine::scan::ScanOp;
@@ -207,5 +209,82 @@ fn outputs_that_do_not_fit_are_refused() {
         ctx.record_contiguous(b, &x, &lower).unwrap();
         batch.finish().unwrap();
         assert_eq!(download(ctx, &lower), download(ctx, &x));
+    });
+}
+
+/// Indexing ops recorded with the rest: one recording, one index check for all of them, read
+/// after the batch; the same bits and dispatches as the ops on their own.
+#[test]
+fn indexing_records_with_one_check_for_the_batch() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(43);
+        let x = upload(ctx, F32, &[4, 6], &data(24, &mut rng));
+        let ix = upload(ctx, S64, &[5, 1], &[3, 0, 1, 3, 2]);
+        let ix2 = upload(ctx, S32, &[2, 3], &[5, 0, 2, 2, 1, 4]);
+        let upd = upload(ctx, F32, &[5, 6], &data(30, &mut rng));
+        let square = Expr::binary(BinaryOp::Multiply, Expr::Input(0), Expr::Input(1), F32);
+        let mut refs: Vec<(Tensor, u64)> = vec![];
+        refs.push(alone(ctx, || ctx.map(&square, &[&x, &x])));
+        let sq = refs[0].0.clone();
+        refs.push(alone(ctx, || ctx.gather(&sq, &ix, &[0])));
+        refs.push(alone(ctx, || ctx.take(&x, &ix2, 1)));
+        refs.push(alone(ctx, || ctx.indexed_add(&sq, &ix, &upd, &[0], F32)));
+        refs.push(alone(ctx, || ctx.indexed(IndexedOp::Put, &x, &ix, &upd, &[0], F64, Some(ScatterStrategy::Segmented))));
+        let expected: u64 = refs.iter().map(|r| r.1).sum();
+
+        let outs = [
+            ctx.empty(F32, &[4, 6]).unwrap(),
+            ctx.empty(F32, &indexing::gather_output_shape(&x, &ix, &[0]).unwrap()).unwrap(),
+            ctx.empty(F32, &indexing::take_output_shape(&x, &ix2, 1).unwrap()).unwrap(),
+            ctx.empty(F32, &[4, 6]).unwrap(),
+            ctx.empty(F64, &[4, 6]).unwrap(),
+        ];
+        let check = ctx.index_check(4).unwrap();
+        let before = ctx.stats();
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_map(&mut batch, &[square.clone()], &[&x, &x], &[&outs[0]]).unwrap();
+        ctx.record_gather(&mut batch, &check, &outs[0], &ix, &[0], &outs[1]).unwrap();
+        ctx.record_take(&mut batch, &check, &x, &ix2, 1, &outs[2]).unwrap();
+        ctx.record_indexed(&mut batch, &check, IndexedOp::Add, &outs[0], &ix, &upd, &[0], None, &outs[3]).unwrap();
+        ctx.record_indexed(&mut batch, &check, IndexedOp::Put, &x, &ix, &upd, &[0], Some(ScatterStrategy::Segmented), &outs[4]).unwrap();
+        let full = ctx.record_gather(&mut batch, &check, &x, &ix, &[0], &outs[1]);
+        assert!(full.unwrap_err().to_string().contains("room for 4"), "a fifth op does not fit a check of 4");
+        batch.finish().unwrap();
+        let after = ctx.stats();
+        check.check().unwrap();
+        assert_eq!(after.recordings - before.recordings, 1, "the whole batch is one recording");
+        assert_eq!(after.dispatches - before.dispatches, expected);
+        for (i, (got, (want, _))) in outs.iter().zip(&refs).enumerate() {
+            assert_eq!(ctx.download(got).unwrap(), ctx.download(want).unwrap(), "output {i} differs from the op run on its own");
+        }
+    });
+}
+
+/// An out-of-range index found by a recorded op is raised by the check, after the batch, with
+/// the op's own message — the first op's, when several meet one.
+#[test]
+fn a_recorded_index_check_raises_what_the_op_raises() {
+    on_engine(|ctx| {
+        let x = upload(ctx, F32, &[4, 6], &[0; 24]);
+        let good = upload(ctx, S64, &[2, 1], &[1, 2]);
+        let bad = upload(ctx, S64, &[3, 1], &[1, 4, 7]);
+        let bad2 = upload(ctx, S32, &[2], &[0, (-1i64) as u64]);
+        let want = ctx.gather(&x, &bad, &[0]).unwrap_err().to_string();
+        assert!(want.contains("index 4 is out of bounds for axis 0 in shape {4, 6}"), "{want}");
+        let check = ctx.index_check(3).unwrap();
+        let outs = [ctx.empty(F32, &[2, 6]).unwrap(), ctx.empty(F32, &[3, 6]).unwrap(), ctx.empty(F32, &[4, 2]).unwrap()];
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_gather(&mut batch, &check, &x, &good, &[0], &outs[0]).unwrap();
+        ctx.record_gather(&mut batch, &check, &x, &bad, &[0], &outs[1]).unwrap();
+        ctx.record_take(&mut batch, &check, &x, &bad2, 1, &outs[2]).unwrap();
+        batch.finish().unwrap();
+        assert_eq!(check.check().unwrap_err().to_string(), want);
+        // a check whose ops were all in range, and one never used
+        let check = ctx.index_check(1).unwrap();
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_gather(&mut batch, &check, &x, &good, &[0], &outs[0]).unwrap();
+        batch.finish().unwrap();
+        check.check().unwrap();
+        ctx.index_check(1).unwrap().check().unwrap();
     });
 }
