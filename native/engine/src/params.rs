@@ -7,11 +7,16 @@
 //! where a family needs them, 64-bit fields. Kernels index with 32-bit arithmetic, so a value
 //! that does not fit an `i32` field is an error naming the family, never a silent wrap.
 //!
-//! ```ignore
+//! ```
+//! use nx_vulkan_engine::params::ParamBlock;
+//! let (input, output) = (0x1000u64, 0x2000u64); // `t.buffer().address()` in a kernel family
 //! let mut p = ParamBlock::new("window");
-//! p.addr(x.buffer.address()).addr(out.buffer.address());
-//! p.i32(x.offset)?.i32s(x.shape.iter().copied())?;
-//! batch.dispatch(&kernel, p.bytes(), count)?;
+//! p.addr(input).addr(output);
+//! p.i32(7usize)?.i32s([4isize, -1])?; // offset, then strides
+//! assert_eq!(p.bytes().len(), 16 + 12);
+//! assert!(p.i32(1usize << 40).is_err()); // "window parameter 1099511627776 exceeds 32 bits"
+//! // batch.dispatch(&kernel, p.bytes(), count)?;
+//! # Ok::<(), nx_vulkan_engine::EngineError>(())
 //! ```
 
 use crate::error::{invalid, Result};
