@@ -1,6 +1,7 @@
 //! General convolution (Nx.conv/3): strides, (lo, hi) padding (negative crops), input and
 //! kernel dilation, feature and batch groups, input/kernel/output permutations, any tensor
-//! views, one invocation per output element.
+//! views, one invocation per output element. `record_conv` records it into a caller's batch and
+//! writes a caller's output (a new contiguous tensor of [`conv_output_shape`]).
 //!
 //! **Semantics** (Nx 0.7.2 `Nx.BinaryBackend.conv/4`, bit for bit):
 //! - The input (after `input_permutation`, laid out `[N, C, spatial...]`) is padded with zeros:
@@ -27,7 +28,10 @@
 use crate::dtype::{DType, Kind};
 use crate::elementwise::{buf_type, decode, encode, wrap};
 use crate::error::{invalid, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
 use crate::reduce::to_domain;
+use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::fmt::Write;
@@ -143,81 +147,59 @@ pub fn conv_output_shape(input: &[usize], kernel: &[usize], opts: &ConvOptions) 
     Ok(plan(input, kernel, opts)?.shape)
 }
 
-fn push_i32(p: &mut Vec<u8>, v: i64) -> Result<()> {
-    let v = i32::try_from(v).map_err(|_| invalid!("conv parameter {v} exceeds 32 bits"))?;
-    p.extend_from_slice(&v.to_le_bytes());
-    Ok(())
+/// Checks the operand and result types and the options (in that order); returns the plan.
+fn checked_plan(input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<Plan> {
+    crate::window::check_real("conv", &[input.dtype, kernel.dtype, out])?;
+    let pl = plan(&input.shape, &kernel.shape, opts)?;
+    if out.is_integer() && (input.dtype.is_float() || kernel.dtype.is_float()) {
+        return Err(invalid!("conv of {} and {} cannot be written as {out}: use a float output type", input.dtype, kernel.dtype));
+    }
+    Ok(pl)
 }
 
 impl Context {
     /// Nx.conv(input, kernel, opts) written as `out`.
     pub fn conv(&self, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<Tensor> {
-        crate::window::check_real("conv", &[input.dtype, kernel.dtype, out])?;
-        let pl = plan(&input.shape, &kernel.shape, opts)?;
-        if out.is_integer() && (input.dtype.is_float() || kernel.dtype.is_float()) {
-            return Err(invalid!("conv of {} and {} cannot be written as {out}: use a float output type", input.dtype, kernel.dtype));
-        }
-        let result = self.empty(out, &pl.shape)?;
-        let count = result.numel();
+        let result = self.empty(out, &checked_plan(input, kernel, opts, out)?.shape)?;
+        let mut batch = self.batch()?;
+        self.record_conv(&mut batch, input, kernel, opts, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Records `conv` into `out`: a new (contiguous, offset 0) tensor of
+    /// [`conv_output_shape`] whose type is the result type.
+    pub fn record_conv(&self, batch: &mut Batch<'_>, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: &Tensor) -> Result<()> {
+        let pl = checked_plan(input, kernel, opts, out.dtype)?;
+        check_dense_output(out, out.dtype, &pl.shape, "conv")?;
+        let count = out.numel();
         if count == 0 {
-            return Ok(result);
+            return Ok(());
         }
         if input.numel() > MAX_ELEMENTS || kernel.numel() > MAX_ELEMENTS {
             return Err(invalid!("conv operands exceed {MAX_ELEMENTS} elements"));
         }
         let x = input.transpose(&opts.input_permutation)?;
         let k = kernel.transpose(&opts.kernel_permutation)?;
-        let u = result.transpose(&opts.output_permutation)?;
+        let u = out.transpose(&opts.output_permutation)?;
         debug_assert_eq!(u.shape, pl.untransposed);
         let s = x.shape.len() - 2;
-        let mut p = Vec::with_capacity(256);
-        for a in [x.buffer.address(), k.buffer.address(), result.buffer.address()] {
-            p.extend_from_slice(&a.to_le_bytes());
-        }
+        let mut p = ParamBlock::new("conv");
+        p.addrs([x.buffer.address(), k.buffer.address(), out.buffer.address()]);
         let (bg, fg) = (opts.batch_group_size, opts.feature_group_size);
-        for v in [
-            x.offset as i64,
-            k.offset as i64,
-            pl.n as i64,
-            pl.f as i64,
-            pl.cg as i64,
-            (pl.f / fg) as i64,
-            (pl.f / bg) as i64,
-            (pl.n / bg) as i64,
-            x.strides[0] as i64,
-            x.strides[1] as i64,
-            k.strides[0] as i64,
-            k.strides[1] as i64,
-            u.strides[0] as i64,
-            u.strides[1] as i64,
-        ] {
-            push_i32(&mut p, v)?;
-        }
+        p.i32s([x.offset, k.offset, pl.n, pl.f, pl.cg, pl.f / fg, pl.f / bg, pl.n / bg])?;
+        p.i32s([x.strides[0], x.strides[1], k.strides[0], k.strides[1], u.strides[0], u.strides[1]])?;
         for d in 0..s {
-            for v in [
-                x.shape[d + 2] as i64,
-                x.strides[d + 2] as i64,
-                k.shape[d + 2] as i64,
-                k.strides[d + 2] as i64,
-                u.shape[d + 2] as i64,
-                u.strides[d + 2] as i64,
-                opts.strides[d] as i64,
-                opts.padding[d].0,
-                opts.input_dilation[d] as i64,
-                opts.kernel_dilation[d] as i64,
-            ] {
-                push_i32(&mut p, v)?;
-            }
+            p.i32(x.shape[d + 2])?.i32(x.strides[d + 2])?.i32(k.shape[d + 2])?.i32(k.strides[d + 2])?;
+            p.i32(u.shape[d + 2])?.i32(u.strides[d + 2])?.i32(opts.strides[d])?.i32(opts.padding[d].0)?;
+            p.i32s([opts.input_dilation[d], opts.kernel_dilation[d]])?;
         }
-        let spec = Spec { x: x.dtype, k: k.dtype, out, s };
+        let spec = Spec { x: x.dtype, k: k.dtype, out: out.dtype, s };
         let kern = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
-        let mut batch = self.batch()?;
         batch.keep(&x.buffer);
         batch.keep(&k.buffer);
-        batch.keep(&result.buffer);
-        batch.dispatch(&kern, &p, count as u64)?;
-        batch.finish()?;
-        Ok(result)
+        batch.keep(&out.buffer);
+        batch.dispatch(&kern, p.bytes(), count as u64)
     }
 }
 

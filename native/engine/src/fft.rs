@@ -24,6 +24,11 @@
 //! of ordinary data. Dispatches: `1 + p` (plus one copy when `axis` is not the last one or the
 //! input's batch axes cannot be read in place).
 //!
+//! `record_fft` / `record_ifft` record all of it into a caller's batch and write a caller's
+//! output (a new contiguous tensor of the type and shape [`fft_output`] gives): straight into
+//! it when the transformed axis is the last (or only size-1 axes follow it), else through a
+//! scratch tensor and one copy back to Nx's axis order.
+//!
 //! **Deliberate differences.** BinaryBackend switches to Bluestein's algorithm for lengths of
 //! 1024 or more that are not powers of two; this engine keeps the mixed radix-2/direct-DFT
 //! scheme there (exact-order sums, O(n·q) work, no Bluestein rounding), so such lengths agree
@@ -36,10 +41,26 @@
 use crate::dtype::DType;
 use crate::elementwise::{buf_type, decode, encode, wrap};
 use crate::error::{invalid, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
 use crate::reduce::merge_dims;
+use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::fmt::Write;
+
+/// The shape and type Nx.fft / Nx.ifft give for `x` along `axis` with `length`.
+pub fn fft_output(x: &Tensor, axis: usize, length: usize) -> Result<(DType, Vec<usize>)> {
+    if axis >= x.shape.len() {
+        return Err(invalid!("fft axis {axis} out of range for shape {:?}", x.shape));
+    }
+    if length == 0 {
+        return Err(invalid!("fft length must be positive"));
+    }
+    let mut shape = x.shape.clone();
+    shape[axis] = length;
+    Ok((x.dtype.to_complex(), shape))
+}
 
 impl Context {
     /// Nx.fft along `axis`, padded/truncated to `length`, results with `|part| <= eps` zeroed.
@@ -52,18 +73,34 @@ impl Context {
         self.fft_impl(x, axis, length, eps, true)
     }
 
+    /// Records `fft` into `out`: a new (contiguous, offset 0) tensor of the type and shape
+    /// [`fft_output`] gives.
+    pub fn record_fft(&self, batch: &mut Batch<'_>, x: &Tensor, axis: usize, length: usize, eps: f64, out: &Tensor) -> Result<()> {
+        self.record_fft_impl(batch, x, axis, length, eps, false, out)
+    }
+
+    /// Records `ifft` into `out` (as [`Context::record_fft`]).
+    pub fn record_ifft(&self, batch: &mut Batch<'_>, x: &Tensor, axis: usize, length: usize, eps: f64, out: &Tensor) -> Result<()> {
+        self.record_fft_impl(batch, x, axis, length, eps, true, out)
+    }
+
     fn fft_impl(&self, x: &Tensor, axis: usize, n: usize, eps: f64, inverse: bool) -> Result<Tensor> {
-        let rank = x.shape.len();
-        if axis >= rank {
-            return Err(invalid!("fft axis {axis} out of range for shape {:?}", x.shape));
-        }
-        if n == 0 {
-            return Err(invalid!("fft length must be positive"));
-        }
+        let (out_t, shape) = fft_output(x, axis, n)?;
+        let result = self.empty(out_t, &shape)?;
+        let mut batch = self.batch()?;
+        self.record_fft_impl(&mut batch, x, axis, n, eps, inverse, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_fft_impl(&self, batch: &mut Batch<'_>, x: &Tensor, axis: usize, n: usize, eps: f64, inverse: bool, out: &Tensor) -> Result<()> {
+        let (out_t, shape) = fft_output(x, axis, n)?;
         if eps.is_nan() {
             return Err(invalid!("fft eps must be a number"));
         }
-        let out_t = x.dtype.to_complex();
+        check_dense_output(out, out_t, &shape, "fft")?;
+        let rank = x.shape.len();
         let last = rank - 1;
         let mut perm: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
         perm.push(axis);
@@ -73,39 +110,41 @@ impl Context {
         let mut out_shape = batch_shape.clone();
         out_shape.push(n);
         let total = rows.checked_mul(n).filter(|&t| t <= MAX_ELEMENTS).ok_or_else(|| invalid!("fft result {out_shape:?} is too large"))?;
-        let result = self.empty(out_t, &out_shape)?;
-        if total > 0 {
-            let batch: Vec<(usize, isize)> = (0..last).map(|d| (xt.shape[d], xt.strides[d])).collect();
-            let mut merged = merge_dims(&batch);
-            if merged.len() > 1 {
-                xt = self.contiguous(&xt)?;
-                let batch: Vec<(usize, isize)> = (0..last).map(|d| (xt.shape[d], xt.strides[d])).collect();
-                merged = merge_dims(&batch);
+        if total == 0 {
+            return Ok(());
+        }
+        // The kernels write rows along the transformed axis, row-major: straight into `out`
+        // when its layout seen in that order is row-major (the axis is the last one, or only
+        // size-1 axes follow it), else into a scratch tensor copied back to Nx's axis order.
+        let direct = out.transpose(&perm)?;
+        let via_scratch = !direct.is_contiguous();
+        let target = if via_scratch { self.empty(out_t, &out_shape)? } else { direct };
+        let batch_dims: Vec<(usize, isize)> = (0..last).map(|d| (xt.shape[d], xt.strides[d])).collect();
+        let mut merged = merge_dims(&batch_dims);
+        if merged.len() > 1 {
+            xt = self.contiguous_in(batch, &xt)?;
+            let batch_dims: Vec<(usize, isize)> = (0..last).map(|d| (xt.shape[d], xt.strides[d])).collect();
+            merged = merge_dims(&batch_dims);
+        }
+        let row_stride = merged.first().map(|d| d.1).unwrap_or(0);
+        let in_len = xt.shape[last];
+        let elem_stride = if in_len > 1 { xt.strides[last] } else { 0 };
+        self.record_transform(batch, &xt, &target, FftDims { rows, n, in_len, offset: xt.offset, row_stride, elem_stride }, eps, inverse)?;
+        if via_scratch {
+            // back to Nx's axis order: the transformed axis returns to `axis`
+            let mut inv = vec![0; rank];
+            for (i, &p) in perm.iter().enumerate() {
+                inv[p] = i;
             }
-            let row_stride = merged.first().map(|d| d.1).unwrap_or(0);
-            let in_len = xt.shape[last];
-            let elem_stride = if in_len > 1 { xt.strides[last] } else { 0 };
-            self.record_fft(&xt, &result, FftDims { rows, n, in_len, offset: xt.offset, row_stride, elem_stride }, eps, inverse)?;
+            self.record_contiguous(batch, &target.transpose(&inv)?, out)?;
         }
-        if axis == last {
-            return Ok(result);
-        }
-        // back to Nx's axis order: the transformed axis returns to `axis`
-        let mut inv = vec![0; rank];
-        for (i, &p) in perm.iter().enumerate() {
-            inv[p] = i;
-        }
-        self.contiguous(&result.transpose(&inv)?)
+        Ok(())
     }
 
-    fn record_fft(&self, x: &Tensor, out: &Tensor, d: FftDims, eps: f64, inverse: bool) -> Result<()> {
+    fn record_transform(&self, batch: &mut Batch<'_>, x: &Tensor, out: &Tensor, d: FftDims, eps: f64, inverse: bool) -> Result<()> {
         let p = d.n.trailing_zeros() as usize;
         let q = d.n >> p;
         let total = d.rows * d.n;
-        let i32p = |v: isize| -> Result<[u8; 4]> {
-            Ok(i32::try_from(v).map_err(|_| invalid!("fft index {v} exceeds 32 bits"))?.to_le_bytes())
-        };
-        let mut batch = self.batch()?;
         batch.keep(&x.buffer);
         batch.keep(&out.buffer);
         let scratch = if p > 0 {
@@ -124,14 +163,10 @@ impl Context {
             Some((a, _)) => a.address(),
             None => out.buffer.address(),
         };
-        let mut params = vec![];
-        params.extend_from_slice(&x.buffer.address().to_le_bytes());
-        params.extend_from_slice(&dst.to_le_bytes());
-        params.extend_from_slice(&eps.to_bits().to_le_bytes());
-        for v in [d.n as isize, q as isize, (1usize << p) as isize, d.in_len as isize, d.offset as isize, d.row_stride, d.elem_stride] {
-            params.extend_from_slice(&i32p(v)?);
-        }
-        batch.dispatch(&kernel, &params, total as u64)?;
+        let mut params = ParamBlock::new("fft");
+        params.addrs([x.buffer.address(), dst]).i64(eps.to_bits() as i64);
+        params.i32s([d.n, q, 1usize << p, d.in_len, d.offset])?.i32s([d.row_stride, d.elem_stride])?;
+        batch.dispatch(&kernel, params.bytes(), total as u64)?;
         // radix-2 stages, ping-ponging between the scratch buffers, the last into `out`
         if let Some((a, b)) = &scratch {
             let (mut src, mut dst) = (a.address(), b.address());
@@ -140,18 +175,14 @@ impl Context {
                 let spec = Spec { input: None, out: out.dtype, inverse, last };
                 let kernel = self.kernels.get(&spec.key(), 256, 1, || spec.source())?;
                 let target = if last { out.buffer.address() } else { dst };
-                let mut params = vec![];
-                params.extend_from_slice(&src.to_le_bytes());
-                params.extend_from_slice(&target.to_le_bytes());
-                params.extend_from_slice(&eps.to_bits().to_le_bytes());
-                for v in [d.n as isize, (q << stage) as isize] {
-                    params.extend_from_slice(&i32p(v)?);
-                }
-                batch.dispatch(&kernel, &params, (total / 2) as u64)?;
+                let mut params = ParamBlock::new("fft");
+                params.addrs([src, target]).i64(eps.to_bits() as i64);
+                params.i32s([d.n, q << stage])?;
+                batch.dispatch(&kernel, params.bytes(), (total / 2) as u64)?;
                 std::mem::swap(&mut src, &mut dst);
             }
         }
-        batch.finish()
+        Ok(())
     }
 }
 

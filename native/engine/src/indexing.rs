@@ -14,10 +14,20 @@
 //! **Out-of-range indices.** BinaryBackend raises `index i is out of bounds for axis a in shape
 //! s` for the first bad index it meets. A kernel cannot raise: every index is checked on the
 //! device (a check pass, or the keys pass of the indexed ops) and the flat position of the first
-//! bad one is kept with an `atomicMin` in a small host-visible buffer. After the batch the host
-//! reads it; when set, it downloads the indices, reads the value at that position and returns
-//! `EngineError::InvalidArgument` with BinaryBackend's message (real axis and shape of the
-//! tensor given). The kernels never read out of bounds: a bad index reads nothing.
+//! bad one is kept with an `atomicMin` in a small host-visible buffer (an [`IndexCheck`]).
+//! After the batch the host reads it; when set, it downloads the indices, reads the value at
+//! that position and returns `EngineError::InvalidArgument` with BinaryBackend's message (real
+//! axis and shape of the tensor given). The kernels never read out of bounds: a bad index reads
+//! nothing.
+//!
+//! **Recording into a caller's batch.** `record_gather`, `record_take`,
+//! `record_take_along_axis` and `record_indexed` write caller-provided outputs (new contiguous
+//! tensors) and report into an `IndexCheck` from [`Context::index_check`] (one slot per op;
+//! one check can serve a whole graph). The check stays a synchronisation point, only a later
+//! one: finish the batch, then `IndexCheck::check` waits and raises the first op's error. The
+//! record calls borrow the check for the batch's lifetime, so it cannot be read or dropped
+//! while the batch is still open. The plain ops (`gather`, ...) are that sequence with the
+//! wait at once.
 //!
 //! **Indexed ops** (`indices` is `{n, k}`, `axes` the k indexed axes in increasing order,
 //! `updates` is `{n, ...j}`). As in BinaryBackend, the target is seen permuted to
@@ -47,9 +57,13 @@
 use crate::dtype::{DType, Kind};
 use crate::elementwise::{buf_type, decode, encode, storage_type, wrap};
 use crate::error::{invalid, EngineError, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
 use crate::reduce::to_domain;
+use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
+use parking_lot::Mutex;
 use std::fmt::Write;
 use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
 use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter};
@@ -82,39 +96,6 @@ pub fn choose_scatter(rows: usize) -> ScatterStrategy {
         ScatterStrategy::Scan
     } else {
         ScatterStrategy::Segmented
-    }
-}
-
-/// A parameter block: addresses first, then 32-bit integers.
-struct Params {
-    addrs: Vec<u64>,
-    ints: Vec<i32>,
-}
-
-impl Params {
-    fn new(addrs: &[u64]) -> Params {
-        Params { addrs: addrs.to_vec(), ints: vec![] }
-    }
-    fn int(&mut self, v: i64) -> Result<&mut Self> {
-        let v = i32::try_from(v).map_err(|_| invalid!("indexing: value {v} exceeds 32 bits"))?;
-        self.ints.push(v);
-        Ok(self)
-    }
-    fn ints<I: IntoIterator<Item = i64>>(&mut self, vs: I) -> Result<&mut Self> {
-        for v in vs {
-            self.int(v)?;
-        }
-        Ok(self)
-    }
-    fn bytes(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(8 * self.addrs.len() + 4 * self.ints.len());
-        for a in &self.addrs {
-            b.extend_from_slice(&a.to_le_bytes());
-        }
-        for i in &self.ints {
-            b.extend_from_slice(&i.to_le_bytes());
-        }
-        b
     }
 }
 
@@ -187,37 +168,136 @@ fn words(t: DType) -> (&'static str, &'static str, usize) {
     }
 }
 
-/// A host-visible u32 the kernels report the first bad index position into.
-fn flag_buffer(ctx: &Context) -> Result<(Subbuffer<[u32]>, u64)> {
-    let buf = Buffer::from_iter(
-        ctx.memory_allocator.clone(),
-        BufferCreateInfo { usage: BufferUsage::STORAGE_BUFFER | BufferUsage::SHADER_DEVICE_ADDRESS, ..Default::default() },
-        AllocationCreateInfo {
-            memory_type_filter: MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_RANDOM_ACCESS,
-            ..Default::default()
-        },
-        [NO_ERROR, 0, 0, 0],
-    )
-    .map_err(|e| EngineError::OutOfMemory { bytes: 16, why: format!("index check flag: {e:?}") })?;
-    let address = buf.device_address().map_err(|e| EngineError::vk("flag address", e))?.get();
-    Ok((buf, address))
+/// What one index check slot refers to: the indices checked, the shape of the tensor they
+/// index and the axis each index component addresses (component `pos % axes.len()`).
+struct Checked {
+    indices: Tensor,
+    shape: Vec<usize>,
+    axes: Vec<usize>,
 }
 
-/// After the batch: the first bad index as BinaryBackend reports it, if any. `axis_of(pos)`
-/// maps a flat index position to the tensor axis it indexes.
-fn report(
-    ctx: &Context,
-    flag: &Subbuffer<[u32]>,
-    indices: &Tensor,
-    shape: &[usize],
-    axis_of: impl Fn(usize) -> usize,
-) -> Result<()> {
-    let pos = flag.read().map_err(|e| EngineError::vk("reading the index check", e))?[0];
-    if pos == NO_ERROR {
-        return Ok(());
+/// The out-of-range check of indexing ops recorded into a caller's batch (`record_gather`,
+/// `record_take`, `record_take_along_axis`, `record_indexed`): a small host-visible buffer in
+/// which each op's kernels keep the position of its first bad index, one slot per op.
+///
+/// A kernel cannot raise, so the check is a synchronisation point of its own: finish the
+/// batch, then call [`IndexCheck::check`], which waits for the device and returns
+/// BinaryBackend's error for the first op (in recording order) that met a bad index. The
+/// outputs of such an op hold unspecified values (kernels never read out of bounds). A
+/// record call borrows the check for as long as the batch lives, so the check cannot be
+/// read — or freed — before the batch is finished or dropped. Dropping a check unread waits
+/// for the device (the kernels may still write its buffer) and discards what it found,
+/// including a failure of queued work that this wait meets: always call `check`.
+///
+/// ```no_run
+/// # use nx_vulkan_engine::{Context, Result, Tensor};
+/// # fn f(ctx: &Context, x: &Tensor, indices: &Tensor, out: &Tensor) -> Result<()> {
+/// let check = ctx.index_check(1)?;
+/// let mut batch = ctx.batch()?;
+/// ctx.record_gather(&mut batch, &check, x, indices, &[0], out)?;
+/// batch.finish()?;
+/// check.check()?; // waits, then raises BinaryBackend's error for a bad index
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Reading the check while its batch is open does not compile:
+///
+/// ```compile_fail
+/// # use nx_vulkan_engine::{Context, Result, Tensor};
+/// # fn f(ctx: &Context, x: &Tensor, indices: &Tensor, out: &Tensor) -> Result<()> {
+/// let check = ctx.index_check(1)?;
+/// let mut batch = ctx.batch()?;
+/// ctx.record_gather(&mut batch, &check, x, indices, &[0], out)?;
+/// check.check()?; // error[E0505]: `check` is still borrowed by the batch
+/// batch.finish()
+/// # }
+/// ```
+#[must_use = "an IndexCheck reports out-of-range indices only through `check`"]
+pub struct IndexCheck<'c> {
+    ctx: &'c Context,
+    flag: Subbuffer<[u32]>,
+    address: u64,
+    capacity: usize,
+    /// The op of each claimed slot, in recording order.
+    ops: Mutex<Vec<Checked>>,
+    /// No queued work can write the flag any more (it was waited for, or never committed).
+    settled: bool,
+}
+
+impl<'c> IndexCheck<'c> {
+    fn new(ctx: &'c Context, capacity: usize) -> Result<IndexCheck<'c>> {
+        let capacity = capacity.max(1);
+        // NO_ERROR in every slot, padded to 16 bytes.
+        let init = (0..capacity.next_multiple_of(4)).map(|i| if i < capacity { NO_ERROR } else { 0 });
+        let flag = Buffer::from_iter(
+            ctx.memory_allocator.clone(),
+            BufferCreateInfo { usage: BufferUsage::STORAGE_BUFFER | BufferUsage::SHADER_DEVICE_ADDRESS, ..Default::default() },
+            AllocationCreateInfo {
+                memory_type_filter: MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_RANDOM_ACCESS,
+                ..Default::default()
+            },
+            init,
+        )
+        .map_err(|e| EngineError::OutOfMemory { bytes: 4 * capacity as u64, why: format!("index check flag: {e:?}") })?;
+        let address = flag.device_address().map_err(|e| EngineError::vk("flag address", e))?.get();
+        Ok(IndexCheck { ctx, flag, address, capacity, ops: Mutex::new(vec![]), settled: false })
     }
-    let bytes = ctx.download(indices)?;
-    let t = indices.dtype;
+
+    /// Takes the next slot for an op checking `indices` against `shape`; returns the address
+    /// its kernels report into.
+    fn claim(&self, indices: &Tensor, shape: &[usize], axes: Vec<usize>) -> Result<u64> {
+        let mut ops = self.ops.lock();
+        if ops.len() == self.capacity {
+            return Err(invalid!("this IndexCheck has room for {} indexing ops, all taken", self.capacity));
+        }
+        ops.push(Checked { indices: indices.clone(), shape: shape.to_vec(), axes });
+        Ok(self.address + 4 * (ops.len() - 1) as u64)
+    }
+
+    /// Waits until every op queued so far has run (finish the batch first), then reports the
+    /// first out-of-range index as Nx.BinaryBackend does: `index i is out of bounds for axis
+    /// a in shape s`. A failure of queued work found by the wait comes first.
+    pub fn check(self) -> Result<()> {
+        let waited = self.ctx.synchronize();
+        self.read_after(waited)
+    }
+
+    /// Reads the slots once the work writing them has been waited for (`waited` is that wait's
+    /// result, reported first).
+    fn read_after(mut self, waited: Result<()>) -> Result<()> {
+        self.settled = true;
+        waited?;
+        let flags: Vec<u32> = self.flag.read().map_err(|e| EngineError::vk("reading the index check", e))?.to_vec();
+        let ops = std::mem::take(&mut *self.ops.lock());
+        for (op, &pos) in ops.iter().zip(&flags) {
+            if pos != NO_ERROR {
+                return report(self.ctx, pos, op);
+            }
+        }
+        Ok(())
+    }
+
+    /// The batch these slots were recorded into was dropped, never committed: nothing will
+    /// write the flag.
+    fn discard_uncommitted(mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for IndexCheck<'_> {
+    fn drop(&mut self) {
+        if !self.settled && !self.ops.get_mut().is_empty() {
+            // Kernels may still write the flag: it must outlive them.
+            let _ = self.ctx.synchronize();
+        }
+    }
+}
+
+/// BinaryBackend's error for the bad index at flat position `pos` of `op.indices`.
+fn report(ctx: &Context, pos: u32, op: &Checked) -> Result<()> {
+    let bytes = ctx.download(&op.indices)?;
+    let t = op.indices.dtype;
     let p = pos as usize * t.size();
     let mut w = [0u8; 8];
     w[..t.size()].copy_from_slice(&bytes[p..p + t.size()]);
@@ -229,18 +309,12 @@ fn report(
         }
         _ => raw as i128,
     };
-    let axis = axis_of(pos as usize);
-    Err(invalid!("index {value} is out of bounds for axis {axis} in shape {}", shape_str(shape)))
+    let axis = op.axes.get(pos as usize % op.axes.len().max(1)).copied().unwrap_or(0);
+    Err(invalid!("index {value} is out of bounds for axis {axis} in shape {}", shape_str(&op.shape)))
 }
 
 /// Records the check pass over `indices` (row-major position `e` indexes `bounds[e % depth]`).
-fn record_check(
-    ctx: &Context,
-    batch: &mut crate::submit::Batch<'_>,
-    indices: &Tensor,
-    bounds: &[usize],
-    flag_addr: u64,
-) -> Result<()> {
+fn record_check(ctx: &Context, batch: &mut Batch<'_>, indices: &Tensor, bounds: &[usize], flag_addr: u64) -> Result<()> {
     let n = indices.numel();
     if n == 0 {
         return Ok(());
@@ -279,14 +353,12 @@ fn record_check(
         .unwrap();
         s
     })?;
-    let mut p = Params::new(&[indices.buffer.address(), flag_addr]);
-    let rank = indices.shape.len();
-    p.int(rank as i64)?.int(indices.offset as i64)?.int(bounds.len().max(1) as i64)?;
-    p.ints(indices.shape.iter().map(|&d| d as i64))?;
-    p.ints(indices.strides.iter().map(|&s| s as i64))?;
-    p.ints(bounds.iter().map(|&d| d as i64))?;
+    let mut p = ParamBlock::new("indexing");
+    p.addrs([indices.buffer.address(), flag_addr]);
+    p.i32(indices.shape.len())?.i32(indices.offset)?.i32(bounds.len().max(1))?;
+    p.i32s(indices.shape.iter().copied())?.i32s(indices.strides.iter().copied())?.i32s(bounds.iter().copied())?;
     batch.keep(&indices.buffer);
-    batch.dispatch(&kernel, &p.bytes(), n as u64)
+    batch.dispatch(&kernel, p.bytes(), n as u64)
 }
 
 /// How an `ix_read` kernel finds source axis `d`: an output coordinate or an index component.
@@ -296,133 +368,282 @@ enum Src {
     Index(usize),
 }
 
+/// How a read (gather, take, take_along_axis) maps its output onto `x` and `indices`.
+struct ReadPlan {
+    out_shape: Vec<usize>,
+    /// Index strides per output axis (0 where an axis does not move through the indices).
+    istr_out: Vec<isize>,
+    /// The stride of the index-component axis (gather), else 0.
+    istr_last: isize,
+    src: Vec<Src>,
+    bounds: Vec<usize>,
+    /// Write NaNs canonical (take_along_axis).
+    canon: bool,
+    /// The axis of `x` each index component addresses (for the error message).
+    axes: Vec<usize>,
+}
+
+impl ReadPlan {
+    fn check_rank(self, x: &Tensor) -> Result<ReadPlan> {
+        if self.out_shape.len() > MAX_RANK || x.shape.len() > MAX_RANK {
+            return Err(invalid!("indexing supports ranks up to {MAX_RANK}"));
+        }
+        Ok(self)
+    }
+}
+
+fn gather_plan(x: &Tensor, indices: &Tensor, axes: &[usize]) -> Result<ReadPlan> {
+    check_indices(indices)?;
+    let rank = x.shape.len();
+    let Some((&depth, outer)) = indices.shape.split_last() else {
+        return Err(invalid!("gather: expected indices rank to be at least 1, got: 0"));
+    };
+    if axes.len() != depth {
+        return Err(invalid!("gather: {} axes given for indices whose last dimension is {depth}", axes.len()));
+    }
+    if axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= rank) {
+        return Err(invalid!("gather: axes {axes:?} must be increasing axes of a rank {rank} tensor"));
+    }
+    let rest: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
+    let mut out_shape = outer.to_vec();
+    out_shape.extend(rest.iter().map(|&d| x.shape[d]));
+    let mut istr_out: Vec<isize> = indices.strides[..outer.len()].to_vec();
+    istr_out.extend(std::iter::repeat(0).take(rest.len()));
+    let mut src = vec![Src::Out(0); rank];
+    for (q, &a) in axes.iter().enumerate() {
+        src[a] = Src::Index(q);
+    }
+    for (j, &d) in rest.iter().enumerate() {
+        src[d] = Src::Out(outer.len() + j);
+    }
+    let bounds: Vec<usize> = axes.iter().map(|&a| x.shape[a]).collect();
+    let istr_last = indices.strides[outer.len()];
+    ReadPlan { out_shape, istr_out, istr_last, src, bounds, canon: false, axes: axes.to_vec() }.check_rank(x)
+}
+
+fn take_plan(x: &Tensor, indices: &Tensor, axis: usize) -> Result<ReadPlan> {
+    check_indices(indices)?;
+    let rank = x.shape.len();
+    if axis >= rank {
+        return Err(invalid!("take: axis {axis} out of range for shape {:?}", x.shape));
+    }
+    let ir = indices.shape.len();
+    let mut out_shape = x.shape[..axis].to_vec();
+    out_shape.extend_from_slice(&indices.shape);
+    out_shape.extend_from_slice(&x.shape[axis + 1..]);
+    let mut istr_out = vec![0isize; axis];
+    istr_out.extend_from_slice(&indices.strides);
+    istr_out.extend(std::iter::repeat(0).take(rank - axis - 1));
+    let src: Vec<Src> = (0..rank)
+        .map(|d| match d.cmp(&axis) {
+            std::cmp::Ordering::Less => Src::Out(d),
+            std::cmp::Ordering::Equal => Src::Index(0),
+            std::cmp::Ordering::Greater => Src::Out(d - 1 + ir),
+        })
+        .collect();
+    ReadPlan { out_shape, istr_out, istr_last: 0, src, bounds: vec![x.shape[axis]], canon: false, axes: vec![axis] }.check_rank(x)
+}
+
+fn take_along_axis_plan(x: &Tensor, indices: &Tensor, axis: usize) -> Result<ReadPlan> {
+    check_indices(indices)?;
+    let rank = x.shape.len();
+    if axis >= rank {
+        return Err(invalid!("take_along_axis: axis {axis} out of range for shape {:?}", x.shape));
+    }
+    if indices.shape.len() != rank || (0..rank).any(|d| d != axis && indices.shape[d] != x.shape[d]) {
+        return Err(invalid!(
+            "take_along_axis: indices of shape {:?} do not match {:?} off axis {axis}",
+            indices.shape,
+            x.shape
+        ));
+    }
+    let src: Vec<Src> = (0..rank).map(|d| if d == axis { Src::Index(0) } else { Src::Out(d) }).collect();
+    let (out_shape, istr_out) = (indices.shape.clone(), indices.strides.clone());
+    ReadPlan { out_shape, istr_out, istr_last: 0, src, bounds: vec![x.shape[axis]], canon: true, axes: vec![axis] }.check_rank(x)
+}
+
+/// The result shape of Nx.gather of `x` at `indices` over `axes`.
+pub fn gather_output_shape(x: &Tensor, indices: &Tensor, axes: &[usize]) -> Result<Vec<usize>> {
+    Ok(gather_plan(x, indices, axes)?.out_shape)
+}
+
+/// The result shape of Nx.take of `x` at `indices` along `axis`.
+pub fn take_output_shape(x: &Tensor, indices: &Tensor, axis: usize) -> Result<Vec<usize>> {
+    Ok(take_plan(x, indices, axis)?.out_shape)
+}
+
+/// An indexed op's sizes after validation: the target seen permuted to `axes ++ rest`.
+struct ScatterPlan {
+    n: usize,
+    k: usize,
+    /// slice size S, update row size U, slice count
+    s_size: usize,
+    u_size: usize,
+    slices: usize,
+    kstride: Vec<usize>,
+    /// strides of the permuted target, per target axis
+    pst: Vec<usize>,
+}
+
+fn indexed_plan(target: &Tensor, indices: &Tensor, updates: &Tensor, axes: &[usize], out: DType) -> Result<ScatterPlan> {
+    check_indices(indices)?;
+    let rank = target.shape.len();
+    if rank > MAX_RANK {
+        return Err(invalid!("indexing supports ranks up to {MAX_RANK}"));
+    }
+    let &[n, k] = indices.shape.as_slice() else {
+        return Err(invalid!("indices must be a rank 2 tensor {{n, k}}, got shape {:?}", indices.shape));
+    };
+    if axes.len() != k || axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= rank) {
+        return Err(invalid!("axes {axes:?} must be {k} increasing axes of the rank {rank} target"));
+    }
+    if updates.shape.first() != Some(&n) {
+        return Err(invalid!(
+            "expected the leading axis of indices ({}) and leading axis of updates ({}) to match",
+            shape_str(&indices.shape),
+            shape_str(&updates.shape)
+        ));
+    }
+    let rest: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
+    if updates.shape.len() != 1 + rest.len() {
+        return Err(invalid!(
+            "expected the rank of the input ({rank}) to be equal to the rank of the updates ({}) plus the trailing axis of indices ({}) minus one",
+            updates.shape.len(),
+            shape_str(&indices.shape)
+        ));
+    }
+    if updates.shape.len() > 1 {
+        for (j, &d) in rest.iter().enumerate() {
+            if updates.shape[1 + j] > target.shape[d] {
+                return Err(invalid!(
+                    "axis ({}) of updates ({}) must be less than or equal to the axis ({d}) of {})",
+                    1 + j,
+                    shape_str(&updates.shape),
+                    shape_str(&target.shape)
+                ));
+            }
+        }
+    }
+    if [target.dtype, updates.dtype, out].iter().any(|t| !t.is_float() && !t.is_integer()) {
+        return Err(invalid!("indexed_add/indexed_put of complex tensors are not supported on the device yet"));
+    }
+    if out.is_integer() && (target.dtype.is_float() || updates.dtype.is_float()) {
+        return Err(invalid!("indexed op of {} and {} cannot give integer type {out}", target.dtype, updates.dtype));
+    }
+    if updates.numel() > MAX_ELEMENTS {
+        return Err(invalid!("updates of {} elements exceed {MAX_ELEMENTS}", updates.numel()));
+    }
+    // the permuted target: axes ++ rest; slice size S, update row size U
+    let s_size: usize = rest.iter().map(|&d| target.shape[d]).product();
+    let u_size: usize = updates.shape[1..].iter().product();
+    let slices: usize = axes.iter().map(|&a| target.shape[a]).product();
+    let mut kstride = vec![0usize; k];
+    let mut acc = 1usize;
+    for q in (0..k).rev() {
+        kstride[q] = acc;
+        acc *= target.shape[axes[q]];
+    }
+    let mut pst = vec![0usize; rank];
+    for (q, &a) in axes.iter().enumerate() {
+        pst[a] = kstride[q] * s_size;
+    }
+    let mut acc = 1usize;
+    for &d in rest.iter().rev() {
+        pst[d] = acc;
+        acc *= target.shape[d];
+    }
+    Ok(ScatterPlan { n, k, s_size, u_size, slices, kstride, pst })
+}
+
 impl Context {
+    /// An index check with room for `ops` indexing ops, for the `record_*` indexing calls
+    /// (see [`IndexCheck`]).
+    pub fn index_check(&self, ops: usize) -> Result<IndexCheck<'_>> {
+        IndexCheck::new(self, ops)
+    }
+
     /// Nx.gather: `indices[..., k]` indexes the tensor axes `axes` (k of them, increasing);
     /// the result has shape `indices.shape[:-1] ++ the other axes of x` and x's type.
     pub fn gather(&self, x: &Tensor, indices: &Tensor, axes: &[usize]) -> Result<Tensor> {
-        check_indices(indices)?;
-        let rank = x.shape.len();
-        let Some((&depth, outer)) = indices.shape.split_last() else {
-            return Err(invalid!("gather: expected indices rank to be at least 1, got: 0"));
-        };
-        if axes.len() != depth {
-            return Err(invalid!("gather: {} axes given for indices whose last dimension is {depth}", axes.len()));
-        }
-        if axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= rank) {
-            return Err(invalid!("gather: axes {axes:?} must be increasing axes of a rank {rank} tensor"));
-        }
-        let rest: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
-        let mut out_shape = outer.to_vec();
-        out_shape.extend(rest.iter().map(|&d| x.shape[d]));
-        let mut istr_out: Vec<isize> = indices.strides[..outer.len()].to_vec();
-        istr_out.extend(std::iter::repeat(0).take(rest.len()));
-        let mut src = vec![Src::Out(0); rank];
-        for (q, &a) in axes.iter().enumerate() {
-            src[a] = Src::Index(q);
-        }
-        for (j, &d) in rest.iter().enumerate() {
-            src[d] = Src::Out(outer.len() + j);
-        }
-        let bounds: Vec<usize> = axes.iter().map(|&a| x.shape[a]).collect();
-        let istr_last = indices.strides[outer.len()];
-        self.index_read(x, indices, &out_shape, &istr_out, istr_last, &src, &bounds, false, |pos| axes[pos % depth.max(1)])
+        self.index_read(x, indices, gather_plan(x, indices, axes)?)
     }
 
     /// Nx.take: `x` with axis `axis` replaced by the indices' dimensions.
     pub fn take(&self, x: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
-        check_indices(indices)?;
-        let rank = x.shape.len();
-        if axis >= rank {
-            return Err(invalid!("take: axis {axis} out of range for shape {:?}", x.shape));
-        }
-        let ir = indices.shape.len();
-        let mut out_shape = x.shape[..axis].to_vec();
-        out_shape.extend_from_slice(&indices.shape);
-        out_shape.extend_from_slice(&x.shape[axis + 1..]);
-        let mut istr_out = vec![0isize; axis];
-        istr_out.extend_from_slice(&indices.strides);
-        istr_out.extend(std::iter::repeat(0).take(rank - axis - 1));
-        let src: Vec<Src> = (0..rank)
-            .map(|d| match d.cmp(&axis) {
-                std::cmp::Ordering::Less => Src::Out(d),
-                std::cmp::Ordering::Equal => Src::Index(0),
-                std::cmp::Ordering::Greater => Src::Out(d - 1 + ir),
-            })
-            .collect();
-        self.index_read(x, indices, &out_shape, &istr_out, 0, &src, &[x.shape[axis]], false, |_| axis)
+        self.index_read(x, indices, take_plan(x, indices, axis)?)
     }
 
     /// Nx.take_along_axis: `indices` has x's rank and shape except along `axis`; the result
     /// has the indices' shape. NaNs come out canonical (BinaryBackend re-writes the values).
     pub fn take_along_axis(&self, x: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
-        check_indices(indices)?;
-        let rank = x.shape.len();
-        if axis >= rank {
-            return Err(invalid!("take_along_axis: axis {axis} out of range for shape {:?}", x.shape));
-        }
-        if indices.shape.len() != rank || (0..rank).any(|d| d != axis && indices.shape[d] != x.shape[d]) {
-            return Err(invalid!(
-                "take_along_axis: indices of shape {:?} do not match {:?} off axis {axis}",
-                indices.shape,
-                x.shape
-            ));
-        }
-        let src: Vec<Src> = (0..rank).map(|d| if d == axis { Src::Index(0) } else { Src::Out(d) }).collect();
-        let out_shape = indices.shape.clone();
-        let istr = indices.strides.clone();
-        self.index_read(x, indices, &out_shape, &istr, 0, &src, &[x.shape[axis]], true, |_| axis)
+        self.index_read(x, indices, take_along_axis_plan(x, indices, axis)?)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn index_read(
-        &self,
-        x: &Tensor,
-        indices: &Tensor,
-        out_shape: &[usize],
-        istr_out: &[isize],
-        istr_last: isize,
-        src: &[Src],
-        bounds: &[usize],
-        canon: bool,
-        axis_of: impl Fn(usize) -> usize,
-    ) -> Result<Tensor> {
-        if out_shape.len() > MAX_RANK || x.shape.len() > MAX_RANK {
-            return Err(invalid!("indexing supports ranks up to {MAX_RANK}"));
-        }
-        let out = self.empty(x.dtype, out_shape)?;
-        let n_out = out.numel();
-        if indices.numel() == 0 && n_out == 0 {
+    /// Records `gather` into `out` (a new tensor of [`gather_output_shape`] and `x`'s type),
+    /// its index check into `check` (read it once the batch is finished).
+    pub fn record_gather<'b>(&self, batch: &mut Batch<'b>, check: &'b IndexCheck<'_>, x: &Tensor, indices: &Tensor, axes: &[usize], out: &Tensor) -> Result<()> {
+        self.record_index_read(batch, check, x, indices, &gather_plan(x, indices, axes)?, out)
+    }
+
+    /// Records `take` into `out` (a new tensor of [`take_output_shape`] and `x`'s type), its
+    /// index check into `check`.
+    pub fn record_take<'b>(&self, batch: &mut Batch<'b>, check: &'b IndexCheck<'_>, x: &Tensor, indices: &Tensor, axis: usize, out: &Tensor) -> Result<()> {
+        self.record_index_read(batch, check, x, indices, &take_plan(x, indices, axis)?, out)
+    }
+
+    /// Records `take_along_axis` into `out` (a new tensor of the indices' shape and `x`'s
+    /// type), its index check into `check`.
+    pub fn record_take_along_axis<'b>(&self, batch: &mut Batch<'b>, check: &'b IndexCheck<'_>, x: &Tensor, indices: &Tensor, axis: usize, out: &Tensor) -> Result<()> {
+        self.record_index_read(batch, check, x, indices, &take_along_axis_plan(x, indices, axis)?, out)
+    }
+
+    fn index_read(&self, x: &Tensor, indices: &Tensor, plan: ReadPlan) -> Result<Tensor> {
+        let out = self.empty(x.dtype, &plan.out_shape)?;
+        if indices.numel() == 0 && out.numel() == 0 {
             return Ok(out);
         }
-        let (flag, flag_addr) = flag_buffer(self)?;
+        let check = IndexCheck::new(self, 1)?;
         let mut batch = self.batch()?;
-        record_check(self, &mut batch, indices, bounds, flag_addr)?;
+        if let Err(e) = self.record_index_read(&mut batch, &check, x, indices, &plan, &out) {
+            drop(batch);
+            check.discard_uncommitted();
+            return Err(e);
+        }
+        // A synchronisation point: Nx raises on an out-of-range index, so the check is read now.
+        let waited = batch.finish_and_wait();
+        check.read_after(waited)?;
+        Ok(out)
+    }
+
+    fn record_index_read(&self, batch: &mut Batch<'_>, check: &IndexCheck<'_>, x: &Tensor, indices: &Tensor, plan: &ReadPlan, out: &Tensor) -> Result<()> {
+        check_dense_output(out, x.dtype, &plan.out_shape, "indexing")?;
+        let n_out = out.numel();
+        if indices.numel() == 0 && n_out == 0 {
+            return Ok(());
+        }
+        let flag_addr = check.claim(indices, &x.shape, plan.axes.clone())?;
+        record_check(self, batch, indices, &plan.bounds, flag_addr)?;
         if n_out > 0 {
             let (t, it) = (x.dtype, indices.dtype);
             let (_, st, nw) = words(t);
-            let canon = canon && !t.is_integer();
+            let canon = plan.canon && !t.is_integer();
             let key = format!("ix_read {st}x{nw} {it} canon:{}", if canon { t.name() } else { "-" });
             let kernel = self.kernels.get(&key, LOCAL, 1, || read_source(t, it, canon))?;
-            let mut p = Params::new(&[x.buffer.address(), indices.buffer.address(), out.buffer.address()]);
-            let (r, d) = (out_shape.len(), x.shape.len());
-            p.int(r as i64)?.int(d as i64)?.int(x.offset as i64)?.int(indices.offset as i64)?.int(istr_last as i64)?;
-            p.ints(out_shape.iter().map(|&v| v as i64))?;
-            p.ints(istr_out.iter().map(|&v| v as i64))?;
-            p.ints(x.shape.iter().map(|&v| v as i64))?;
-            p.ints(x.strides.iter().map(|&v| v as i64))?;
-            p.ints(src.iter().map(|s| match *s {
+            let mut p = ParamBlock::new("indexing");
+            p.addrs([x.buffer.address(), indices.buffer.address(), out.buffer.address()]);
+            p.i32s([plan.out_shape.len(), x.shape.len(), x.offset, indices.offset])?.i32(plan.istr_last)?;
+            p.i32s(plan.out_shape.iter().copied())?.i32s(plan.istr_out.iter().copied())?;
+            p.i32s(x.shape.iter().copied())?.i32s(x.strides.iter().copied())?;
+            p.i32s(plan.src.iter().map(|s| match *s {
                 Src::Out(k) => k as i64,
                 Src::Index(q) => -1 - q as i64,
             }))?;
             batch.keep(&x.buffer);
             batch.keep(&indices.buffer);
             batch.keep(&out.buffer);
-            batch.dispatch(&kernel, &p.bytes(), n_out as u64)?;
+            batch.dispatch(&kernel, p.bytes(), n_out as u64)?;
         }
-        // A synchronisation point: Nx raises on an out-of-range index, so the check is read now.
-        batch.finish_and_wait()?;
-        report(self, &flag, indices, &x.shape, axis_of)?;
-        Ok(out)
+        Ok(())
     }
 
     /// Nx.indexed_add: `updates` rows added at `indices` (`{n, k}` over the increasing `axes`);
@@ -448,78 +669,43 @@ impl Context {
         out: DType,
         strategy: Option<ScatterStrategy>,
     ) -> Result<Tensor> {
-        check_indices(indices)?;
-        let rank = target.shape.len();
-        if rank > MAX_RANK {
-            return Err(invalid!("indexing supports ranks up to {MAX_RANK}"));
-        }
-        let &[n, k] = indices.shape.as_slice() else {
-            return Err(invalid!("indices must be a rank 2 tensor {{n, k}}, got shape {:?}", indices.shape));
-        };
-        if axes.len() != k || axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= rank) {
-            return Err(invalid!("axes {axes:?} must be {k} increasing axes of the rank {rank} target"));
-        }
-        if updates.shape.first() != Some(&n) {
-            return Err(invalid!(
-                "expected the leading axis of indices ({}) and leading axis of updates ({}) to match",
-                shape_str(&indices.shape),
-                shape_str(&updates.shape)
-            ));
-        }
-        let rest: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
-        if updates.shape.len() != 1 + rest.len() {
-            return Err(invalid!(
-                "expected the rank of the input ({rank}) to be equal to the rank of the updates ({}) plus the trailing axis of indices ({}) minus one",
-                updates.shape.len(),
-                shape_str(&indices.shape)
-            ));
-        }
-        if updates.shape.len() > 1 {
-            for (j, &d) in rest.iter().enumerate() {
-                if updates.shape[1 + j] > target.shape[d] {
-                    return Err(invalid!(
-                        "axis ({}) of updates ({}) must be less than or equal to the axis ({d}) of {})",
-                        1 + j,
-                        shape_str(&updates.shape),
-                        shape_str(&target.shape)
-                    ));
-                }
-            }
-        }
-        if [target.dtype, updates.dtype, out].iter().any(|t| !t.is_float() && !t.is_integer()) {
-            return Err(invalid!("indexed_add/indexed_put of complex tensors are not supported on the device yet"));
-        }
-        if out.is_integer() && (target.dtype.is_float() || updates.dtype.is_float()) {
-            return Err(invalid!("indexed op of {} and {} cannot give integer type {out}", target.dtype, updates.dtype));
-        }
-        if updates.numel() > MAX_ELEMENTS {
-            return Err(invalid!("updates of {} elements exceed {MAX_ELEMENTS}", updates.numel()));
-        }
-        // the permuted target: axes ++ rest; slice size S, update row size U
-        let s_size: usize = rest.iter().map(|&d| target.shape[d]).product();
-        let u_size: usize = updates.shape[1..].iter().product();
-        let slices: usize = axes.iter().map(|&a| target.shape[a]).product();
-        let mut kstride = vec![0usize; k];
-        let mut acc = 1usize;
-        for q in (0..k).rev() {
-            kstride[q] = acc;
-            acc *= target.shape[axes[q]];
-        }
-        let mut pst = vec![0usize; rank];
-        for (q, &a) in axes.iter().enumerate() {
-            pst[a] = kstride[q] * s_size;
-        }
-        let mut acc = 1usize;
-        for &d in rest.iter().rev() {
-            pst[d] = acc;
-            acc *= target.shape[d];
-        }
-        let strategy = strategy.unwrap_or_else(|| choose_scatter(n));
+        indexed_plan(target, indices, updates, axes, out)?;
         let result = self.empty(out, &target.shape)?;
-        let n_out = result.numel();
-        let (flag, flag_addr) = flag_buffer(self)?;
+        let check = IndexCheck::new(self, 1)?;
         let mut batch = self.batch()?;
-        for t in [target, indices, updates, &result] {
+        if let Err(e) = self.record_indexed(&mut batch, &check, op, target, indices, updates, axes, strategy, &result) {
+            drop(batch);
+            check.discard_uncommitted();
+            return Err(e);
+        }
+        let waited = batch.finish_and_wait(); // the index check is read now (as in `gather`)
+        check.read_after(waited)?;
+        Ok(result)
+    }
+
+    /// Records indexed_add / indexed_put into `out` (a new tensor of `target`'s shape whose
+    /// type is the result type), its index check into `check` (read it once the batch is
+    /// finished). `strategy` as in [`Context::indexed`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_indexed<'b>(
+        &self,
+        batch: &mut Batch<'b>,
+        check: &'b IndexCheck<'_>,
+        op: IndexedOp,
+        target: &Tensor,
+        indices: &Tensor,
+        updates: &Tensor,
+        axes: &[usize],
+        strategy: Option<ScatterStrategy>,
+        out: &Tensor,
+    ) -> Result<()> {
+        let ScatterPlan { n, k, s_size, u_size, slices, kstride, pst } = indexed_plan(target, indices, updates, axes, out.dtype)?;
+        check_dense_output(out, out.dtype, &target.shape, "indexed")?;
+        let rank = target.shape.len();
+        let strategy = strategy.unwrap_or_else(|| choose_scatter(n));
+        let n_out = out.numel();
+        let flag_addr = check.claim(indices, &target.shape, axes.to_vec())?;
+        for t in [target, indices, updates, out] {
             batch.keep(&t.buffer);
         }
         // keys pass: slice number of each row, or -1 (and the flag) for a bad row
@@ -528,11 +714,11 @@ impl Context {
         if n > 0 {
             let it = indices.dtype;
             let kernel = self.kernels.get(&format!("ix_keys {it}"), LOCAL, 1, || keys_source(it))?;
-            let mut p = Params::new(&[indices.buffer.address(), keys.address(), flag_addr]);
-            p.int(k as i64)?.int(indices.offset as i64)?.int(indices.strides[0] as i64)?.int(indices.strides[1] as i64)?;
-            p.ints(axes.iter().map(|&a| target.shape[a] as i64))?;
-            p.ints(kstride.iter().map(|&v| v as i64))?;
-            batch.dispatch(&kernel, &p.bytes(), n as u64)?;
+            let mut p = ParamBlock::new("indexing");
+            p.addrs([indices.buffer.address(), keys.address(), flag_addr]);
+            p.i32s([k, indices.offset])?.i32s([indices.strides[0], indices.strides[1]])?;
+            p.i32s(axes.iter().map(|&a| target.shape[a]))?.i32s(kstride.iter().copied())?;
+            batch.dispatch(&kernel, p.bytes(), n as u64)?;
         }
         if n_out > 0 {
             let mode = if n == 0 || s_size == 0 || u_size == 0 {
@@ -555,9 +741,9 @@ impl Context {
                 self.kernels.get(&format!("ix_aux {name}"), LOCAL, 1, || aux_source(body))
             };
             let words = |a: u64, b: u64, c: u64, d: u64, ints: &[i64]| -> Result<Vec<u8>> {
-                let mut p = Params::new(&[a, b, c, d]);
-                p.ints(ints.iter().copied())?;
-                Ok(p.bytes())
+                let mut p = ParamBlock::new("indexing");
+                p.addrs([a, b, c, d]).i32s(ints.iter().copied())?;
+                Ok(p.bytes().to_vec())
             };
             let (ka, ca, sa, ra) = (keys.address(), counts.address(), starts.address(), rows.address());
             match mode {
@@ -581,23 +767,17 @@ impl Context {
                 }
                 _ => {}
             }
-            let spec = ScatterSpec { op, mode, target: target.dtype, updates: updates.dtype, out };
+            let spec = ScatterSpec { op, mode, target: target.dtype, updates: updates.dtype, out: out.dtype };
             let kernel = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
-            let mut p = Params::new(&[target.buffer.address(), updates.buffer.address(), ka, result.buffer.address(), ca, sa, ra]);
+            let mut p = ParamBlock::new("indexing");
+            p.addrs([target.buffer.address(), updates.buffer.address(), ka, out.buffer.address(), ca, sa, ra]);
             let ur = updates.shape.len() - 1;
-            p.int(rank as i64)?.int(n as i64)?.int(s_size as i64)?.int(u_size as i64)?.int(ur as i64)?;
-            p.int(target.offset as i64)?.int(updates.offset as i64)?.int(updates.strides[0] as i64)?;
-            p.ints(target.shape.iter().map(|&v| v as i64))?;
-            p.ints(target.strides.iter().map(|&v| v as i64))?;
-            p.ints(pst.iter().map(|&v| v as i64))?;
-            p.ints(updates.shape[1..].iter().map(|&v| v as i64))?;
-            p.ints(updates.strides[1..].iter().map(|&v| v as i64))?;
-            batch.dispatch(&kernel, &p.bytes(), n_out as u64)?;
+            p.i32s([rank, n, s_size, u_size, ur, target.offset, updates.offset])?.i32(updates.strides[0])?;
+            p.i32s(target.shape.iter().copied())?.i32s(target.strides.iter().copied())?.i32s(pst.iter().copied())?;
+            p.i32s(updates.shape[1..].iter().copied())?.i32s(updates.strides[1..].iter().copied())?;
+            batch.dispatch(&kernel, p.bytes(), n_out as u64)?;
         }
-        batch.finish_and_wait()?; // the index check is read now (as in `gather`)
-        let k1 = k.max(1);
-        report(self, &flag, indices, &target.shape, |pos| axes.get(pos % k1).copied().unwrap_or(0))?;
-        Ok(result)
+        Ok(())
     }
 }
 

@@ -27,6 +27,7 @@ pub mod kernels;
 pub mod matmul;
 pub mod memory;
 pub mod ops;
+pub mod params;
 pub mod reduce;
 pub mod scan;
 pub mod sort;

@@ -6,6 +6,11 @@
 //! result is a contiguous `[B, M, N]` tensor reshaped to Nx's axis order: batch axes, then
 //! `a`'s free axes, then `b`'s free axes.
 //!
+//! [`Context::record_dot`] records the whole dot — operand conversions and copies, the GEMM,
+//! and for the exact f32 policy the f64 GEMM into a scratch tensor and its rounding to f32 —
+//! into a caller's batch, writing a caller's output (a new tensor of [`dot_output_shape`]);
+//! `dot`, `dot_with` and `dot_using` allocate the output and commit a batch of their own.
+//!
 //! Kernels (chosen by [`choose_kernel`] from the output type, the shape and `DeviceCaps`):
 //! - [`MatmulKernel::Tiled`] for f32: a shared-memory GEMM. A workgroup of 256 invocations
 //!   computes a `BM × BN` tile stepping `BK` along K (64×64×16 by default; 128×128×8/16 also
@@ -44,8 +49,12 @@
 
 use crate::device::DeviceCaps;
 use crate::dtype::{DType, Kind};
+use crate::elementwise::Expr;
 use crate::error::{invalid, EngineError, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
 use crate::reduce::{buf_type, decode, encode, merge_dims, to_domain};
+use crate::submit::Batch;
 use crate::tensor::{numel, Tensor};
 use crate::Context;
 use std::fmt::Write;
@@ -129,6 +138,59 @@ fn view3(t: &Tensor, groups: [usize; 3]) -> Option<View3> {
     Some(View3 { offset: t.offset, s })
 }
 
+/// A dot's sizes after validation: `[B, M, N, K]` and the axes regrouped.
+struct DotPlan {
+    shape: Vec<usize>,
+    bsz: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    free_a: Vec<usize>,
+    free_b: Vec<usize>,
+}
+
+fn dot_plan(a: &[usize], contract_a: &[usize], batch_a: &[usize], b: &[usize], contract_b: &[usize], batch_b: &[usize]) -> Result<DotPlan> {
+    check_axes(a, contract_a, batch_a, "a")?;
+    check_axes(b, contract_b, batch_b, "b")?;
+    if contract_a.len() != contract_b.len() || batch_a.len() != batch_b.len() {
+        return Err(invalid!(
+            "dot: {} contraction and {} batch axes on a, {} and {} on b",
+            contract_a.len(),
+            batch_a.len(),
+            contract_b.len(),
+            batch_b.len()
+        ));
+    }
+    for (&x, &y) in contract_a.iter().zip(contract_b).chain(batch_a.iter().zip(batch_b)) {
+        if a[x] != b[y] {
+            return Err(invalid!("dot: axis {x} of a (size {}) does not match axis {y} of b (size {})", a[x], b[y]));
+        }
+    }
+    let free_a: Vec<usize> = (0..a.len()).filter(|d| !contract_a.contains(d) && !batch_a.contains(d)).collect();
+    let free_b: Vec<usize> = (0..b.len()).filter(|d| !contract_b.contains(d) && !batch_b.contains(d)).collect();
+    let mut shape: Vec<usize> = batch_a.iter().map(|&d| a[d]).collect();
+    shape.extend(free_a.iter().map(|&d| a[d]));
+    shape.extend(free_b.iter().map(|&d| b[d]));
+    crate::tensor::checked_numel(&shape)?;
+    let bsz: usize = batch_a.iter().map(|&d| a[d]).product();
+    let m: usize = free_a.iter().map(|&d| a[d]).product();
+    let n: usize = free_b.iter().map(|&d| b[d]).product();
+    let k: usize = contract_a.iter().map(|&d| a[d]).product();
+    Ok(DotPlan { shape, bsz, m, n, k, free_a, free_b })
+}
+
+/// The shape Nx.dot/6 gives: the batch axes, then `a`'s free axes, then `b`'s free axes.
+pub fn dot_output_shape(
+    a: &[usize],
+    contract_a: &[usize],
+    batch_a: &[usize],
+    b: &[usize],
+    contract_b: &[usize],
+    batch_b: &[usize],
+) -> Result<Vec<usize>> {
+    Ok(dot_plan(a, contract_a, batch_a, b, contract_b, batch_b)?.shape)
+}
+
 impl Context {
     /// Nx.dot/6: contracts `contract_a` of `a` with `contract_b` of `b` (pairwise), batching over
     /// `batch_a`/`batch_b`. The result's axes are the batch axes, then `a`'s remaining axes, then
@@ -160,11 +222,39 @@ impl Context {
         batch_b: &[usize],
         out: DType,
     ) -> Result<Tensor> {
-        if out == DType::F32 && precision == DotPrecision::Exact {
-            let wide = self.dot_using(None, a, contract_a, batch_a, b, contract_b, batch_b, DType::F64)?;
-            return self.convert(&wide, DType::F32);
+        let shape = dot_output_shape(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+        let result = self.empty(out, &shape)?;
+        let mut batch = self.batch()?;
+        self.record_dot(&mut batch, precision, a, contract_a, batch_a, b, contract_b, batch_b, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Records Nx.dot/6 into `out`: a new (contiguous, offset 0) tensor of
+    /// [`dot_output_shape`] whose type is the dot's output type. The exact f32 policy records
+    /// an f64 GEMM into a scratch tensor and its rounding to f32; operand conversions and
+    /// copies go into `batch` too.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_dot(
+        &self,
+        batch: &mut Batch<'_>,
+        precision: DotPrecision,
+        a: &Tensor,
+        contract_a: &[usize],
+        batch_a: &[usize],
+        b: &Tensor,
+        contract_b: &[usize],
+        batch_b: &[usize],
+        out: &Tensor,
+    ) -> Result<()> {
+        if out.dtype == DType::F32 && precision == DotPrecision::Exact {
+            let plan = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+            check_dense_output(out, DType::F32, &plan.shape, "dot")?;
+            let wide = self.empty(DType::F64, &plan.shape)?;
+            self.record_dot_using(batch, None, a, contract_a, batch_a, b, contract_b, batch_b, &wide)?;
+            return self.record_map(batch, &[Expr::convert(Expr::Input(0), DType::F32)], &[&wide], &[out]);
         }
-        self.dot_using(None, a, contract_a, batch_a, b, contract_b, batch_b, out)
+        self.record_dot_using(batch, None, a, contract_a, batch_a, b, contract_b, batch_b, out)
     }
 
     /// `dot` with the kernel forced (`None`: chosen by [`choose_kernel`]) — for benchmarks and
@@ -181,111 +271,79 @@ impl Context {
         batch_b: &[usize],
         out: DType,
     ) -> Result<Tensor> {
-        check_axes(a, contract_a, batch_a, "a")?;
-        check_axes(b, contract_b, batch_b, "b")?;
-        if contract_a.len() != contract_b.len() || batch_a.len() != batch_b.len() {
-            return Err(invalid!(
-                "dot: {} contraction and {} batch axes on a, {} and {} on b",
-                contract_a.len(),
-                batch_a.len(),
-                contract_b.len(),
-                batch_b.len()
-            ));
-        }
-        for (&x, &y) in contract_a.iter().zip(contract_b).chain(batch_a.iter().zip(batch_b)) {
-            if a.shape[x] != b.shape[y] {
-                return Err(invalid!(
-                    "dot: axis {x} of a (size {}) does not match axis {y} of b (size {})",
-                    a.shape[x],
-                    b.shape[y]
-                ));
-            }
-        }
-        let free_a: Vec<usize> = (0..a.shape.len()).filter(|d| !contract_a.contains(d) && !batch_a.contains(d)).collect();
-        let free_b: Vec<usize> = (0..b.shape.len()).filter(|d| !contract_b.contains(d) && !batch_b.contains(d)).collect();
-        let mut out_shape: Vec<usize> = batch_a.iter().map(|&d| a.shape[d]).collect();
-        out_shape.extend(free_a.iter().map(|&d| a.shape[d]));
-        out_shape.extend(free_b.iter().map(|&d| b.shape[d]));
-        let bsz: usize = batch_a.iter().map(|&d| a.shape[d]).product();
-        let m: usize = free_a.iter().map(|&d| a.shape[d]).product();
-        let n: usize = free_b.iter().map(|&d| b.shape[d]).product();
-        let k: usize = contract_a.iter().map(|&d| a.shape[d]).product();
-        let result = self.empty(out, &[bsz, m, n])?.reshape(&out_shape)?;
+        let shape = dot_output_shape(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+        let result = self.empty(out, &shape)?;
+        let mut batch = self.batch()?;
+        self.record_dot_using(&mut batch, kernel, a, contract_a, batch_a, b, contract_b, batch_b, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Records one GEMM pass of `dot_using` into `out` (as in [`Context::record_dot`]; the
+    /// output type is the kernel's accumulation type: no f32 rounding step).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_dot_using(
+        &self,
+        batch: &mut Batch<'_>,
+        kernel: Option<MatmulKernel>,
+        a: &Tensor,
+        contract_a: &[usize],
+        batch_a: &[usize],
+        b: &Tensor,
+        contract_b: &[usize],
+        batch_b: &[usize],
+        out: &Tensor,
+    ) -> Result<()> {
+        let DotPlan { shape, bsz, m, n, k, free_a, free_b } = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+        check_dense_output(out, out.dtype, &shape, "dot")?;
         if bsz * m * n == 0 {
-            return Ok(result);
+            return Ok(());
         }
-        let kernel = kernel.unwrap_or_else(|| choose_kernel(&self.caps, out, bsz, m, n, k));
+        let out_t = out.dtype;
+        let kernel = kernel.unwrap_or_else(|| choose_kernel(&self.caps, out_t, bsz, m, n, k));
         if let MatmulKernel::Tiled { dtype, bm, bn, bk } = kernel {
-            let ok = dtype == out
+            let ok = dtype == out_t
                 && matches!(dtype, DType::F32 | DType::F64)
                 && bm == bn
                 && (bm == 64 || bm == 128)
                 && bk > 0
                 && bk % 4 == 0;
             if !ok || shared_bytes(dtype, bm, bn, bk) > self.caps.max_shared_memory as usize {
-                return Err(invalid!("dot: kernel {kernel:?} cannot compute {out} here"));
+                return Err(invalid!("dot: kernel {kernel:?} cannot compute {out_t} here"));
             }
         }
         // The tiled kernels read operands of their own type: convert others first (Nx casts
         // both operands to the output type).
         let (a, b) = match kernel {
-            MatmulKernel::Tiled { dtype, .. } => (self.as_type(a, dtype)?, self.as_type(b, dtype)?),
+            MatmulKernel::Tiled { dtype, .. } => (self.as_type_in(batch, a, dtype)?, self.as_type_in(batch, b, dtype)?),
             _ => (a.clone(), b.clone()),
         };
         let perm_a: Vec<usize> = batch_a.iter().chain(&free_a).chain(contract_a).copied().collect();
         let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&free_b).copied().collect();
-        let va = self.operand(&a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
-        let vb = self.operand(&b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
-        self.gemm(kernel, &va, &vb, &result, [bsz, m, n, k])?;
-        Ok(result)
+        let va = self.operand(batch, &a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
+        let vb = self.operand(batch, &b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
+        self.record_gemm(batch, kernel, &va, &vb, out, [bsz, m, n, k])
     }
 
-    /// `x` as `dtype` (no copy when it already is).
-    fn as_type(&self, x: &Tensor, dtype: DType) -> Result<Tensor> {
-        if x.dtype == dtype {
-            Ok(x.clone())
-        } else {
-            self.convert(x, dtype)
-        }
-    }
-
-    fn operand(&self, t: &Tensor, perm: &[usize], groups: [usize; 3]) -> Result<(Tensor, View3)> {
+    /// `t` permuted and seen as three axes, copied (into `batch`) where its layout cannot be.
+    fn operand(&self, batch: &mut Batch<'_>, t: &Tensor, perm: &[usize], groups: [usize; 3]) -> Result<(Tensor, View3)> {
         let p = t.transpose(perm)?;
         if let Some(v) = view3(&p, groups) {
             return Ok((p, v));
         }
-        let c = self.contiguous(&p)?;
+        let c = self.contiguous_in(batch, &p)?;
         let v = view3(&c, groups).ok_or_else(|| EngineError::Vulkan("contiguous operand did not merge".into()))?;
         Ok((c, v))
     }
 
-    fn gemm(&self, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4]) -> Result<()> {
+    fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4]) -> Result<()> {
         let [bsz, m, n, k] = dims;
         let (ta, va) = a;
         let (tb, vb) = b;
-        let mut params = Vec::with_capacity(24 + 12 * 4);
-        for t in [ta, tb, c] {
-            params.extend_from_slice(&t.buffer.address().to_le_bytes());
-        }
-        let meta = [
-            m as isize,
-            n as isize,
-            k as isize,
-            bsz as isize,
-            va.offset as isize,
-            va.s[0],
-            va.s[1],
-            va.s[2],
-            vb.offset as isize,
-            vb.s[0],
-            vb.s[1],
-            vb.s[2],
-        ];
-        for v in meta {
-            let v = i32::try_from(v).map_err(|_| invalid!("dot: index {v} exceeds 32 bits"))?;
-            params.extend_from_slice(&v.to_le_bytes());
-        }
-        let mut batch = self.batch()?;
+        let mut params = ParamBlock::new("dot");
+        params.addrs([ta, tb, c].map(|t| t.buffer.address()));
+        params.i32s([m, n, k, bsz, va.offset])?.i32s(va.s)?.i32(vb.offset)?.i32s(vb.s)?;
+        let params = params.bytes();
         for t in [ta, tb, c] {
             batch.keep(&t.buffer);
         }
@@ -323,13 +381,13 @@ impl Context {
                     u32::try_from(m.div_ceil(bm as usize)).unwrap_or(u32::MAX),
                     (bsz as u32).min(max[2]).min(65535),
                 ];
-                batch.dispatch_grid(&kern, &params, (bsz * m * n) as u32, groups)?;
+                batch.dispatch_grid(&kern, params, (bsz * m * n) as u32, groups)?;
             }
             MatmulKernel::Simple => {
                 let key = format!("matmul simple {}x{}->{}", ta.dtype, tb.dtype, c.dtype);
                 let src = simple_source(ta.dtype, tb.dtype, c.dtype);
                 let kern = self.kernels.get(&key, 256, 1, || src)?;
-                batch.dispatch(&kern, &params, (bsz * m * n) as u64)?;
+                batch.dispatch(&kern, params, (bsz * m * n) as u64)?;
             }
             MatmulKernel::CoopMat => {
                 return Err(EngineError::Unsupported {
@@ -338,12 +396,12 @@ impl Context {
                 })
             }
         }
-        batch.finish()
+        Ok(())
     }
 }
 
-fn check_axes(t: &Tensor, contract: &[usize], batch: &[usize], name: &str) -> Result<()> {
-    let rank = t.shape.len();
+fn check_axes(shape: &[usize], contract: &[usize], batch: &[usize], name: &str) -> Result<()> {
+    let rank = shape.len();
     let mut seen = vec![false; rank];
     for &d in contract.iter().chain(batch) {
         if d >= rank || std::mem::replace(&mut seen[d], true) {
@@ -352,7 +410,7 @@ fn check_axes(t: &Tensor, contract: &[usize], batch: &[usize], name: &str) -> Re
             ));
         }
     }
-    if numel(&t.shape) > crate::tensor::MAX_ELEMENTS {
+    if numel(shape) > crate::tensor::MAX_ELEMENTS {
         return Err(invalid!("dot operand {name} is too large"));
     }
     Ok(())

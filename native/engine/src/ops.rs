@@ -1,8 +1,18 @@
-//! Tensor operations on a `Context`: transfers and elementwise work.
+//! Tensor operations on a `Context`: transfers, elementwise work and layout ops (views
+//! materialised, pad, put_slice, concatenate, full, iota).
+//!
+//! Every op that dispatches has a `record_*` twin that records into a caller's
+//! [`Batch`](crate::submit::Batch) and writes a caller's output tensor (of the result's shape
+//! and type; these kernels write any layout, views of larger buffers included), so a whole
+//! graph can be one recording; the plain op allocates its output, records into a batch of its
+//! own and commits it. An output must not overlap the op's inputs. On an error the caller's
+//! batch may hold part of the op: drop it rather than finishing it.
 
 use crate::dtype::DType;
 use crate::elementwise::{generate, kernel_key, Access, BinaryOp, Expr, Scalar, UnaryOp};
 use crate::error::{invalid, EngineError, Result};
+use crate::params::ParamBlock;
+use crate::submit::Batch;
 use crate::tensor::Tensor;
 use crate::Context;
 use std::sync::atomic::Ordering::Relaxed;
@@ -37,6 +47,63 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
         };
     }
     Ok(out)
+}
+
+/// Checks that `out` can receive an op's result: `dtype` and `shape` (any layout).
+pub(crate) fn check_output(out: &Tensor, dtype: DType, shape: &[usize], op: &str) -> Result<()> {
+    if out.dtype != dtype || out.shape != shape {
+        return Err(invalid!("{op}: output must be a {dtype} tensor of shape {shape:?}, got {} {:?}", out.dtype, out.shape));
+    }
+    Ok(())
+}
+
+/// As [`check_output`], for kernels that write their result row-major from the start of the
+/// output's buffer: `out` must also be contiguous with offset 0 (a `Context::empty` tensor or
+/// a reshape of one).
+pub(crate) fn check_dense_output(out: &Tensor, dtype: DType, shape: &[usize], op: &str) -> Result<()> {
+    check_output(out, dtype, shape, op)?;
+    if !out.is_contiguous() || out.offset != 0 {
+        return Err(invalid!("{op}: output must be contiguous from the start of its buffer (a new tensor), got strides {:?} offset {}", out.strides, out.offset));
+    }
+    Ok(())
+}
+
+/// Nx.pad's result shape: `config[d] = (low, high, interior)`; negative low/high crop.
+pub fn pad_output_shape(shape: &[usize], config: &[(i64, i64, u64)]) -> Result<Vec<usize>> {
+    let rank = shape.len();
+    if config.len() != rank {
+        return Err(invalid!("pad needs {rank} (low, high, interior) triples, got {}", config.len()));
+    }
+    let mut out = vec![0usize; rank];
+    for d in 0..rank {
+        let (lo, hi, interior) = config[d];
+        let n = shape[d] as i64;
+        let span = if n == 0 { 0 } else { n + (n - 1) * interior as i64 };
+        let len = lo + span + hi;
+        if len < 0 {
+            return Err(invalid!("pad config {config:?} gives a negative size for shape {shape:?}"));
+        }
+        out[d] = len as usize;
+    }
+    Ok(out)
+}
+
+/// Nx.concatenate's result shape: the parts joined along `axis` (all other axes equal).
+pub fn concatenate_output_shape(parts: &[&[usize]], axis: usize) -> Result<Vec<usize>> {
+    let first = parts.first().ok_or_else(|| invalid!("concatenate needs at least one tensor"))?;
+    let rank = first.len();
+    if axis >= rank {
+        return Err(invalid!("concatenate axis {axis} out of range for rank {rank}"));
+    }
+    let mut shape = first.to_vec();
+    shape[axis] = 0;
+    for p in parts {
+        if p.len() != rank || (0..rank).any(|d| d != axis && p[d] != first[d]) {
+            return Err(invalid!("concatenate: shapes {first:?} and {p:?} differ off axis {axis}"));
+        }
+        shape[axis] += p[axis];
+    }
+    Ok(shape)
 }
 
 impl Context {
@@ -147,7 +214,39 @@ impl Context {
         if t.is_contiguous() {
             return Ok(t.clone());
         }
-        self.map(&Expr::Input(0), &[t])
+        let out = self.empty(t.dtype, &t.shape)?;
+        let mut batch = self.batch()?;
+        self.record_contiguous(&mut batch, t, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Records a copy of the view `x` into `out` (same type and shape), whatever either layout.
+    pub fn record_contiguous(&self, batch: &mut Batch<'_>, x: &Tensor, out: &Tensor) -> Result<()> {
+        check_output(out, x.dtype, &x.shape, "contiguous")?;
+        self.record_map(batch, &[Expr::Input(0)], &[x], &[out])
+    }
+
+    /// `t` materialised for a kernel that needs it contiguous: `t` itself when it is, else a new
+    /// tensor whose copy is recorded into `batch`.
+    pub(crate) fn contiguous_in(&self, batch: &mut Batch<'_>, t: &Tensor) -> Result<Tensor> {
+        if t.is_contiguous() {
+            return Ok(t.clone());
+        }
+        let out = self.empty(t.dtype, &t.shape)?;
+        self.record_contiguous(batch, t, &out)?;
+        Ok(out)
+    }
+
+    /// `t` as `dtype`: `t` itself when it already is, else a new tensor whose conversion
+    /// (Nx.as_type) is recorded into `batch`.
+    pub(crate) fn as_type_in(&self, batch: &mut Batch<'_>, t: &Tensor, dtype: DType) -> Result<Tensor> {
+        if t.dtype == dtype {
+            return Ok(t.clone());
+        }
+        let out = self.empty(dtype, &t.shape)?;
+        self.record_map(batch, &[Expr::convert(Expr::Input(0), dtype)], &[t], &[&out])?;
+        Ok(out)
     }
 
     /// Evaluates one expression over inputs of the output's shape (broadcast views included).
@@ -173,7 +272,7 @@ impl Context {
 
     /// Records an elementwise kernel writing `outputs` (same shape; contiguous, or strided
     /// views of larger buffers for put_slice/pad/concatenate).
-    pub fn record_map(&self, batch: &mut crate::submit::Batch<'_>, exprs: &[Expr], inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<()> {
+    pub fn record_map(&self, batch: &mut Batch<'_>, exprs: &[Expr], inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<()> {
         let shape = outputs.first().map(|t| t.shape.clone()).ok_or_else(|| invalid!("no outputs"))?;
         let n = check_size(&shape)?;
         let rank = shape.len();
@@ -220,36 +319,20 @@ impl Context {
                 self.kernels.get(&generated.key, 256, 1, || generated.source)?
             }
         };
-        let mut params = Vec::with_capacity(8 * (outputs.len() + inputs.len()) + 4 * (rank + 1) * (inputs.len() + 2));
-        for t in outputs.iter().chain(inputs.iter()) {
-            params.extend_from_slice(&t.buffer.address().to_le_bytes());
-        }
-        let push_i32 = |params: &mut Vec<u8>, v: isize| -> Result<()> {
-            let v = i32::try_from(v).map_err(|_| invalid!("index {v} exceeds 32 bits"))?;
-            params.extend_from_slice(&v.to_le_bytes());
-            Ok(())
-        };
-        for &d in &shape {
-            push_i32(&mut params, d as isize)?;
-        }
-        push_i32(&mut params, out_offset as isize)?;
-        for &s in &out_strides {
-            push_i32(&mut params, s)?;
-        }
+        let mut p = ParamBlock::new("elementwise");
+        p.addrs(outputs.iter().chain(inputs.iter()).map(|t| t.buffer.address()));
+        p.i32s(shape.iter().copied())?.i32(out_offset)?.i32s(out_strides.iter().copied())?;
         for t in inputs {
-            push_i32(&mut params, t.offset as isize)?;
-            for &s in &t.strides {
-                push_i32(&mut params, s)?;
-            }
+            p.i32(t.offset)?.i32s(t.strides.iter().copied())?;
         }
         for t in inputs.iter().chain(outputs.iter()) {
             batch.keep(&t.buffer);
         }
-        batch.dispatch(&kernel, &params, n as u64)
+        batch.dispatch(&kernel, p.bytes(), n as u64)
     }
 
     /// The four-wide kernel for one f32 add/subtract/multiply of contiguous f32 tensors.
-    fn record_vec4_f32(&self, batch: &mut crate::submit::Batch<'_>, sym: &str, inputs: &[&Tensor], out: &Tensor, n: usize) -> Result<()> {
+    fn record_vec4_f32(&self, batch: &mut Batch<'_>, sym: &str, inputs: &[&Tensor], out: &Tensor, n: usize) -> Result<()> {
         let key = format!("vec4 f32 {sym}");
         let kernel = match self.kernels.cached(&key) {
             Some(k) => k,
@@ -260,17 +343,13 @@ impl Context {
                 src
             })?,
         };
-        let mut params = Vec::with_capacity(40);
-        for t in [out, inputs[0], inputs[1]] {
-            params.extend_from_slice(&t.buffer.address().to_le_bytes());
-        }
-        for v in [n, out.offset / 4, inputs[0].offset / 4, inputs[1].offset / 4] {
-            params.extend_from_slice(&(v as i32).to_le_bytes());
-        }
+        let mut p = ParamBlock::new("elementwise");
+        p.addrs([out, inputs[0], inputs[1]].map(|t| t.buffer.address()));
+        p.i32s([n, out.offset / 4, inputs[0].offset / 4, inputs[1].offset / 4])?;
         for t in [inputs[0], inputs[1], out] {
             batch.keep(&t.buffer);
         }
-        batch.dispatch(&kernel, &params, n.div_ceil(4) as u64)
+        batch.dispatch(&kernel, p.bytes(), n.div_ceil(4) as u64)
     }
 
     /// `op(x)` with result type `out` (Nx decides it: e.g. f32 for exp of s32).
@@ -319,54 +398,79 @@ impl Context {
 
     /// A tensor filled with one value.
     pub fn full(&self, value: Scalar, dtype: DType, shape: &[usize]) -> Result<Tensor> {
-        Ok(self.map_multi(&[Expr::Const { value, dtype }], &[], shape)?.remove(0))
+        let out = self.empty(dtype, shape)?;
+        let mut batch = self.batch()?;
+        self.record_full(&mut batch, value, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Records filling `out` with `value` (converted to `out`'s type).
+    pub fn record_full(&self, batch: &mut Batch<'_>, value: Scalar, out: &Tensor) -> Result<()> {
+        self.record_map(batch, &[Expr::Const { value, dtype: out.dtype }], &[], &[out])
     }
 
     /// Nx.iota: counts along `axis`, or over the flattened tensor when `axis` is `None`.
     pub fn iota(&self, dtype: DType, shape: &[usize], axis: Option<usize>) -> Result<Tensor> {
+        let out = self.empty(dtype, shape)?;
+        let mut batch = self.batch()?;
+        self.record_iota(&mut batch, axis, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Records Nx.iota into `out` (its type and shape; `axis` as in [`Context::iota`]).
+    pub fn record_iota(&self, batch: &mut Batch<'_>, axis: Option<usize>, out: &Tensor) -> Result<()> {
         if let Some(a) = axis {
-            if a >= shape.len() {
-                return Err(invalid!("iota axis {a} out of range for shape {shape:?}"));
+            if a >= out.shape.len() {
+                return Err(invalid!("iota axis {a} out of range for shape {:?}", out.shape));
             }
         }
-        Ok(self.map_multi(&[Expr::Iota { axis, dtype }], &[], shape)?.remove(0))
+        self.record_map(batch, &[Expr::Iota { axis, dtype: out.dtype }], &[], &[out])
     }
 
     /// Writes `update` into a copy of `base` at `start` (Nx.put_slice; starts are clamped as
     /// Nx clamps them so the update fits).
     pub fn put_slice(&self, base: &Tensor, start: &[usize], update: &Tensor) -> Result<Tensor> {
-        let rank = base.shape.len();
-        if start.len() != rank || update.shape.len() != rank || update.shape.iter().zip(&base.shape).any(|(u, b)| u > b) {
-            return Err(invalid!("put_slice of {:?} into {:?} at {start:?} does not fit", update.shape, base.shape));
-        }
-        let start: Vec<usize> = (0..rank).map(|d| start[d].min(base.shape[d] - update.shape[d])).collect();
         let out = self.empty(base.dtype, &base.shape)?;
-        let region = out.slice(&start, &update.shape, &vec![1; rank])?;
         let mut batch = self.batch()?;
-        self.record_map(&mut batch, &[Expr::Input(0)], &[base], &[&out])?;
-        let cast = Expr::convert(Expr::Input(0), base.dtype);
-        self.record_map(&mut batch, &[cast], &[update], &[&region])?;
+        self.record_put_slice(&mut batch, base, start, update, &out)?;
         batch.finish()?;
         Ok(out)
     }
 
+    /// Records Nx.put_slice into `out` (`base`'s type and shape): a copy of `base`, then
+    /// `update` converted to that type over the region at `start`.
+    pub fn record_put_slice(&self, batch: &mut Batch<'_>, base: &Tensor, start: &[usize], update: &Tensor, out: &Tensor) -> Result<()> {
+        let rank = base.shape.len();
+        if start.len() != rank || update.shape.len() != rank || update.shape.iter().zip(&base.shape).any(|(u, b)| u > b) {
+            return Err(invalid!("put_slice of {:?} into {:?} at {start:?} does not fit", update.shape, base.shape));
+        }
+        check_output(out, base.dtype, &base.shape, "put_slice")?;
+        let start: Vec<usize> = (0..rank).map(|d| start[d].min(base.shape[d] - update.shape[d])).collect();
+        let region = out.slice(&start, &update.shape, &vec![1; rank])?;
+        self.record_map(batch, &[Expr::Input(0)], &[base], &[out])?;
+        let cast = Expr::convert(Expr::Input(0), base.dtype);
+        self.record_map(batch, &[cast], &[update], &[&region])
+    }
+
     /// Joins tensors along `axis` (all other axes equal), converting to `out`.
     pub fn concatenate(&self, parts: &[&Tensor], axis: usize, out: DType) -> Result<Tensor> {
-        let first = parts.first().ok_or_else(|| invalid!("concatenate needs at least one tensor"))?;
-        let rank = first.shape.len();
-        if axis >= rank {
-            return Err(invalid!("concatenate axis {axis} out of range for rank {rank}"));
-        }
-        let mut shape = first.shape.clone();
-        shape[axis] = 0;
-        for p in parts {
-            if p.shape.len() != rank || (0..rank).any(|d| d != axis && p.shape[d] != first.shape[d]) {
-                return Err(invalid!("concatenate: shapes {:?} and {:?} differ off axis {axis}", first.shape, p.shape));
-            }
-            shape[axis] += p.shape[axis];
-        }
-        let result = self.empty(out, &shape)?;
+        let shapes: Vec<&[usize]> = parts.iter().map(|p| p.shape.as_slice()).collect();
+        let result = self.empty(out, &concatenate_output_shape(&shapes, axis)?)?;
         let mut batch = self.batch()?;
+        self.record_concatenate(&mut batch, parts, axis, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Records Nx.concatenate into `out` (of [`concatenate_output_shape`]; the parts are
+    /// converted to its type).
+    pub fn record_concatenate(&self, batch: &mut Batch<'_>, parts: &[&Tensor], axis: usize, out: &Tensor) -> Result<()> {
+        let shapes: Vec<&[usize]> = parts.iter().map(|p| p.shape.as_slice()).collect();
+        let shape = concatenate_output_shape(&shapes, axis)?;
+        check_output(out, out.dtype, &shape, "concatenate")?;
+        let rank = shape.len();
         let mut at = 0;
         for p in parts {
             let mut start = vec![0; rank];
@@ -375,31 +479,28 @@ impl Context {
             if p.numel() == 0 {
                 continue;
             }
-            let region = result.slice(&start, &p.shape, &vec![1; rank])?;
-            self.record_map(&mut batch, &[Expr::convert(Expr::Input(0), out)], &[p], &[&region])?;
+            let region = out.slice(&start, &p.shape, &vec![1; rank])?;
+            self.record_map(batch, &[Expr::convert(Expr::Input(0), out.dtype)], &[p], &[&region])?;
         }
-        batch.finish()?;
-        Ok(result)
+        Ok(())
     }
 
     /// Nx.pad: `config[d] = (low, high, interior)`; negative low/high crop.
     pub fn pad(&self, x: &Tensor, value: &Tensor, config: &[(i64, i64, u64)]) -> Result<Tensor> {
+        let out = self.empty(x.dtype, &pad_output_shape(&x.shape, config)?)?;
+        let mut batch = self.batch()?;
+        self.record_pad(&mut batch, x, value, config, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Records Nx.pad into `out` (`x`'s type, [`pad_output_shape`]): the fill, then the
+    /// elements of `x` that land inside.
+    pub fn record_pad(&self, batch: &mut Batch<'_>, x: &Tensor, value: &Tensor, config: &[(i64, i64, u64)], out: &Tensor) -> Result<()> {
         let rank = x.shape.len();
-        if config.len() != rank {
-            return Err(invalid!("pad needs {rank} (low, high, interior) triples, got {}", config.len()));
-        }
-        let mut shape = vec![0usize; rank];
-        for d in 0..rank {
-            let (lo, hi, interior) = config[d];
-            let n = x.shape[d] as i64;
-            let span = if n == 0 { 0 } else { n + (n - 1) * interior as i64 };
-            let len = lo + span + hi;
-            if len < 0 {
-                return Err(invalid!("pad config {config:?} gives a negative size for shape {:?}", x.shape));
-            }
-            shape[d] = len as usize;
-        }
-        let out = self.full_from(value, x.dtype, &shape)?;
+        let shape = pad_output_shape(&x.shape, config)?;
+        check_output(out, x.dtype, &shape, "pad")?;
+        self.record_full_from(batch, value, out)?;
         // Elements of x land at lo + k*(interior+1); those outside [0, len) are cropped.
         let mut start = vec![0usize; rank];
         let mut count = vec![0usize; rank];
@@ -420,20 +521,27 @@ impl Context {
             let src = x.slice(&src_start, &count, &vec![1; rank])?;
             let steps: Vec<usize> = config.iter().map(|c| c.2 as usize + 1).collect();
             let region = out.slice(&start, &count, &steps)?;
-            let mut batch = self.batch()?;
-            self.record_map(&mut batch, &[Expr::Input(0)], &[&src], &[&region])?;
-            batch.finish()?;
+            self.record_map(batch, &[Expr::Input(0)], &[&src], &[&region])?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// A tensor of `shape` filled with the single element of `value` (converted to `dtype`).
     pub fn full_from(&self, value: &Tensor, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let out = self.empty(dtype, shape)?;
+        let mut batch = self.batch()?;
+        self.record_full_from(&mut batch, value, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Records filling `out` with the single element of `value` (converted to `out`'s type).
+    pub fn record_full_from(&self, batch: &mut Batch<'_>, value: &Tensor, out: &Tensor) -> Result<()> {
         if value.numel() != 1 {
             return Err(invalid!("fill value must have one element, has shape {:?}", value.shape));
         }
-        let v = value.reshape_view_scalar().broadcast_to(shape)?;
-        self.map(&Expr::convert(Expr::Input(0), dtype), &[&v])
+        let v = value.reshape_view_scalar().broadcast_to(&out.shape)?;
+        self.record_map(batch, &[Expr::convert(Expr::Input(0), out.dtype)], &[&v], &[out])
     }
 }
 

@@ -11,10 +11,16 @@
 //! dispatches for rows of length `n`, the first of which also copies the input view. The
 //! order is a function of the shape only, so reruns are bit-identical and every device gives
 //! the same bits. The output type is the input type (Nx keeps it: u8 stays u8).
+//!
+//! `record_cumulative` records every level into a caller's batch and writes a caller's output
+//! (a new contiguous tensor of the input's type and shape); `cumulative` wraps it.
 
 use crate::dtype::{DType, Kind};
 use crate::elementwise::{buf_type, decode, encode, storage_type, wrap};
 use crate::error::{invalid, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
+use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::fmt::Write;
@@ -54,17 +60,23 @@ impl Context {
     /// Nx.cumulative_{sum,product,max,min}(x, axis: axis, reverse: reverse). The result is a
     /// new contiguous tensor of `x`'s type and shape.
     pub fn cumulative(&self, op: ScanOp, x: &Tensor, axis: usize, reverse: bool) -> Result<Tensor> {
-        if !(x.dtype.is_float() || x.dtype.is_integer()) {
-            return Err(invalid!("cumulative ops on {} (complex) tensors are not supported yet", x.dtype));
-        }
-        let rank = x.shape.len();
-        if axis >= rank {
-            return Err(invalid!("cumulative axis {axis} out of range for shape {:?}", x.shape));
-        }
+        check_scan(x, axis)?;
         let out = self.empty(x.dtype, &x.shape)?;
+        let mut batch = self.batch()?;
+        self.record_cumulative(&mut batch, op, x, axis, reverse, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Records `cumulative` into `out`: a new (contiguous, offset 0) tensor of `x`'s type and
+    /// shape.
+    pub fn record_cumulative(&self, batch: &mut Batch<'_>, op: ScanOp, x: &Tensor, axis: usize, reverse: bool, out: &Tensor) -> Result<()> {
+        check_scan(x, axis)?;
+        check_dense_output(out, x.dtype, &x.shape, "cumulative")?;
+        let rank = x.shape.len();
         let total = x.numel();
         if total == 0 {
-            return Ok(out);
+            return Ok(());
         }
         if total > MAX_ELEMENTS {
             return Err(invalid!("cumulative input of {total} elements exceeds {MAX_ELEMENTS}"));
@@ -72,26 +84,21 @@ impl Context {
         let n = x.shape[axis];
         let inner: usize = x.shape[axis + 1..].iter().product();
         let outer: usize = x.shape[..axis].iter().product();
-        let mut ints: Vec<i64> = vec![n as i64, inner as i64, outer as i64, 1, 0, reverse as i64, x.offset as i64, axis as i64];
+        // (n, inner, outer, d, positions, reverse, offset, axis, then (size, stride) per axis):
+        // `d` and `positions` change from one level to the next.
+        let mut p = ParamBlock::new("cumulative");
+        p.addrs([x.buffer.address(), out.buffer.address()]);
+        p.i32s([n, inner, outer])?;
+        let level = p.len();
+        p.i32s([1, 0])?.i32(reverse as i32)?.i32s([x.offset, axis])?;
         for d in 0..rank {
-            ints.extend([x.shape[d] as i64, x.strides[d] as i64]);
+            p.i32(x.shape[d])?.i32(x.strides[d])?;
         }
-        let bytes = |ints: &[i64]| -> Result<Vec<u8>> {
-            let mut b = Vec::with_capacity(16 + 4 * ints.len());
-            b.extend_from_slice(&x.buffer.address().to_le_bytes());
-            b.extend_from_slice(&out.buffer.address().to_le_bytes());
-            for &v in ints {
-                let v = i32::try_from(v).map_err(|_| invalid!("cumulative index {v} exceeds 32 bits"))?;
-                b.extend_from_slice(&v.to_le_bytes());
-            }
-            Ok(b)
-        };
-        let mut batch = self.batch()?;
         batch.keep(&x.buffer);
         batch.keep(&out.buffer);
         let first = Spec { op, t: x.dtype, pass: Pass::First, rank };
         let k = self.kernels.get(&first.key(), LOCAL, 1, || first.source())?;
-        batch.dispatch(&k, &bytes(&ints)?, total as u64)?;
+        batch.dispatch(&k, p.bytes(), total as u64)?;
         let up = Spec { op, t: x.dtype, pass: Pass::Up, rank: 0 };
         let down = Spec { op, t: x.dtype, pass: Pass::Down, rank: 0 };
         let ku = self.kernels.get(&up.key(), LOCAL, 1, || up.source())?;
@@ -100,23 +107,32 @@ impl Context {
         let mut d = 2usize;
         while 2 * d <= n {
             let npos = n / (2 * d);
-            ints[3] = d as i64;
-            ints[4] = npos as i64;
-            batch.dispatch(&ku, &bytes(&ints)?, rows * npos as u64)?;
+            p.set_i32(level, d)?;
+            p.set_i32(level + 4, npos)?;
+            batch.dispatch(&ku, p.bytes(), rows * npos as u64)?;
             d *= 2;
         }
         // down-sweep from the largest d with 3d <= n
         let mut d = if n >= 3 { 1usize << (usize::BITS - 1 - (n / 3).leading_zeros()) } else { 0 };
         while d >= 1 {
             let npos = (n / d - 1) / 2;
-            ints[3] = d as i64;
-            ints[4] = npos as i64;
-            batch.dispatch(&kd, &bytes(&ints)?, rows * npos as u64)?;
+            p.set_i32(level, d)?;
+            p.set_i32(level + 4, npos)?;
+            batch.dispatch(&kd, p.bytes(), rows * npos as u64)?;
             d /= 2;
         }
-        batch.finish()?;
-        Ok(out)
+        Ok(())
     }
+}
+
+fn check_scan(x: &Tensor, axis: usize) -> Result<()> {
+    if !(x.dtype.is_float() || x.dtype.is_integer()) {
+        return Err(invalid!("cumulative ops on {} (complex) tensors are not supported yet", x.dtype));
+    }
+    if axis >= x.shape.len() {
+        return Err(invalid!("cumulative axis {axis} out of range for shape {:?}", x.shape));
+    }
+    Ok(())
 }
 
 struct Spec {

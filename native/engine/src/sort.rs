@@ -12,6 +12,10 @@
 //!   and/or the indices (written in the requested integer type, wrapping like BinaryBackend's
 //!   number_to_binary).
 //!
+//! `record_sort`, `record_argsort` and `record_top_k` record all of this into a caller's
+//! batch (scratch keys and positions kept alive by it) and write caller-provided outputs: new
+//! contiguous tensors of the result's shape.
+//!
 //! **Semantics** (Nx 0.7.2's BinaryBackend, checked against it): ascending order is
 //! `-Inf < finite < +Inf < NaN`, descending is its reverse (NaN first); `-0.0` and `+0.0` are
 //! equal; equal keys keep their original order in both directions (Enum.sort with a `<=`/`>=`
@@ -23,6 +27,9 @@
 use crate::dtype::{DType, Kind};
 use crate::elementwise::{buf_type, decode, encode, storage_type};
 use crate::error::{invalid, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
+use crate::submit::Batch;
 use crate::tensor::{contiguous_strides, Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::fmt::Write;
@@ -49,18 +56,52 @@ const LOCAL: u32 = 256;
 /// Pairs one workgroup sorts in shared memory (12 KiB: within Vulkan's guaranteed 16 KiB).
 pub const BLOCK: usize = 1024;
 
-/// What the output pass writes.
-#[derive(Clone, Copy)]
-struct Want {
-    values: bool,
-    indices: Option<DType>,
+/// Checks a sort of `x` along `axis` keeping `k` of each row (`None`: all) and returns the
+/// result's shape (a scalar sorts to itself, whatever `axis`).
+fn sorted_shape(x: &Tensor, axis: usize, k: Option<usize>) -> Result<Vec<usize>> {
+    if !(x.dtype.is_float() || x.dtype.is_integer()) {
+        return Err(invalid!("sorting is not defined for {} (complex) tensors", x.dtype));
+    }
+    if x.shape.is_empty() {
+        return Ok(vec![]);
+    }
+    if axis >= x.shape.len() {
+        return Err(invalid!("sort axis {axis} out of range for shape {:?}", x.shape));
+    }
+    let mut shape = x.shape.clone();
+    shape[axis] = k.unwrap_or(shape[axis]);
+    Ok(shape)
+}
+
+/// Checks top_k's arguments; returns the last axis.
+fn top_k_axis(x: &Tensor, k: usize, index_type: DType) -> Result<usize> {
+    if !index_type.is_integer() {
+        return Err(invalid!("top_k indices must have an integer type, got {index_type}"));
+    }
+    let rank = x.shape.len();
+    if rank == 0 {
+        return Err(invalid!("top_k input must have at least rank 1"));
+    }
+    let len = x.shape[rank - 1];
+    if k == 0 || k > len {
+        return Err(invalid!("top_k needs 1 <= k <= {len} (the last axis' size), got k={k}"));
+    }
+    Ok(rank - 1)
 }
 
 impl Context {
     /// Sorts `x` along `axis` (stable; NaN last for `Asc`, first for `Desc`).
     pub fn sort(&self, x: &Tensor, axis: usize, direction: Direction) -> Result<Tensor> {
-        let (v, _) = self.sort_impl(x, axis, direction, None, Want { values: true, indices: None })?;
-        Ok(v.expect("values requested"))
+        let out = self.empty(x.dtype, &sorted_shape(x, axis, None)?)?;
+        let mut batch = self.batch()?;
+        self.record_sort(&mut batch, x, axis, direction, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
+    /// Records `sort` into `out`: a new (contiguous, offset 0) tensor of `x`'s type and shape.
+    pub fn record_sort(&self, batch: &mut Batch<'_>, x: &Tensor, axis: usize, direction: Direction, out: &Tensor) -> Result<()> {
+        self.record_sort_impl(batch, x, axis, direction, None, Some(out), None)
     }
 
     /// The positions that sort `x` along `axis`, as integers of type `out`. Always stable:
@@ -70,59 +111,68 @@ impl Context {
         if !out.is_integer() {
             return Err(invalid!("argsort returns indices: output type must be an integer type, got {out}"));
         }
-        let (_, i) = self.sort_impl(x, axis, direction, None, Want { values: false, indices: Some(out) })?;
-        Ok(i.expect("indices requested"))
+        let result = self.empty(out, &sorted_shape(x, axis, None)?)?;
+        let mut batch = self.batch()?;
+        self.record_argsort(&mut batch, x, axis, direction, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Records `argsort` into `out`: a new (contiguous, offset 0) tensor of `x`'s shape whose
+    /// integer type is the indices' type (always stable).
+    pub fn record_argsort(&self, batch: &mut Batch<'_>, x: &Tensor, axis: usize, direction: Direction, out: &Tensor) -> Result<()> {
+        if !out.dtype.is_integer() {
+            return Err(invalid!("argsort returns indices: output type must be an integer type, got {}", out.dtype));
+        }
+        self.record_sort_impl(batch, x, axis, direction, None, None, Some(out))
     }
 
     /// Nx.top_k: the `k` largest values along the last axis (NaN above everything, ties in
     /// their original order) and their positions as integers of type `index_type`.
     pub fn top_k(&self, x: &Tensor, k: usize, index_type: DType) -> Result<(Tensor, Tensor)> {
-        if !index_type.is_integer() {
-            return Err(invalid!("top_k indices must have an integer type, got {index_type}"));
-        }
-        let rank = x.shape.len();
-        if rank == 0 {
-            return Err(invalid!("top_k input must have at least rank 1"));
-        }
-        let len = x.shape[rank - 1];
-        if k == 0 || k > len {
-            return Err(invalid!("top_k needs 1 <= k <= {len} (the last axis' size), got k={k}"));
-        }
-        let (v, i) = self.sort_impl(x, rank - 1, Direction::Desc, Some(k), Want { values: true, indices: Some(index_type) })?;
-        Ok((v.expect("values"), i.expect("indices")))
+        let axis = top_k_axis(x, k, index_type)?;
+        let shape = sorted_shape(x, axis, Some(k))?;
+        let (values, indices) = (self.empty(x.dtype, &shape)?, self.empty(index_type, &shape)?);
+        let mut batch = self.batch()?;
+        self.record_top_k(&mut batch, x, k, &values, &indices)?;
+        batch.finish()?;
+        Ok((values, indices))
     }
 
-    fn sort_impl(
+    /// Records `top_k` into `values` (`x`'s type) and `indices` (an integer type): new
+    /// (contiguous, offset 0) tensors of `x`'s shape with the last axis `k` long.
+    pub fn record_top_k(&self, batch: &mut Batch<'_>, x: &Tensor, k: usize, values: &Tensor, indices: &Tensor) -> Result<()> {
+        let axis = top_k_axis(x, k, indices.dtype)?;
+        self.record_sort_impl(batch, x, axis, Direction::Desc, Some(k), Some(values), Some(indices))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_sort_impl(
         &self,
+        batch: &mut Batch<'_>,
         x: &Tensor,
         axis: usize,
         direction: Direction,
         k: Option<usize>,
-        want: Want,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        if !(x.dtype.is_float() || x.dtype.is_integer()) {
-            return Err(invalid!("sorting is not defined for {} (complex) tensors", x.dtype));
+        values: Option<&Tensor>,
+        indices: Option<&Tensor>,
+    ) -> Result<()> {
+        let final_shape = sorted_shape(x, axis, k)?;
+        if let Some(v) = values {
+            check_dense_output(v, x.dtype, &final_shape, "sort")?;
         }
-        let rank = x.shape.len();
+        if let Some(i) = indices {
+            check_dense_output(i, i.dtype, &final_shape, "sort")?;
+        }
         // A scalar sorts to itself (argsort gives 0).
-        let (x, axis) = if rank == 0 { (Tensor { shape: vec![1], strides: vec![0], ..x.clone() }, 0) } else { (x.clone(), axis) };
-        let shape0: Vec<usize> = if rank == 0 { vec![] } else { x.shape.clone() };
-        if axis >= x.shape.len() {
-            return Err(invalid!("sort axis {axis} out of range for shape {:?}", x.shape));
-        }
+        let (x, axis) = if x.shape.is_empty() { (Tensor { shape: vec![1], strides: vec![0], ..x.clone() }, 0) } else { (x.clone(), axis) };
         let len = x.shape[axis];
         let kout = k.unwrap_or(len);
         let mut out_shape = x.shape.clone();
         out_shape[axis] = kout;
-        let final_shape = if rank == 0 { shape0 } else { out_shape.clone() };
-        let values = if want.values { Some(self.empty(x.dtype, &final_shape)?) } else { None };
-        let indices = match want.indices {
-            Some(t) => Some(self.empty(t, &final_shape)?),
-            None => None,
-        };
         let rows: usize = x.shape.iter().enumerate().filter(|&(d, _)| d != axis).map(|(_, &n)| n).product();
         if rows == 0 || kout == 0 {
-            return Ok((values, indices));
+            return Ok(());
         }
         if x.numel() > MAX_ELEMENTS {
             return Err(invalid!("sort input of {} elements exceeds {MAX_ELEMENTS}", x.numel()));
@@ -143,35 +193,25 @@ impl Context {
             .collect();
         let keys = self.pool.alloc((total * 8) as u64)?;
         let idx = self.pool.alloc((total * 4) as u64)?;
-        let mut batch = self.batch()?;
         batch.keep(&x.buffer);
         batch.keep(&keys);
         batch.keep(&idx);
-        let mut p = Params {
-            addrs: [
-                x.buffer.address(),
-                keys.address(),
-                idx.address(),
-                values.as_ref().map_or(0, |t| t.buffer.address()),
-                indices.as_ref().map_or(0, |t| t.buffer.address()),
-            ],
-            ints: vec![
-                len as i64,
-                p2 as i64,
-                rows as i64,
-                kout as i64,
-                x.offset as i64,
-                x.strides[axis] as i64,
-                out_strides[axis] as i64,
-                total as i64,
-                0,
-                0,
-                0,
-            ],
-        };
+        // Addresses (input, keys, positions, values, indices), then the sizes; the stage
+        // fields (k, j, presort) change between dispatches.
+        let mut p = ParamBlock::new("sort");
+        p.addrs([x.buffer.address(), keys.address(), idx.address()]);
+        p.addrs([values, indices].map(|t| t.map_or(0, |t| t.buffer.address())));
+        p.i32s([len, p2, rows, kout, x.offset])?.i32s([x.strides[axis], out_strides[axis]])?.i32(total)?;
+        let stage = p.len();
+        p.i32s([0, 0, 0])?;
         for &(n, si, so) in &dims {
-            p.ints.extend([n as i64, si as i64, so as i64]);
+            p.i32(n)?.i32s([si, so])?;
         }
+        let set_stage = |p: &mut ParamBlock, k: usize, j: usize, presort: bool| -> Result<()> {
+            p.set_i32(stage, k)?;
+            p.set_i32(stage + 4, j)?;
+            p.set_i32(stage + 8, presort as i32)
+        };
         for t in values.iter().chain(indices.iter()) {
             batch.keep(&t.buffer);
         }
@@ -179,57 +219,30 @@ impl Context {
         // init
         let spec = Spec::Init { t: x.dtype, dir: direction, rank: dims.len() };
         let kernel = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
-        batch.dispatch(&kernel, &p.bytes()?, total as u64)?;
+        batch.dispatch(&kernel, p.bytes(), total as u64)?;
         // presort blocks
         let local = self.kernels.get(&Spec::Local.key(), LOCAL, 1, || Spec::Local.source())?;
         let global = self.kernels.get(&Spec::Global.key(), LOCAL, 1, || Spec::Global.source())?;
         let nblocks = (total / BLOCK) as u32;
-        p.set_stage(0, 0, true);
-        batch.dispatch_grid(&local, &p.bytes()?, nblocks, [nblocks.min(max_groups), 1, 1])?;
+        set_stage(&mut p, 0, 0, true)?;
+        batch.dispatch_grid(&local, p.bytes(), nblocks, [nblocks.min(max_groups), 1, 1])?;
         // merge stages beyond one block
         let mut kk = 2 * BLOCK;
         while kk <= p2 {
             let mut j = kk / 2;
             while j >= BLOCK {
-                p.set_stage(kk, j, false);
-                batch.dispatch(&global, &p.bytes()?, (total / 2) as u64)?;
+                set_stage(&mut p, kk, j, false)?;
+                batch.dispatch(&global, p.bytes(), (total / 2) as u64)?;
                 j /= 2;
             }
-            p.set_stage(kk, 0, false);
-            batch.dispatch_grid(&local, &p.bytes()?, nblocks, [nblocks.min(max_groups), 1, 1])?;
+            set_stage(&mut p, kk, 0, false)?;
+            batch.dispatch_grid(&local, p.bytes(), nblocks, [nblocks.min(max_groups), 1, 1])?;
             kk *= 2;
         }
         // outputs
-        let spec = Spec::Out { t: x.dtype, rank: dims.len(), values: want.values, indices: want.indices };
+        let spec = Spec::Out { t: x.dtype, rank: dims.len(), values: values.is_some(), indices: indices.map(|t| t.dtype) };
         let kernel = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
-        batch.dispatch(&kernel, &p.bytes()?, (rows * kout) as u64)?;
-        batch.finish()?;
-        Ok((values, indices))
-    }
-}
-
-struct Params {
-    addrs: [u64; 5],
-    ints: Vec<i64>,
-}
-
-impl Params {
-    fn set_stage(&mut self, k: usize, j: usize, presort: bool) {
-        self.ints[8] = k as i64;
-        self.ints[9] = j as i64;
-        self.ints[10] = presort as i64;
-    }
-
-    fn bytes(&self) -> Result<Vec<u8>> {
-        let mut b = Vec::with_capacity(40 + 4 * self.ints.len());
-        for a in self.addrs {
-            b.extend_from_slice(&a.to_le_bytes());
-        }
-        for &v in &self.ints {
-            let v = i32::try_from(v).map_err(|_| invalid!("sort index {v} exceeds 32 bits"))?;
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        Ok(b)
+        batch.dispatch(&kernel, p.bytes(), (rows * kout) as u64)
     }
 }
 

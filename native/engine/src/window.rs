@@ -1,6 +1,7 @@
 //! Window reductions (Nx.window_sum/product/max/min) and window scatters
 //! (Nx.window_scatter_max/min), one invocation per output element, reading any tensor view
-//! through its strides.
+//! through its strides. `record_window_reduce` / `record_window_scatter` record into a caller's
+//! batch and write a caller's output (a new contiguous tensor of the result's type and shape).
 //!
 //! **Semantics** (Nx 0.7.2 `Nx.BinaryBackend`, `window_reduce/6` and `select_and_scatter/8`):
 //! - The input is padded per axis by `(lo, hi)` (negative values crop) with the op's identity;
@@ -34,7 +35,10 @@
 use crate::dtype::{DType, Kind};
 use crate::elementwise::{buf_type, decode, encode, wrap};
 use crate::error::{invalid, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
 use crate::reduce::to_domain;
+use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::fmt::Write;
@@ -110,20 +114,6 @@ pub fn window_output_shape(
     Ok(out)
 }
 
-fn push_i32(p: &mut Vec<u8>, v: i64) -> Result<()> {
-    let v = i32::try_from(v).map_err(|_| invalid!("window parameter {v} exceeds 32 bits"))?;
-    p.extend_from_slice(&v.to_le_bytes());
-    Ok(())
-}
-
-fn header(addrs: &[u64]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(64);
-    for a in addrs {
-        p.extend_from_slice(&a.to_le_bytes());
-    }
-    p
-}
-
 fn start_source(s: &mut String, rank: usize) {
     s.push_str(&crate::kernels::numeric_prelude());
     s.push_str(crate::kernels::OPS);
@@ -183,6 +173,23 @@ fn rank1<T: Clone>(v: &[T], fill: T) -> Vec<T> {
     }
 }
 
+/// Checks window_scatter's operands (`out` is the result type).
+fn check_scatter(x: &Tensor, source: &Tensor, init: &Tensor, window: &[usize], strides: &[usize], padding: &[(i64, i64)], out: DType) -> Result<()> {
+    check_real("window_scatter", &[x.dtype, source.dtype, init.dtype, out])?;
+    let win_shape = window_output_shape(&x.shape, window, strides, padding, &vec![1; x.shape.len()])?;
+    if source.shape != win_shape {
+        return Err(invalid!(
+            "window scatter source has shape {:?}; the windows of {:?} give {win_shape:?}",
+            source.shape,
+            x.shape
+        ));
+    }
+    if init.numel() != 1 {
+        return Err(invalid!("window scatter init value must have one element, has shape {:?}", init.shape));
+    }
+    Ok(())
+}
+
 impl Context {
     /// Nx.window_sum / window_product / window_max / window_min. `padding[d] = (lo, hi)`
     /// (negative crops); the result has the input's type (see the module notes).
@@ -198,9 +205,32 @@ impl Context {
         check_real("window_reduce", &[x.dtype])?;
         let out_shape = window_output_shape(&x.shape, window, strides, padding, dilations)?;
         let result = self.empty(x.dtype, &out_shape)?;
-        let count = result.numel();
+        let mut batch = self.batch()?;
+        self.record_window_reduce(&mut batch, op, x, window, strides, padding, dilations, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Records `window_reduce` into `out`: a new (contiguous, offset 0) tensor of `x`'s type
+    /// and [`window_output_shape`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_window_reduce(
+        &self,
+        batch: &mut Batch<'_>,
+        op: WindowOp,
+        x: &Tensor,
+        window: &[usize],
+        strides: &[usize],
+        padding: &[(i64, i64)],
+        dilations: &[usize],
+        out: &Tensor,
+    ) -> Result<()> {
+        check_real("window_reduce", &[x.dtype])?;
+        let out_shape = window_output_shape(&x.shape, window, strides, padding, dilations)?;
+        check_dense_output(out, x.dtype, &out_shape, "window_reduce")?;
+        let count = out.numel();
         if count == 0 {
-            return Ok(result);
+            return Ok(());
         }
         if x.numel() > MAX_ELEMENTS {
             return Err(invalid!("window input of {} elements exceeds {MAX_ELEMENTS}", x.numel()));
@@ -214,22 +244,18 @@ impl Context {
         if wcount > i32::MAX as usize {
             return Err(invalid!("window {window:?} has too many elements"));
         }
-        let mut p = header(&[x.buffer.address(), result.buffer.address()]);
-        push_i32(&mut p, x.offset as i64)?;
+        let mut p = ParamBlock::new("window");
+        p.addrs([x.buffer.address(), out.buffer.address()]);
+        p.i32(x.offset)?;
         for d in 0..rank {
-            for v in [shape[d] as i64, in_strides[d] as i64, o[d] as i64, st[d] as i64, win[d] as i64, dil[d] as i64, pad[d].0] {
-                push_i32(&mut p, v)?;
-            }
+            p.i32(shape[d])?.i32(in_strides[d])?.i32s([o[d], st[d], win[d], dil[d]])?.i32(pad[d].0)?;
         }
         let t = x.dtype;
         let key = format!("window_reduce {op:?} {t} r{rank}");
         let kernel = self.kernels.get(&key, LOCAL, 1, || window_reduce_source(op, t, rank))?;
-        let mut batch = self.batch()?;
         batch.keep(&x.buffer);
-        batch.keep(&result.buffer);
-        batch.dispatch(&kernel, &p, count as u64)?;
-        batch.finish()?;
-        Ok(result)
+        batch.keep(&out.buffer);
+        batch.dispatch(&kernel, p.bytes(), count as u64)
     }
 
     /// Nx.window_scatter_max / window_scatter_min: a tensor of `x`'s shape and type `out`,
@@ -247,23 +273,36 @@ impl Context {
         padding: &[(i64, i64)],
         out: DType,
     ) -> Result<Tensor> {
-        check_real("window_scatter", &[x.dtype, source.dtype, init.dtype, out])?;
+        check_scatter(x, source, init, window, strides, padding, out)?;
+        let result = self.empty(out, &x.shape)?;
+        let mut batch = self.batch()?;
+        self.record_window_scatter(&mut batch, op, x, source, init, window, strides, padding, &result)?;
+        batch.finish()?;
+        Ok(result)
+    }
+
+    /// Records `window_scatter` into `out`: a new (contiguous, offset 0) tensor of `x`'s shape
+    /// whose type is the result type. The selection pass writes a scratch buffer of the batch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_window_scatter(
+        &self,
+        batch: &mut Batch<'_>,
+        op: ScatterOp,
+        x: &Tensor,
+        source: &Tensor,
+        init: &Tensor,
+        window: &[usize],
+        strides: &[usize],
+        padding: &[(i64, i64)],
+        out: &Tensor,
+    ) -> Result<()> {
+        check_scatter(x, source, init, window, strides, padding, out.dtype)?;
+        check_dense_output(out, out.dtype, &x.shape, "window_scatter")?;
         let rank0 = x.shape.len();
         let win_shape = window_output_shape(&x.shape, window, strides, padding, &vec![1; rank0])?;
-        if source.shape != win_shape {
-            return Err(invalid!(
-                "window scatter source has shape {:?}; the windows of {:?} give {win_shape:?}",
-                source.shape,
-                x.shape
-            ));
-        }
-        if init.numel() != 1 {
-            return Err(invalid!("window scatter init value must have one element, has shape {:?}", init.shape));
-        }
-        let result = self.empty(out, &x.shape)?;
-        let n_out = result.numel();
+        let n_out = out.numel();
         if n_out == 0 {
-            return Ok(result);
+            return Ok(());
         }
         if x.numel() > MAX_ELEMENTS || source.numel() > MAX_ELEMENTS {
             return Err(invalid!("window scatter operands exceed {MAX_ELEMENTS} elements"));
@@ -280,26 +319,20 @@ impl Context {
             return Err(invalid!("window {window:?} has too many elements"));
         }
         let sel = self.pool.alloc((n_src.max(1) * 4) as u64)?;
-        let mut p = header(&[x.buffer.address(), source.buffer.address(), init.buffer.address(), sel.address(), result.buffer.address()]);
-        for v in [x.offset, source.offset, init.offset] {
-            push_i32(&mut p, v as i64)?;
-        }
+        let mut p = ParamBlock::new("window");
+        p.addrs([x.buffer.address(), source.buffer.address(), init.buffer.address(), sel.address(), out.buffer.address()]);
+        p.i32s([x.offset, source.offset, init.offset])?;
         for d in 0..rank {
-            for v in [shape[d] as i64, t_strides[d] as i64, o[d] as i64, s_strides[d] as i64, st[d] as i64, win[d] as i64, pad[d].0] {
-                push_i32(&mut p, v)?;
-            }
+            p.i32(shape[d])?.i32(t_strides[d])?.i32(o[d])?.i32(s_strides[d])?.i32s([st[d], win[d]])?.i32(pad[d].0)?;
         }
-        let spec = ScatterSpec { op, t: x.dtype, src: source.dtype, init: init.dtype, out, rank };
+        let spec = ScatterSpec { op, t: x.dtype, src: source.dtype, init: init.dtype, out: out.dtype, rank };
         let k1 = self.kernels.get(&spec.key("select"), LOCAL, 1, || spec.select_source())?;
         let k2 = self.kernels.get(&spec.key("scatter"), LOCAL, 1, || spec.scatter_source())?;
-        let mut batch = self.batch()?;
-        for b in [&x.buffer, &source.buffer, &init.buffer, &sel, &result.buffer] {
+        for b in [&x.buffer, &source.buffer, &init.buffer, &sel, &out.buffer] {
             batch.keep(b);
         }
-        batch.dispatch(&k1, &p, n_src as u64)?;
-        batch.dispatch(&k2, &p, n_out as u64)?;
-        batch.finish()?;
-        Ok(result)
+        batch.dispatch(&k1, p.bytes(), n_src as u64)?;
+        batch.dispatch(&k2, p.bytes(), n_out as u64)
     }
 }
 
