@@ -6,16 +6,48 @@
 //! elements `r = 0..R` (row-major over the reduced axes, in their original order). Kernels read
 //! the view through its strides: no copy is made.
 //!
-//! **Fixed order.** The strategy is chosen from the shape alone (never from the device or its
-//! timing), and each strategy combines in a fixed order, so reruns are bit-identical and the
-//! same shader gives the same bits on every device:
+//! **Fixed order.** The strategy is chosen from the shape alone (never from the device, its
+//! subgroup size or its timing), and each strategy combines in a fixed order, so reruns are
+//! bit-identical and the same shader gives the same bits on every device:
 //! - [`Strategy::PerOutput`]: one invocation per output, a sequential loop over `r` (exactly
-//!   Nx.BinaryBackend's order) — small reductions or many outputs;
+//!   Nx.BinaryBackend's order) — short reductions or very many outputs;
 //! - [`Strategy::PerGroup`]: one workgroup (256 invocations) per output; invocation `t` folds
-//!   `r = t, t+256, ...`, then a fixed shared-memory tree combines the 256 partials;
-//! - [`Strategy::Split`]: few outputs over very long reductions: pass 1 gives each (output,
-//!   segment) pair a workgroup that writes a partial (value, index) to scratch memory, pass 2
-//!   folds each output's partials sequentially.
+//!   `r = t, t+256, ...` in that order, then a fixed shared-memory tree combines the 256 partials
+//!   (for `h = 128, 64, ..., 1`: partial `t < h` absorbs partial `t + h`);
+//! - [`Strategy::Split`]: few outputs over long reductions. Each output's `R` elements are cut
+//!   into `segments` contiguous segments of [`split_len`] `L` elements (`ceil(R / segments)`
+//!   rounded up to a multiple of [`ROUND`] = 2048; the last segment shorter, none empty).
+//!   Pass 1 gives each (output, segment) pair a workgroup that folds its segment exactly like
+//!   `PerGroup` (invocation `t` takes `r0+t, r0+t+256, ...`, then the tree) and writes a
+//!   partial (value, index) to scratch memory; pass 2 gives each output a workgroup that folds
+//!   its partials, in segment order, exactly like `PerGroup` again (partial `t, t+256, ...`,
+//!   then the tree).
+//!
+//! Choice ([`choose_strategy`], `outputs` results of `R` elements each): `PerOutput` when
+//! `R < 256` or `outputs >= 32768`; `Split` when `R >= 8192` and `outputs < 256`, or
+//! `R >= 65536` and `outputs < 1024`; `PerGroup` otherwise. A split aims at about
+//! [`SPLIT_GROUPS`] = 4096 workgroups in pass 1, each segment at least one round:
+//! `L = ceil(R / min(ceil(R / 2048), ceil(4096 / outputs)))` rounded up to a multiple of 2048,
+//! `segments = ceil(R / L)`. 16 Mi elements into one output are 4096 segments of 4096, 1 Mi
+//! elements 512 segments of 2048.
+//!
+//! **Loads in flight.** Every strategy's loop works in rounds of [`UNROLL`] = 8 candidates of
+//! its sequence (`r, r+step, ..., r+7*step`; step 1 for `PerOutput`, 256 otherwise): the round
+//! first reads all 8 raw elements (straight-line code: 8 independent loads in flight per
+//! invocation), then decodes and combines them into the invocation's single accumulator in
+//! increasing `r`; fewer than 8 left are taken one at a time. The order of combination is
+//! exactly the sequential order stated above, so the unrolling itself changes no bit.
+//!
+//! **Bits versus the previous layout** (`Split` only for `R >= 65536` and `outputs < 256`, at most
+//! 256 segments of at least 16 Ki elements, and pass 2 a sequential loop of one invocation per
+//! output): `PerOutput` and `PerGroup` fold in the same order as before, so every shape that
+//! keeps its strategy gives the same bits. Shapes that now `Split` (all former `Split` shapes,
+//! plus `8192 <= R < 65536` with `outputs < 256` and `R >= 65536` with `256 <= outputs < 1024`,
+//! formerly `PerGroup`) combine in a different tree: float sums and products may differ in the
+//! last bits of the f64 accumulator, which shows in f64 outputs and (rarely, after the single
+//! rounding) in f32/f16/bf16 outputs. Integer sums and products (wrapping in 64 bits, hence
+//! associative), all/any, max/min and argmax/argmin (index-carrying partials: exactly the
+//! sequential answer) give the same bits as before for every shape.
 //!
 //! **Numerics** (Nx.BinaryBackend's contract): float sums and products accumulate in f64 and are
 //! rounded once to the output type; integer sums and products accumulate in 64 bits and wrap to
@@ -75,18 +107,36 @@ pub enum Strategy {
 /// Invocations per workgroup in every reduction kernel.
 const LOCAL: u32 = 256;
 
+/// Elements each invocation reads before it combines any of them (loads in flight).
+pub const UNROLL: usize = 8;
+
+/// Elements a workgroup reads in one unrolled round (`LOCAL * UNROLL`): a `Split` segment is at
+/// least this long.
+pub const ROUND: usize = LOCAL as usize * UNROLL;
+
+/// Workgroups (outputs × segments) a `Split` reduction aims for in pass 1.
+pub const SPLIT_GROUPS: usize = 4096;
+
 /// The strategy for `outputs` results each reducing `len` elements.
 pub fn choose_strategy(outputs: usize, len: usize) -> Strategy {
     if len < 256 || outputs >= 32768 {
         Strategy::PerOutput
-    } else if outputs >= 256 || len < 65536 {
-        Strategy::PerGroup
+    } else if (len >= 4 * ROUND && outputs < 256) || (len >= 32 * ROUND && outputs < 1024) {
+        // About SPLIT_GROUPS workgroups in all, each segment a whole number of rounds (so only
+        // the last segment has a tail); at least 4 segments here, never an empty one.
+        let by_len = len.div_ceil(ROUND);
+        let by_groups = SPLIT_GROUPS.div_ceil(outputs);
+        let seg_len = len.div_ceil(by_len.min(by_groups)).next_multiple_of(ROUND);
+        Strategy::Split { segments: len.div_ceil(seg_len) as u32 }
     } else {
-        // Aim for ~512 workgroups in all, each folding at least 16 Ki elements.
-        let by_len = len.div_ceil(16384);
-        let by_groups = 512usize.div_ceil(outputs);
-        Strategy::Split { segments: by_len.min(by_groups).clamp(2, 256) as u32 }
+        Strategy::PerGroup
     }
+}
+
+/// The segment length of `Split { segments }` over `len` elements: `ceil(len / segments)`
+/// rounded up to a whole number of rounds ([`ROUND`]).
+pub fn split_len(len: usize, segments: u32) -> usize {
+    len.div_ceil(segments as usize).next_multiple_of(ROUND)
 }
 
 /// The combine rule a kernel is generated for.
@@ -193,7 +243,7 @@ impl Context {
             }
             Strategy::Split { segments } => {
                 let s = segments as usize;
-                let seg_len = len.div_ceil(s);
+                let seg_len = split_len(len, segments);
                 let partials = outputs * s;
                 let scratch = self.pool.alloc((partials * 12) as u64)?;
                 batch.keep(&scratch);
@@ -202,19 +252,21 @@ impl Context {
                 let params1 = params(in_addr, scratch.address(), len, x.offset, s, seg_len, partials, &kept, &red)?;
                 let groups = (partials as u32).min(self.caps.max_workgroup_count[0].min(65535));
                 batch.dispatch_grid(&k1, &params1, partials as u32, [groups, 1, 1])?;
+                // pass 2: a workgroup per output folds its `s` partials like PerGroup
                 let p2 = Spec {
                     comb,
                     in_t: x.dtype,
                     out,
                     src_partial: true,
                     sink_partial: false,
-                    strategy: Strategy::PerOutput,
+                    strategy: Strategy::PerGroup,
                     kept: 0,
                     red: 0,
                 };
                 let k2 = self.kernels.get(&p2.key(), LOCAL, 1, || p2.source())?;
                 let params2 = params(scratch.address(), out_addr, s, 0, 1, s, partials, &[], &[])?;
-                batch.dispatch(&k2, &params2, outputs as u64)?;
+                let groups = (outputs as u32).min(self.caps.max_workgroup_count[0].min(65535));
+                batch.dispatch_grid(&k2, &params2, outputs as u32, [groups, 1, 1])?;
             }
         }
         batch.finish()?;
@@ -352,8 +404,10 @@ impl Spec {
                 let tie = if high { "bi > ai" } else { "bi < ai" };
                 s.push_str("    if (bi == NONE) return;\n    bool take;\n    if (ai == NONE) take = true;\n");
                 if in_t.is_float() && arg {
-                    // candidates are all NaN or all non-NaN (see `nan_seed`): NaNs tie
-                    writeln!(s, "    else if (nx_isnan(av) || nx_isnan(bv)) take = {tie};").unwrap();
+                    // Candidates are all NaN or all non-NaN (see `nan_seed`), and `av` is a
+                    // candidate here (`ai != NONE`): NaN candidates tie, and testing `bv` alone
+                    // decides whether both are NaN.
+                    writeln!(s, "    else if (nx_isnan(bv)) take = {tie};").unwrap();
                 } else if in_t.is_float() {
                     s.push_str("    else if (nx_isnan(av) || nx_isnan(bv)) take = nx_isnan(bv) && (!nx_isnan(av) || bi < ai);\n");
                 }
@@ -362,20 +416,26 @@ impl Spec {
             }
         }
         s.push_str("}\n");
-        // element -> candidate value
+        // element -> candidate value (the input's address is read once, into `g_src`)
+        // `fetch` is the bare memory read (straight-line code, so reads can be issued back to
+        // back), `cand` the decoding (which branches).
+        s.push_str("uint64_t g_src;\n");
         if !self.src_partial {
             let t = in_t;
-            let raw = format!("{}(ParamsU64(pc.params).v[0]).v[e]", buf_type(t));
-            let v = decode(t, &raw);
+            let raw_t = raw_type(t);
+            writeln!(s, "#define RAW {raw_t}").unwrap();
+            writeln!(s, "RAW fetch(int e) {{ return {}(g_src).v[e]; }}", buf_type(t)).unwrap();
+            let v = decode(t, "w");
             let cand = match self.comb {
                 Comb::All | Comb::Any => nonzero(t, &v),
                 Comb::Extreme { .. } => v,
                 Comb::Sum | Comb::Product => to_domain(t, self.out, &v),
             };
-            writeln!(s, "ACC load(int e) {{ return {cand}; }}").unwrap();
+            writeln!(s, "ACC cand(RAW w) {{ return {cand}; }}").unwrap();
         }
         s.push_str("shared ACC s_v[256];\nshared uint s_i[256];\n");
         s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
+        s.push_str("    g_src = ParamsU64(pc.params).v[0];\n");
         s.push_str("    ParamsI32 meta = ParamsI32(pc.params + 16ul);\n");
         s.push_str("    int R = meta.v[0]; int off = meta.v[1]; uint S = uint(meta.v[2]); int L = meta.v[3]; uint P = uint(meta.v[4]);\n");
         for d in 0..self.kept {
@@ -386,17 +446,19 @@ impl Spec {
             writeln!(s, "    uint rd{d} = uint(meta.v[{b}]); int rs{d} = meta.v[{}];", b + 1).unwrap();
         }
         s.push_str("    uint t = gl_LocalInvocationID.x;\n");
-        // Output loop header, per strategy.
+        // Output loop header, per strategy; [r0, r1) is the range this invocation's group folds
+        // (unsigned: R may be close to 2^31).
         let per_output = self.strategy == Strategy::PerOutput;
         if per_output {
             s.push_str("    for (uint o = gl_GlobalInvocationID.x; o < pc.count; o += gl_NumWorkGroups.x * 256u) {\n");
+            s.push_str("        uint r0 = 0u; uint r1 = uint(R);\n");
         } else {
             s.push_str("    for (uint g = gl_WorkGroupID.x; g < pc.count; g += gl_NumWorkGroups.x) {\n");
             if self.sink_partial {
-                s.push_str("        uint o = g / S; int seg = int(g % S);\n");
-                s.push_str("        int r0 = seg * L; int r1 = min(R, r0 + L);\n");
+                s.push_str("        uint o = g / S; uint seg = g % S;\n");
+                s.push_str("        uint r0 = min(seg * uint(L), uint(R)); uint r1 = min(uint(R), r0 + uint(L));\n");
             } else {
-                s.push_str("        uint o = g; int r0 = 0; int r1 = R;\n");
+                s.push_str("        uint o = g; uint r0 = 0u; uint r1 = uint(R);\n");
             }
         }
         // Base element offset of output o.
@@ -412,44 +474,58 @@ impl Spec {
         if self.nan_seeded() && !self.src_partial {
             // Nx.BinaryBackend: comparisons with NaN are false, so a NaN first element is never
             // beaten (only later NaNs tie with it) and any other NaN is never taken.
-            s.push_str("        bool nan_seed = R > 0 && nx_isnan(load(base));\n");
+            s.push_str("        bool nan_seed = R > 0 && nx_isnan(cand(fetch(base)));\n");
         }
-        let elem = |s: &mut String, indent: &str| {
+        // Reads candidate `c{k}`'s raw bits into `w{k}` (and, for partials, its index into `x{k}`).
+        let fetch = |s: &mut String, k: usize, indent: &str| {
             match self.src_partial {
                 false => {
-                    writeln!(s, "{indent}int e = base; uint rr = uint(r);").unwrap();
+                    writeln!(s, "{indent}RAW w{k}; {{ int e = base; uint rr = c{k};").unwrap();
                     for d in (0..self.red).rev() {
                         if d == 0 {
-                            writeln!(s, "{indent}e += int(rr) * rs0;").unwrap();
+                            writeln!(s, "{indent}    e += int(rr) * rs0;").unwrap();
                         } else {
-                            writeln!(s, "{indent}e += int(rr % rd{d}) * rs{d}; rr /= rd{d};").unwrap();
+                            writeln!(s, "{indent}    e += int(rr % rd{d}) * rs{d}; rr /= rd{d};").unwrap();
                         }
                     }
-                    if self.nan_seeded() {
-                        writeln!(s, "{indent}ACC v = load(e); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? uint(r) : NONE);").unwrap();
-                    } else {
-                        writeln!(s, "{indent}comb(av, ai, load(e), uint(r));").unwrap();
-                    }
+                    writeln!(s, "{indent}    w{k} = fetch(e); }}").unwrap();
                 }
                 true => {
                     // partials of output o sit at o*R .. o*R+R-1; their indices after all P values
-                    writeln!(s, "{indent}uint j = o * uint(R) + uint(r);").unwrap();
-                    writeln!(
-                        s,
-                        "{indent}comb(av, ai, acc_from(BufU64(ParamsU64(pc.params).v[0]).v[j]), BufU32(ParamsU64(pc.params).v[0] + uint64_t(P) * 8ul).v[j]);"
-                    )
-                    .unwrap();
+                    writeln!(s, "{indent}uint j{k} = o * uint(R) + c{k};").unwrap();
+                    writeln!(s, "{indent}uint64_t w{k} = BufU64(g_src).v[j{k}]; uint x{k} = BufU32(g_src + uint64_t(P) * 8ul).v[j{k}];").unwrap();
                 }
             }
         };
-        if per_output {
-            s.push_str("        for (int r = 0; r < R; r++) {\n");
-            elem(&mut s, "            ");
-            s.push_str("        }\n");
-        } else {
-            s.push_str("        for (int r = r0 + int(t); r < r1; r += 256) {\n");
-            elem(&mut s, "            ");
-            s.push_str("        }\n");
+        // Decodes candidate k and combines it into (av, ai).
+        let combine = |s: &mut String, k: usize, indent: &str| match self.src_partial {
+            false if self.nan_seeded() => {
+                writeln!(s, "{indent}{{ ACC v = cand(w{k}); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
+            }
+            false => writeln!(s, "{indent}comb(av, ai, cand(w{k}), c{k});").unwrap(),
+            true => writeln!(s, "{indent}comb(av, ai, acc_from(w{k}), x{k});").unwrap(),
+        };
+        // The invocation folds r = first, first + step, ... < r1 in that order: a round reads
+        // UNROLL candidates (independent loads in flight) before it decodes and combines them
+        // into the one accumulator in increasing r, so the order is the sequential one.
+        let (first, step) = if per_output { ("r0", 1) } else { ("r0 + t", LOCAL as usize) };
+        writeln!(s, "        uint r = {first};").unwrap();
+        writeln!(s, "        for (; r + {}u < r1; r += {}u) {{", (UNROLL - 1) * step, UNROLL * step).unwrap();
+        for k in 0..UNROLL {
+            writeln!(s, "            uint c{k} = r + {}u;", k * step).unwrap();
+            fetch(&mut s, k, "            ");
+        }
+        for k in 0..UNROLL {
+            combine(&mut s, k, "            ");
+        }
+        s.push_str("        }\n");
+        // Tail: fewer than UNROLL candidates left, one at a time.
+        writeln!(s, "        for (; r < r1; r += {step}u) {{").unwrap();
+        s.push_str("            uint c0 = r;\n");
+        fetch(&mut s, 0, "            ");
+        combine(&mut s, 0, "            ");
+        s.push_str("        }\n");
+        if !per_output {
             // Fixed tree: partial t absorbs partial t+h, halving h.
             s.push_str("        s_v[t] = av; s_i[t] = ai;\n        barrier();\n");
             s.push_str("        for (uint h = 128u; h > 0u; h >>= 1) {\n");
@@ -479,6 +555,17 @@ impl Spec {
         }
         s.push_str("    }\n}\n");
         s
+    }
+}
+
+/// The GLSL type of one stored element of `t` (what `buf_type(t)` holds).
+fn raw_type(t: DType) -> &'static str {
+    match t.bits() {
+        128 => "u64vec2",
+        8 => "uint8_t",
+        16 => "uint16_t",
+        32 => "uint",
+        _ => "uint64_t",
     }
 }
 

@@ -1,8 +1,10 @@
 //! Reductions against plain CPU references (naive loops), per dtype, over views, odd and empty
-//! sizes, special values, all three strategies, and reruns (bit-identical).
+//! sizes, special values, all three strategies, and reruns (bit-identical); float sums
+//! bit-exact against a CPU model of the engine's fixed combination order at every strategy
+//! switch and over 16 Mi elements.
 
 use half::{bf16, f16};
-use nx_vulkan_engine::reduce::{choose_strategy, ArgOp, ReduceOp, Strategy, TieBreak};
+use nx_vulkan_engine::reduce::{choose_strategy, split_len, ArgOp, ReduceOp, Strategy, TieBreak};
 use nx_vulkan_engine::*;
 use std::sync::Arc;
 
@@ -523,18 +525,65 @@ fn arg_reduce_every_dtype_axis_and_tie() {
 
 #[test]
 fn strategies_by_shape() {
-    assert_eq!(choose_strategy(40000, 3), Strategy::PerOutput);
-    assert_eq!(choose_strategy(3, 1023), Strategy::PerGroup);
-    assert!(matches!(choose_strategy(2, 70000), Strategy::Split { .. }));
-    assert!(matches!(choose_strategy(1, 1 << 24), Strategy::Split { segments: 256 }));
+    use Strategy::*;
+    assert_eq!(choose_strategy(40000, 3), PerOutput);
+    assert_eq!(choose_strategy(3, 1023), PerGroup);
+    assert!(matches!(choose_strategy(2, 70000), Split { .. }));
+    // the switches: PerOutput below 256 elements or from 32768 outputs
+    assert_eq!(choose_strategy(1, 255), PerOutput);
+    assert_eq!(choose_strategy(1, 256), PerGroup);
+    assert_eq!(choose_strategy(32767, 256), PerGroup);
+    assert_eq!(choose_strategy(32768, 256), PerOutput);
+    assert_eq!(choose_strategy(32768, 1 << 20), PerOutput);
+    // Split from 8192 elements below 256 outputs, from 65536 below 1024
+    assert_eq!(choose_strategy(1, 8191), PerGroup);
+    assert_eq!(choose_strategy(1, 8192), Split { segments: 4 });
+    assert_eq!(choose_strategy(1, 8193), Split { segments: 5 });
+    assert_eq!(choose_strategy(255, 8192), Split { segments: 4 });
+    assert_eq!(choose_strategy(256, 8192), PerGroup);
+    assert_eq!(choose_strategy(256, 65535), PerGroup);
+    assert_eq!(choose_strategy(256, 65536), Split { segments: 16 });
+    assert_eq!(choose_strategy(1023, 65536), Split { segments: 5 });
+    assert_eq!(choose_strategy(1024, 65536), PerGroup);
+    assert_eq!(choose_strategy(255, 1 << 30), Split { segments: 17 });
+    // about 4096 workgroups, segments of whole 2048-element rounds
+    assert_eq!(choose_strategy(1, 1 << 20), Split { segments: 512 });
+    assert_eq!(split_len(1 << 20, 512), 2048);
+    assert_eq!(choose_strategy(1, 1 << 24), Split { segments: 4096 });
+    assert_eq!(split_len(1 << 24, 4096), 4096);
+    // rounding segments up to whole rounds can halve the count (still > 2048 groups)
+    assert_eq!(choose_strategy(1, 1 << 23), Split { segments: 4096 });
+    assert_eq!(choose_strategy(1, (1 << 23) + 1), Split { segments: 2049 });
+    assert_eq!(split_len((1 << 23) + 1, 2049), 4096);
+    assert_eq!(choose_strategy(2, 70001), Split { segments: 35 });
+    assert_eq!(choose_strategy(1, i32::MAX as usize), Split { segments: 4096 });
+    // every split: a whole number of rounds per segment, none empty, at least 2
+    for outputs in [1usize, 2, 3, 7, 100, 255, 256, 300, 1000, 1023] {
+        for len in [8192usize, 8193, 10000, 65535, 65536, 70001, 1 << 20, 1_000_003, (1 << 23) + 1, 1 << 24, 1 << 26, (1 << 31) - 1] {
+            if let Split { segments } = choose_strategy(outputs, len) {
+                let l = split_len(len, segments);
+                assert!(segments >= 2 && l.is_multiple_of(2048), "{outputs} x {len}");
+                assert_eq!(len.div_ceil(l), segments as usize, "{outputs} x {len}: no empty segment");
+                assert!(outputs * segments as usize <= 4096 + outputs, "{outputs} x {len}: about 4096 groups");
+            }
+        }
+    }
 }
 
 #[test]
 fn large_reductions_every_strategy() {
     let ctx = ctx();
-    // (shape, axes): PerOutput, PerGroup (1023 and 7*1023 long), Split (two outputs of 70001)
-    let cases: [(&[usize], &[usize]); 5] =
-        [(&[40000, 3], &[1]), (&[3, 1023], &[1]), (&[1023, 3], &[0]), (&[7, 3, 1023], &[0, 2]), (&[2, 70001], &[1])];
+    // (shape, axes): PerOutput, PerGroup (1023 and 7*1023 long), Split (two outputs of 70001;
+    // three of 9*1023 over two reduced axes; three of 70001 strided by 3)
+    let cases: [(&[usize], &[usize]); 7] = [
+        (&[40000, 3], &[1]),
+        (&[3, 1023], &[1]),
+        (&[1023, 3], &[0]),
+        (&[7, 3, 1023], &[0, 2]),
+        (&[2, 70001], &[1]),
+        (&[9, 3, 1023], &[0, 2]),
+        (&[70001, 3], &[0]),
+    ];
     for (shape, axes) in cases {
         let n: usize = shape.iter().product();
         for t in [DType::F32, DType::S32, DType::F16] {
@@ -611,5 +660,293 @@ fn reductions_write_canonical_nans() {
     for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min] {
         let r = ctx.reduce(op, &x, &[0], false, DType::F32).unwrap();
         assert_eq!(ctx.download(&r).unwrap(), 0x7FC0_0000u32.to_le_bytes().to_vec(), "{op:?}");
+    }
+}
+
+// ---- the fixed combination order, modelled on the CPU (see the module docs of reduce.rs) ----
+
+/// One workgroup's fold of `vals` as a float sum: lane `t` adds elements `t, t+256, ...` in
+/// order (in f64, from +0.0), then the tree: for `h = 128, 64, ..., 1`, lane `t < h` absorbs
+/// lane `t + h`.
+fn group_fold(vals: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 256];
+    for (i, v) in vals.iter().enumerate() {
+        lanes[i % 256] += v;
+    }
+    let mut h = 128;
+    while h > 0 {
+        for t in 0..h {
+            lanes[t] += lanes[t + h];
+        }
+        h /= 2;
+    }
+    lanes[0]
+}
+
+/// The f64 float sum (before the single rounding) of one output's `vals`, in the order the
+/// engine's strategy for `outputs` results of `vals.len()` elements uses.
+fn model_sum(outputs: usize, vals: &[f64]) -> f64 {
+    match choose_strategy(outputs, vals.len()) {
+        Strategy::PerOutput => vals.iter().fold(0.0, |a, v| a + v),
+        Strategy::PerGroup => group_fold(vals),
+        Strategy::Split { segments } => {
+            let partials: Vec<f64> = vals.chunks(split_len(vals.len(), segments)).map(group_fold).collect();
+            assert_eq!(partials.len(), segments as usize);
+            group_fold(&partials)
+        }
+    }
+}
+
+/// Fractional f32 values of many magnitudes (2^-41 .. 2^20): their f64 sums depend on the order.
+fn fractional_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let m = (s >> 40) as f64 / (1u64 << 24) as f64 - 0.5;
+            (m * 2f64.powi(((s >> 13) % 61) as i32 - 40)) as f32
+        })
+        .collect()
+}
+
+/// Nx.BinaryBackend's argmax/argmin scan over floats (as `ref_arg`, without the `V` boxing).
+fn ref_arg_f64(op: ArgOp, tie: TieBreak, vals: &[f64]) -> i64 {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, &y) in vals.iter().enumerate() {
+        let take = match best {
+            None => true,
+            Some((_, x)) if x.is_nan() && y.is_nan() => tie == TieBreak::High,
+            Some((_, x)) if x.is_nan() || y.is_nan() => false,
+            Some((_, x)) if x == y => tie == TieBreak::High,
+            Some((_, x)) => (op == ArgOp::ArgMax && y > x) || (op == ArgOp::ArgMin && y < x),
+        };
+        if take {
+            best = Some((i, y));
+        }
+    }
+    best.map_or(0, |b| b.0 as i64)
+}
+
+/// Max (`max`) or min over floats: NaN if any, else the extreme, the first of equals (-0.0/+0.0).
+fn ref_extreme_f64(max: bool, vals: &[f64]) -> f64 {
+    let mut acc = if max { f64::NEG_INFINITY } else { f64::INFINITY };
+    for &v in vals {
+        if v.is_nan() {
+            return f64::NAN;
+        }
+        if (max && v > acc) || (!max && v < acc) {
+            acc = v;
+        }
+    }
+    acc
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+fn f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+fn i64s(b: &[u8]) -> Vec<i64> {
+    b.chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// Canonical NaN bits (BinaryBackend writes every NaN as the positive quiet NaN).
+fn canon32(x: f64) -> u32 {
+    if x.is_nan() {
+        0x7FC0_0000
+    } else {
+        (x as f32).to_bits()
+    }
+}
+fn canon64(x: f64) -> u64 {
+    if x.is_nan() {
+        0x7FF8_0000_0000_0000
+    } else {
+        x.to_bits()
+    }
+}
+
+fn upload_f32(ctx: &Context, shape: &[usize], vals: &[f32]) -> Tensor {
+    ctx.upload(DType::F32, shape, &vals.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap()
+}
+
+/// Rows `[outputs, len]` of f32 (`x`, logical values `vals`) reduced over axis 1: sums bit-exact
+/// against the modelled order (f32 and f64 outputs). Returns whether some row's modelled sum
+/// differs from the sequential sum (the order showed).
+fn check_sums_f32(ctx: &Context, x: &Tensor, vals: &[f32], what: &str) -> bool {
+    let (outputs, len) = (x.shape()[0], x.shape()[1]);
+    let rows: Vec<Vec<f64>> = vals.chunks(len).map(|r| r.iter().map(|&v| v as f64).collect()).collect();
+    let model: Vec<f64> = rows.iter().map(|r| model_sum(outputs, r)).collect();
+    let got32 = f32s(&ctx.download(&ctx.reduce(ReduceOp::Sum, x, &[1], false, DType::F32).unwrap()).unwrap());
+    let got64 = f64s(&ctx.download(&ctx.reduce(ReduceOp::Sum, x, &[1], false, DType::F64).unwrap()).unwrap());
+    for o in 0..outputs {
+        assert_eq!(got32[o].to_bits(), canon32(model[o]), "{what}: f32 sum of row {o}: got {}, want {}", got32[o], model[o]);
+        assert_eq!(got64[o].to_bits(), canon64(model[o]), "{what}: f64 sum of row {o}: got {}, want {}", got64[o], model[o]);
+    }
+    rows.iter().zip(&model).any(|(r, m)| r.iter().fold(0.0, |a, v| a + v).to_bits() != m.to_bits())
+}
+
+/// Max/min (`extremes`) and every argmax/argmin of the rows of `x` against the sequential scan.
+fn check_order_stats_f32(ctx: &Context, x: &Tensor, vals: &[f32], extremes: bool, what: &str) {
+    let len = x.shape()[1];
+    let rows: Vec<Vec<f64>> = vals.chunks(len).map(|r| r.iter().map(|&v| v as f64).collect()).collect();
+    for max in [true, false].into_iter().filter(|_| extremes) {
+        let op = if max { ReduceOp::Max } else { ReduceOp::Min };
+        let got = f32s(&ctx.download(&ctx.reduce(op, x, &[1], false, DType::F32).unwrap()).unwrap());
+        for (o, row) in rows.iter().enumerate() {
+            assert_eq!(got[o].to_bits(), canon32(ref_extreme_f64(max, row)), "{what}: {op:?} of row {o}");
+        }
+    }
+    for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+        for tie in [TieBreak::Low, TieBreak::High] {
+            let got = i64s(&ctx.download(&ctx.arg_reduce(op, x, Some(1), false, tie, DType::S64).unwrap()).unwrap());
+            for (o, row) in rows.iter().enumerate() {
+                assert_eq!(got[o], ref_arg_f64(op, tie, row), "{what}: {op:?} {tie:?} of row {o}");
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_models_agree_with_the_boxed_references() {
+    // the CPU helpers agree with the boxed references on small data with specials
+    let vals = [1.0, f64::NAN, 3.0, -0.0, 0.0, 3.0, f64::NEG_INFINITY, f64::NAN];
+    for start in 0..vals.len() {
+        let v = &vals[start..];
+        let boxed: Vec<V> = v.iter().map(|&x| V::F(x)).collect();
+        for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+            for tie in [TieBreak::Low, TieBreak::High] {
+                assert_eq!(V::I(ref_arg_f64(op, tie, v) as i128), ref_arg(op, tie, &boxed));
+            }
+        }
+        for (max, op) in [(true, ReduceOp::Max), (false, ReduceOp::Min)] {
+            assert!(same(V::F(ref_extreme_f64(max, v)), ref_reduce(op, DType::F64, DType::F64, &boxed)));
+        }
+    }
+    // PerOutput is exactly the sequential sum; a single lane's worth is too
+    let v: Vec<f64> = fractional_f32(300, 1).iter().map(|&x| x as f64).collect();
+    assert_eq!(model_sum(40000, &v).to_bits(), v.iter().fold(0.0, |a, x| a + x).to_bits());
+}
+
+#[test]
+fn float_sums_follow_the_fixed_order_at_every_switch() {
+    let ctx = ctx();
+    // (outputs, len) on both sides of each switch (see `strategies_by_shape`), odd lengths,
+    // one-element last segments, whole rounds, and tails after the unrolled rounds.
+    let cases: &[(usize, usize)] = &[
+        (1, 7),
+        (5, 255),
+        (5, 256),
+        (3, 2047),
+        (1, 8191),
+        (1, 8192),
+        (1, 8193),
+        (2, 70001),
+        (255, 8192),
+        (256, 8192),
+        (1, 1 << 20),
+        (2, 1_000_003),
+        (33000, 45),
+        (32768, 256),
+    ];
+    let mut order_showed = 0;
+    for (i, &(outputs, len)) in cases.iter().enumerate() {
+        let mut vals = fractional_f32(outputs * len, 100 + i as u64);
+        // a unique extreme per row somewhere, and -0.0s
+        for o in 0..outputs {
+            vals[o * len + (o * 7919) % len] = 5000.0;
+            vals[o * len + (o * 104729 + len / 2) % len] = -0.0;
+        }
+        let what = format!("{outputs} x {len} ({:?})", choose_strategy(outputs, len));
+        let x = upload_f32(&ctx, &[outputs, len], &vals);
+        order_showed += check_sums_f32(&ctx, &x, &vals, &what) as usize;
+        check_order_stats_f32(&ctx, &x, &vals, true, &what);
+    }
+    assert!(order_showed >= 8, "the data must tell orders apart ({order_showed} cases did)");
+}
+
+#[test]
+fn split_sums_over_views_follow_the_fixed_order() {
+    let ctx = ctx();
+    // reduced axes that are strided (a column) or two non-mergeable axes; f64 and f16 inputs
+    let mut order_showed = false;
+    for (t, shape, axes) in [
+        (DType::F32, &[70001usize, 3][..], &[0usize][..]),
+        (DType::F32, &[9, 3, 1023], &[0, 2]),
+        (DType::F64, &[3, 9, 1023], &[1, 2]),
+        (DType::F16, &[2, 20000], &[1]),
+    ] {
+        let n: usize = shape.iter().product();
+        let phys: Vec<V> = fractional_f32(n, 7).iter().map(|&x| V::F(x as f64)).collect();
+        let x = ctx.upload(t, shape, &bytes(t, &phys)).unwrap();
+        let phys = download(&ctx, &x); // as stored (f16 rounds)
+        let outputs = n / axes.iter().map(|&a| shape[a]).product::<usize>();
+        let len = n / outputs;
+        assert!(matches!(choose_strategy(outputs, len), Strategy::Split { .. }), "{shape:?}");
+        let seq = reference(shape, axes, &phys, |g| V::F(g.iter().fold(0.0, |a, v| a + v.f())));
+        let modelled = reference(shape, axes, &phys, |g| V::F(model_sum(outputs, &g.iter().map(|v| v.f()).collect::<Vec<_>>())));
+        order_showed |= seq.iter().zip(&modelled).any(|(a, b)| !same(*a, *b));
+        for out in [t, DType::F64] {
+            let (got, _) = run_reduce(&ctx, ReduceOp::Sum, &x, &phys, axes, out);
+            let want = reference(shape, axes, &phys, |g| {
+                store(out, V::F(model_sum(outputs, &g.iter().map(|v| v.f()).collect::<Vec<_>>())))
+            });
+            check(&got, &want, &format!("{t} {shape:?} axes {axes:?} into {out}"));
+        }
+    }
+    assert!(order_showed, "the data must tell orders apart");
+}
+
+/// 16 Mi f32 elements into one output (a 4096-segment split): the sum bit-exact against the
+/// modelled order, then NaN / ±Inf / -0.0 rules for sum, max/min and argmax/argmin.
+#[test]
+fn sixteen_mi_elements() {
+    let ctx = ctx();
+    let n = 1usize << 24;
+    assert_eq!(choose_strategy(1, n), Strategy::Split { segments: 4096 });
+    let mut vals = fractional_f32(n, 2024);
+    for i in (5..n).step_by(999_983) {
+        vals[i] = -0.0;
+    }
+    let x = upload_f32(&ctx, &[1, n], &vals);
+    assert!(check_sums_f32(&ctx, &x, &vals, "16Mi"), "the order must show in the sum");
+    check_order_stats_f32(&ctx, &x, &vals, true, "16Mi");
+
+    // ±Inf twice each (ties), NaNs (never the first): argmax/argmin skip the NaNs; max/min/sum NaN
+    let (inf, ninf, nan) = (f32::INFINITY, f32::NEG_INFINITY, f32::NAN);
+    for (i, v) in [(123_457, inf), (15_000_001, inf), (777, ninf), (9_999_999, ninf), (4_000_000, nan), (1 << 23, nan), (n - 1, nan)] {
+        vals[i] = v;
+    }
+    let x = upload_f32(&ctx, &[1, n], &vals);
+    for (op, max) in [(ReduceOp::Max, true), (ReduceOp::Min, false)] {
+        let got = ctx.download(&ctx.reduce(op, &x, &[1], false, DType::F32).unwrap()).unwrap();
+        assert_eq!(got, 0x7FC0_0000u32.to_le_bytes(), "{op:?}: NaN, canonical");
+        assert!(ref_extreme_f64(max, &vals.iter().map(|&v| v as f64).collect::<Vec<_>>()).is_nan());
+    }
+    let row: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
+    let arg = |op, tie| i64s(&ctx.download(&ctx.arg_reduce(op, &x, None, false, tie, DType::S64).unwrap()).unwrap())[0];
+    for (op, tie, want) in [
+        (ArgOp::ArgMax, TieBreak::Low, 123_457),
+        (ArgOp::ArgMax, TieBreak::High, 15_000_001),
+        (ArgOp::ArgMin, TieBreak::Low, 777),
+        (ArgOp::ArgMin, TieBreak::High, 9_999_999),
+    ] {
+        assert_eq!(ref_arg_f64(op, tie, &row), want, "the reference agrees");
+        assert_eq!(arg(op, tie), want, "{op:?} {tie:?}");
+    }
+    let sum = ctx.download(&ctx.reduce(ReduceOp::Sum, &x, &[1], false, DType::F32).unwrap()).unwrap();
+    assert_eq!(sum, 0x7FC0_0000u32.to_le_bytes(), "NaN sum, canonical");
+
+    // a NaN first element: nothing beats it; ties with the later NaNs (High: the last one)
+    vals[0] = nan;
+    let x = upload_f32(&ctx, &[1, n], &vals);
+    let row: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
+    for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+        for (tie, want) in [(TieBreak::Low, 0), (TieBreak::High, n as i64 - 1)] {
+            assert_eq!(ref_arg_f64(op, tie, &row), want, "the reference agrees");
+            let got = i64s(&ctx.download(&ctx.arg_reduce(op, &x, None, false, tie, DType::S64).unwrap()).unwrap());
+            assert_eq!(got[0], want, "NaN first: {op:?} {tie:?}");
+        }
     }
 }
