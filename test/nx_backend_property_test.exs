@@ -209,6 +209,19 @@ if Code.ensure_loaded?(Nx) do
       assert_raise ArgumentError, ~r/deallocated/, fn -> Nx.to_binary(d) end
     end
 
+    test "the device option names the device in use; another one is a clear error" do
+      index = NxVulkan.device_info().index
+      t = Nx.backend_transfer(Nx.tensor([1, 2, 3]), {NxVulkan.Backend, device: index})
+      assert %NxVulkan.Backend{} = t.data
+      assert Nx.to_flat_list(t) == [1, 2, 3]
+      assert_raise NxVulkan.Error, ~r/not present|already in use/, fn ->
+        Nx.backend_transfer(Nx.tensor([1]), {NxVulkan.Backend, device: 999})
+      end
+      assert_raise ArgumentError, ~r/unknown NxVulkan.Backend options/, fn ->
+        Nx.backend_transfer(Nx.tensor([1]), {NxVulkan.Backend, colour: :red})
+      end
+    end
+
     test "every fallback is counted, reported by telemetry, and refused in strict mode" do
       NxVulkan.reset_fallbacks()
       ref = make_ref()

@@ -55,8 +55,20 @@ if Code.ensure_loaded?(Nx) do
 
     ## Creation
 
+    # `{NxVulkan.Backend, device: d}` (an index or part of a name) names the device: it is
+    # opened if none is open yet, and naming another device than the one in use raises — one
+    # device per VM for now, and never a silent switch.
     @impl true
-    def init(opts), do: opts
+    def init(opts) do
+      case Keyword.validate(opts, [:device]) do
+        {:ok, opts} ->
+          if device = opts[:device], do: NxVulkan.open(device)
+          opts
+
+        {:error, unknown} ->
+          raise ArgumentError, "unknown NxVulkan.Backend options #{inspect(unknown)} (known: :device)"
+      end
+    end
 
     @impl true
     def constant(%T{type: type, shape: shape} = out, number, _opts) do

@@ -463,4 +463,13 @@ fn dot(env: Env<'_>, a: Handle, contract_a: Vec<usize>, batch_a: Vec<usize>, b: 
     tensor_result(env, r)
 }
 
-rustler::init!("Elixir.NxVulkan.Native");
+/// Panics in this library are caught (by rustler, or by the engine's threads) and raised as
+/// Elixir errors; print one line for each instead of a backtrace, so that a caller's bad
+/// argument (an improper list, say) does not flood the log. The hook is this library's own:
+/// every Rust NIF library links its own copy of std.
+fn load(_env: Env, _info: Term) -> bool {
+    std::panic::set_hook(Box::new(|info| eprintln!("nx_vulkan: caught a panic, raised as an Elixir error: {info}")));
+    true
+}
+
+rustler::init!("Elixir.NxVulkan.Native", load = load);
