@@ -132,11 +132,25 @@ defmodule NxVulkan do
   def deallocate(handle), do: Native.deallocate(handle)
 
   @doc "An elementwise unary op (`:exp`, `:negate`, ...) with result type `out`."
-  def unary(op, handle, out),
-    do: unwrap!(Native.unary(Atom.to_string(op), handle, type_name(out)))
+  def unary(op, handle, out) do
+    {op, out} = {Atom.to_string(op), type_name(out)}
+
+    # A warm op is queued from this scheduler; one that would compile or wait goes dirty.
+    case Native.unary_nowait(op, handle, out) do
+      :busy -> unwrap!(Native.unary(op, handle, out))
+      result -> unwrap!(result)
+    end
+  end
 
   @doc "An elementwise binary op with broadcasting and result type `out`."
-  def binary(op, a, b, out), do: unwrap!(Native.binary(Atom.to_string(op), a, b, type_name(out)))
+  def binary(op, a, b, out) do
+    {op, out} = {Atom.to_string(op), type_name(out)}
+
+    case Native.binary_nowait(op, a, b, out) do
+      :busy -> unwrap!(Native.binary(op, a, b, out))
+      result -> unwrap!(result)
+    end
+  end
 
   def as_type(handle, out), do: unwrap!(Native.convert(handle, type_name(out)))
   def bitcast(handle, out), do: unwrap!(Native.bitcast(handle, type_name(out)))

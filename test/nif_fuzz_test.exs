@@ -95,6 +95,8 @@ defmodule NxVulkan.NifFuzzTest do
     convert: [:h, :dtype],
     bitcast: [:h, :dtype],
     unary: [:op, :h, :dtype],
+    unary_nowait: [:op, :h, :dtype],
+    binary_nowait: [:op, :h, :h, :dtype],
     binary: [:op, :h, :h, :dtype],
     select: [:h, :h, :h, :dtype],
     clip: [:h, :h, :h, :dtype],
@@ -134,7 +136,7 @@ defmodule NxVulkan.NifFuzzTest do
   }
 
   # Functions that return a tensor handle on success.
-  @tensor_funs ~w(upload contiguous convert bitcast unary binary select clip iota reshape transpose
+  @tensor_funs ~w(upload contiguous convert bitcast unary unary_nowait binary binary_nowait select clip iota reshape transpose
                   broadcast slice reverse pad put_slice concatenate reduce arg_reduce dot gather take
                   take_along_axis indexed_add indexed_put sort argsort cumulative fft ifft
                   window_reduce window_scatter conv)a
@@ -424,6 +426,10 @@ defmodule NxVulkan.NifFuzzTest do
 
       {:returned, :already_deallocated} ->
         outcome(st, :already_deallocated)
+
+      # The no-wait variants decline (having done nothing) when the op would compile or wait.
+      {:returned, :busy} when name in [:unary_nowait, :binary_nowait] ->
+        outcome(st, :busy)
 
       {:returned, {:error, {kind, msg}}} when is_atom(kind) and is_binary(msg) ->
         st = outcome(st, {:error, kind})
@@ -1004,6 +1010,9 @@ defmodule NxVulkan.NifFuzzTest do
     e = pick(st)
     [e.h, if(chance(0.7), do: same_size_type(e.t), else: Enum.random(types()))]
   end
+
+  defp valid_args(:unary_nowait, st), do: valid_args(:unary, st)
+  defp valid_args(:binary_nowait, st), do: valid_args(:binary, st)
 
   defp valid_args(:unary, st) do
     e = pick(st)

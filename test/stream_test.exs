@@ -128,6 +128,32 @@ defmodule NxVulkan.StreamTest do
     end
   end
 
+  test "a warm op is queued from a normal scheduler; one that would compile or wait declines" do
+    x = NxVulkan.upload(<<1.0::float-32-little, 4.0::float-32-little>>, {:f, 32}, {2})
+    NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32}))
+    assert {:ok, y} = NxVulkan.Native.unary_nowait("sqrt", x, "f32")
+    assert NxVulkan.download(y) == <<1.0::float-32-little, 2.0::float-32-little>>
+    # A kernel never built here (a new op and type pair) must not be compiled on a scheduler.
+    assert NxVulkan.Native.binary_nowait("atan2", x, x, "f64") == :busy
+    assert NxVulkan.download(NxVulkan.binary(:atan2, x, x, {:f, 64})) |> byte_size() == 16
+    assert {:ok, _} = NxVulkan.Native.binary_nowait("atan2", x, x, "f64")
+    # Synchronous mode waits for every op: never on a normal scheduler.
+    previous = NxVulkan.synchronous(true)
+
+    try do
+      assert NxVulkan.Native.unary_nowait("sqrt", x, "f32") == :busy
+      assert NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32})) == <<1.0::float-32-little, 2.0::float-32-little>>
+    after
+      NxVulkan.synchronous(previous)
+    end
+
+    assert_raise ArgumentError, ~r/deallocated/, fn ->
+      d = NxVulkan.upload(<<0::32>>, {:f, 32}, {1})
+      NxVulkan.deallocate(d)
+      NxVulkan.unary(:exp, d, {:f, 32})
+    end
+  end
+
   test "profile/1 reports device time per kernel for what ran inside it" do
     x = NxVulkan.iota({:f, 32}, {4096})
     NxVulkan.download(NxVulkan.unary(:exp, x, {:f, 32}))

@@ -68,6 +68,35 @@ thread_local! {
     static SHALLOW: Cell<bool> = const { Cell::new(false) };
     /// Set on threads the engine started with `STACK_BYTES` of stack.
     static DEEP: Cell<bool> = const { Cell::new(false) };
+    /// Set while `try_without_waiting` runs a call that must not block (a BEAM scheduler).
+    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Fails with `EngineError::NeedsEngineThread` inside `try_without_waiting`: whatever follows
+/// may block (a full queue, a synchronisation point).
+pub(crate) fn may_wait() -> Result<()> {
+    if NO_WAIT.with(|w| w.get()) {
+        Err(EngineError::NeedsEngineThread)
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs `f` on the calling thread only if it neither needs a deep stack nor has to wait
+/// (kernels built, room in the queue, no synchronisation): `None` when it would, and then
+/// nothing was committed. A warm op on a normal BEAM scheduler is recorded this way without
+/// the hop to a dirty scheduler; the caller retries the rest where blocking is allowed.
+pub fn try_without_waiting<T>(f: impl FnOnce() -> Result<T>) -> Option<Result<T>> {
+    SHALLOW.with(|s| s.set(true));
+    NO_WAIT.with(|w| w.set(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    SHALLOW.with(|s| s.set(false));
+    NO_WAIT.with(|w| w.set(false));
+    match r {
+        Ok(Err(EngineError::NeedsEngineThread)) => None,
+        Ok(r) => Some(r),
+        Err(p) => Some(Err(EngineError::Vulkan(format!("internal error (panic): {}", panic_message(&p))))),
+    }
 }
 
 /// Marks the calling thread as one with an engine thread's stack.

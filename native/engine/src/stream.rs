@@ -232,10 +232,14 @@ impl Stream {
                 Command::Copy { .. } => copies += 1,
             }
         }
+        let mut st = s.state.lock();
+        // A caller that must not block hears so before anything is committed or counted.
+        if !rec.is_empty() && (st.in_flight.len() >= s.config.max_queued || s.synchronous.load(Relaxed)) {
+            crate::exec::may_wait()?;
+        }
         s.counters.dispatches.fetch_add(dispatches, Relaxed);
         s.counters.copies.fetch_add(copies, Relaxed);
         s.counters.recordings.fetch_add(1, Relaxed);
-        let mut st = s.state.lock();
         if rec.is_empty() {
             // Nothing for the device; `keep` may still hold buffers, released now.
             return Ok(if st.open.is_empty() { st.open_id - 1 } else { st.open_id });
@@ -279,6 +283,7 @@ impl Stream {
     pub(crate) fn wait_for(&self, id: u64) -> Result<()> {
         let s = &*self.shared;
         if s.clock.retired.load(Acquire) < id {
+            crate::exec::may_wait()?;
             // Still open? Submit it from here rather than waiting for the flusher to wake — where
             // that is safe: on GPUs, or on threads with a deep stack (lavapipe may compile
             // shader variants inside vkQueueSubmit).

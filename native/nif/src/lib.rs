@@ -17,7 +17,7 @@ mod sort;
 mod window;
 
 mod atoms {
-    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc }
+    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc, busy }
 }
 
 /// An Elixir handle to a device tensor. `deallocate` empties it early; the garbage collector
@@ -306,6 +306,42 @@ fn binary(env: Env<'_>, op: String, a: Handle, b: Handle, out: String) -> Term<'
         on_engine(move |ctx| ctx.binary(op, &a, &b, out))
     })();
     tensor_result(env, r)
+}
+
+/// `unary` on the calling normal scheduler, for a warm op (kernel built, room in the queue):
+/// no dirty-scheduler hop. Returns `:busy`, having done nothing, when the op would compile a
+/// kernel or wait; the caller then calls `unary`.
+#[rustler::nif]
+fn unary_nowait(env: Env<'_>, op: String, x: Handle, out: String) -> Term<'_> {
+    let r = (|| {
+        let x = get(&x)?;
+        let op = UnaryOp::parse(&op)?;
+        let out = dtype(&out)?;
+        let Some(ctx) = Context::try_global() else { return Ok(None) };
+        engine::exec::try_without_waiting(|| ctx.unary(op, &x, out)).transpose()
+    })();
+    nowait_result(env, r)
+}
+
+/// `binary` on the calling normal scheduler; see `unary_nowait`.
+#[rustler::nif]
+fn binary_nowait(env: Env<'_>, op: String, a: Handle, b: Handle, out: String) -> Term<'_> {
+    let r = (|| {
+        let (a, b) = (get(&a)?, get(&b)?);
+        let op = BinaryOp::parse(&op)?;
+        let out = dtype(&out)?;
+        let Some(ctx) = Context::try_global() else { return Ok(None) };
+        engine::exec::try_without_waiting(|| ctx.binary(op, &a, &b, out)).transpose()
+    })();
+    nowait_result(env, r)
+}
+
+fn nowait_result(env: Env<'_>, r: engine::Result<Option<Tensor>>) -> Term<'_> {
+    match r {
+        Ok(None) => atoms::busy().encode(env),
+        Ok(Some(t)) => tensor_result(env, Ok(t)),
+        Err(e) => tensor_result(env, Err(e)),
+    }
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
