@@ -25,6 +25,9 @@
 //!   while `in_flight` submissions are running.
 //! - `NX_VULKAN_MAX_QUEUED` (default 8): submissions queued at most; a commit beyond it waits
 //!   (back-pressure bounds the memory queued work keeps alive).
+//! - `NX_VULKAN_COALESCE_US` (default 20): how long an idle device waits after an op arrives
+//!   for more to share its submission (a waiter cuts it short).
+//! - `NX_VULKAN_SPIN_US`, `NX_VULKAN_INLINE_SUBMIT`: see `StreamConfig`.
 
 use crate::error::{EngineError, Result};
 use crate::submit::{Command, DeviceHandles, Keep, Recording, Submitter};
@@ -65,6 +68,9 @@ pub struct StreamConfig {
     /// on CPU devices (lavapipe), where a spinning thread takes a core from the driver.
     /// `NX_VULKAN_SPIN_US` overrides it.
     pub spin: Duration,
+    /// How long an idle device waits after the first op of a burst before submitting it, so
+    /// that the ops right behind it share the submission (20 µs; `NX_VULKAN_COALESCE_US`).
+    pub coalesce: Duration,
     /// Whether any thread may submit (a waiter submits what it waits for instead of waking
     /// the flusher). Off on CPU devices: lavapipe may compile inside vkQueueSubmit, which
     /// needs an engine thread's stack. `NX_VULKAN_INLINE_SUBMIT=0/1` overrides it.
@@ -82,6 +88,7 @@ impl StreamConfig {
             in_flight,
             batch_commands: num("NX_VULKAN_BATCH_COMMANDS", 256),
             max_queued: num("NX_VULKAN_MAX_QUEUED", 8).max(in_flight),
+            coalesce: Duration::from_micros(std::env::var("NX_VULKAN_COALESCE_US").ok().and_then(|v| v.parse().ok()).unwrap_or(20)),
             inline_submit: match std::env::var("NX_VULKAN_INLINE_SUBMIT").as_deref() {
                 Ok("1") | Ok("true") => true,
                 Ok("0") | Ok("false") => false,
@@ -145,6 +152,8 @@ struct State {
     failure: Option<QueuedFailure>,
     inject: Option<String>,
     closed: bool,
+    /// When the open recording got its first command (for the coalescing window).
+    open_since: Option<Instant>,
 }
 
 struct Shared {
@@ -196,6 +205,7 @@ impl Stream {
                 failure: None,
                 inject: None,
                 closed: false,
+                open_since: None,
             }),
             submit_lock: Mutex::new(()),
             fence_lock: Mutex::new(()),
@@ -252,6 +262,9 @@ impl Stream {
         // pool hands them to later ops in stream order (see `StreamClock`).
         let mut rec = rec;
         let buffers = rec.take_buffers();
+        if st.open.is_empty() {
+            st.open_since = Some(Instant::now());
+        }
         st.open.append(rec);
         let id = st.open_id;
         s.has_open.store(true, Release);
@@ -404,6 +417,7 @@ impl Shared {
                 return;
             }
             let rec = std::mem::take(&mut st.open);
+            st.open_since = None;
             let id = st.open_id;
             st.open_id += 1;
             self.clock.open.store(st.open_id, Release);
@@ -451,6 +465,14 @@ impl Shared {
                     || self.urgent.load(Acquire)
                     || st.closed);
             if submit {
+                // An idle device waits `coalesce` after the first op of a burst, so that the
+                // ops right behind it — or the read-back that often follows one — share its
+                // submission. A waiter needing the work (`urgent`) cuts the window short.
+                let waited = st.open_since.map(|t| t.elapsed()).unwrap_or_default();
+                if running == 0 && waited < self.config.coalesce && !self.urgent.load(Acquire) && !st.closed {
+                    self.wake.wait_for(&mut st, self.config.coalesce - waited);
+                    continue;
+                }
                 drop(st);
                 self.submit_open();
                 continue;
