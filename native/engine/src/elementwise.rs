@@ -124,11 +124,25 @@ impl BinaryOp {
 }
 
 /// A scalar constant stored as the bits of its compute form (f64 bits or i64/u64).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, PartialEq)]
 pub enum Scalar {
     F(f64),
     I(i64),
     U(u64),
+}
+
+/// Kernel keys are built from `Debug`: a float prints with its bits, so constants that print
+/// alike (NaNs with different payloads) never share a kernel. (A constant node rounds to its
+/// type and canonicalises NaN today, so no result depended on it; the key says what the
+/// kernel was generated from.)
+impl std::fmt::Debug for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::F(x) => write!(f, "F({x:?}={:#x})", x.to_bits()),
+            Scalar::I(i) => write!(f, "I({i})"),
+            Scalar::U(u) => write!(f, "U({u})"),
+        }
+    }
 }
 
 /// An elementwise expression. `dtype` on each node is its result type.
