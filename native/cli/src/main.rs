@@ -7,7 +7,6 @@
 use clap::{Parser, Subcommand};
 use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, UnaryOp};
-use std::time::Instant;
 
 mod ops_bench;
 
@@ -155,41 +154,19 @@ fn demo(ctx: &Context) -> Result<()> {
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-/// Median time of `f` plus waiting for the device (ops are queued, not waited for).
-fn time<T>(ctx: &Context, reps: usize, mut f: impl FnMut() -> Result<T>) -> Result<f64> {
-    for _ in 0..3 {
-        f()?; // warm-up: pipelines built, pool primed
-        ctx.synchronize()?;
-    }
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t0 = Instant::now();
-        let out = f()?;
-        ctx.synchronize()?;
-        times.push(t0.elapsed().as_secs_f64());
-        drop(out);
-    }
-    Ok(median(times))
-}
-
 fn bench(ctx: &Context, elements: usize, gemm: &[usize], reps: usize) -> Result<()> {
     let dev = &ctx.caps.name;
     // Elementwise add: read 2, write 1 f32 per element.
     let a = ctx.iota(DType::F32, &[elements], None)?;
     let b = ctx.iota(DType::F32, &[elements], None)?;
-    let secs = time(ctx, reps, || ctx.binary(BinaryOp::Add, &a, &b, DType::F32))?;
+    let secs = ops_bench::timed(ctx, reps, || ctx.binary(BinaryOp::Add, &a, &b, DType::F32))?;
     let gbs = (elements * 12) as f64 / secs / 1e9;
     println!("{{\"bench\":\"add_f32\",\"device\":{dev:?},\"elements\":{elements},\"median_ms\":{:.4},\"gb_per_s\":{gbs:.1},\"reps\":{reps}}}", secs * 1e3);
     drop((a, b));
     // SGEMM (f32, f32 accumulation).
     for &n in gemm {
         let m = ctx.iota(DType::F32, &[n, n], Some(1))?;
-        let secs = time(ctx, reps.min(10), || {
+        let secs = ops_bench::timed(ctx, reps.min(10), || {
             ctx.dot_with(DotPrecision::F32Accumulate, &m, &[1], &[], &m, &[0], &[], DType::F32)
         })?;
         let tflops = 2.0 * (n as f64).powi(3) / secs / 1e12;
@@ -198,7 +175,7 @@ fn bench(ctx: &Context, elements: usize, gemm: &[usize], reps: usize) -> Result<
     // Per-op latency: a 1-element add, submitted and waited for, warm.
     let one = ctx.upload(DType::F32, &[1], &1.0f32.to_le_bytes())?;
     let lat_reps = 1000;
-    let secs = time(ctx, lat_reps, || ctx.binary(BinaryOp::Add, &one, &one, DType::F32))?;
+    let secs = ops_bench::timed(ctx, lat_reps, || ctx.binary(BinaryOp::Add, &one, &one, DType::F32))?;
     println!("{{\"bench\":\"op_latency\",\"device\":{dev:?},\"median_us\":{:.2},\"reps\":{lat_reps}}}", secs * 1e6);
     Ok(())
 }

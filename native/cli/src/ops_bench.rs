@@ -18,7 +18,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Median seconds of `f` followed by a wait for the device, after warm-ups.
-fn timed<T>(ctx: &Context, reps: usize, mut f: impl FnMut() -> Result<T>) -> Result<f64> {
+pub(crate) fn timed<T>(ctx: &Context, reps: usize, mut f: impl FnMut() -> Result<T>) -> Result<f64> {
     for _ in 0..3 {
         drop(f()?);
         ctx.synchronize()?;
