@@ -132,7 +132,6 @@ struct InFlight {
     id: u64,
     submitter: Option<Submitter>,
     keep: Vec<Keep>,
-    labels: Vec<String>,
     error: Option<String>,
 }
 
@@ -425,7 +424,6 @@ impl Shared {
             self.urgent.store(false, Release);
             (rec, id, st.spare.pop(), st.inject.take())
         };
-        let labels = rec.labels();
         let mut submitter = match spare {
             Some(s) => Ok(s),
             None => {
@@ -447,7 +445,7 @@ impl Shared {
             _ => None,
         };
         let mut st = self.state.lock();
-        st.in_flight.push_back(InFlight { id, submitter, keep: rec.keep, labels, error: result.err() });
+        st.in_flight.push_back(InFlight { id, submitter, keep: rec.keep, error: result.err() });
         self.in_flight_len.store(st.in_flight.len(), Relaxed);
     }
 
@@ -584,7 +582,7 @@ impl Shared {
                 }
                 if let Some(message) = f.error {
                     if st.failure.is_none() {
-                        st.failure = Some(QueuedFailure { id: f.id, labels: f.labels, message });
+                        st.failure = Some(QueuedFailure { id: f.id, labels: crate::submit::kernel_names(&f.keep), message });
                     }
                 }
                 released.push(f.keep);

@@ -298,21 +298,20 @@ impl Recording {
         self.keep = rest;
         buffers
     }
+}
 
-    /// Names of the kernels recorded (for error messages about queued work).
-    pub(crate) fn labels(&self) -> Vec<String> {
-        let mut names: Vec<String> = vec![];
-        for c in &self.commands {
-            let name = match c {
-                Command::Dispatch { kernel, .. } => kernel.name().to_string(),
-                Command::Copy { .. } => "copy".to_string(),
-            };
-            if !names.contains(&name) {
-                names.push(name);
+/// Names of the kernels a submission kept (for the error message when it failed; computed only
+/// then, never on the hot path).
+pub(crate) fn kernel_names(keep: &[Keep]) -> Vec<String> {
+    let mut names: Vec<String> = vec![];
+    for k in keep {
+        if let Keep::Kernel(kernel) = k {
+            if !names.iter().any(|n| n == kernel.name()) {
+                names.push(kernel.name().to_string());
             }
         }
-        names
     }
+    names
 }
 
 /// One op's recording in progress. `finish` hands it to the stream (queued, not waited for);
