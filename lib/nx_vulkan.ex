@@ -83,14 +83,18 @@ defmodule NxVulkan do
     result =
       try do
         fun.()
-      after
-        # Always stop timing (a raise in fun must not leave the device profiling).
-        Process.put({__MODULE__, :profile}, unwrap!(Native.profile_stop()))
+      catch
+        kind, reason ->
+          # A raise in fun must not leave the device profiling.
+          Native.profile_stop()
+          :erlang.raise(kind, reason, __STACKTRACE__)
       end
 
+    stopped = unwrap!(Native.profile_stop())
     host_us = System.monotonic_time(:microsecond) - t0
+
     kernels =
-      for {name, runs, ns, bytes} <- Process.delete({__MODULE__, :profile}),
+      for {name, runs, ns, bytes} <- stopped,
           do: %{name: name, runs: runs, device_us: ns / 1000, bytes: bytes}
 
     report = %{
@@ -344,6 +348,7 @@ defmodule NxVulkan do
     :erlang.garbage_collect()
     value
   end
+
   defp unwrap!(:ok), do: :ok
   defp unwrap!({:error, {:argument, message}}), do: raise(ArgumentError, message)
   defp unwrap!({:error, {kind, message}}), do: raise(NxVulkan.Error, kind: kind, message: message)
