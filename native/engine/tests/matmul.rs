@@ -290,6 +290,14 @@ fn f32_sizes_and_tile_remainders() {
     matmul(&ctx, DType::F32, DType::F32, 130, 65, 33, 17, 9);
     matmul(&ctx, DType::F32, DType::F32, 128, 128, 128, 16, 10);
     assert!(matches!(choose_kernel(&ctx.caps, DType::F32, 128, 65, 33, 17), MatmulKernel::Tiled { .. }));
+    // Large f64 GEMMs prefer 128×128 tiles; a device whose shared memory cannot hold them
+    // (lavapipe) still gets a tiled kernel, never the simple one.
+    match choose_kernel(&ctx.caps, DType::F64, 1, 4096, 4096, 4096) {
+        MatmulKernel::Tiled { dtype: DType::F64, bm, .. } => {
+            assert!(bm == 128 || ctx.caps.max_shared_memory < 33 * 1024, "128x128 tiles fit here but were not chosen")
+        }
+        other => panic!("f64 4096^3 got {other:?}"),
+    }
 }
 
 #[test]
