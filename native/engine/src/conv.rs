@@ -161,10 +161,7 @@ impl Context {
     /// Nx.conv(input, kernel, opts) written as `out`.
     pub fn conv(&self, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<Tensor> {
         let result = self.empty(out, &checked_plan(input, kernel, opts, out)?.shape)?;
-        let mut batch = self.batch()?;
-        self.record_conv(&mut batch, input, kernel, opts, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_conv(batch, input, kernel, opts, out))
     }
 
     /// Records `conv` into `out`: a new (contiguous, offset 0) tensor of

@@ -87,10 +87,7 @@ impl Context {
     fn fft_impl(&self, x: &Tensor, axis: usize, n: usize, eps: f64, inverse: bool) -> Result<Tensor> {
         let (out_t, shape) = fft_output(x, axis, n)?;
         let result = self.empty(out_t, &shape)?;
-        let mut batch = self.batch()?;
-        self.record_fft_impl(&mut batch, x, axis, n, eps, inverse, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_fft_impl(batch, x, axis, n, eps, inverse, out))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -219,6 +219,15 @@ impl Context {
         Ok(submit::Batch::new(self))
     }
 
+    /// The plain op over a `record_*` function: records into a batch of its own, commits it
+    /// and returns the output(s) it was given.
+    pub(crate) fn recorded<T>(&self, out: T, record: impl FnOnce(&mut submit::Batch<'_>, &T) -> Result<()>) -> Result<T> {
+        let mut batch = self.batch()?;
+        record(&mut batch, &out)?;
+        batch.finish()?;
+        Ok(out)
+    }
+
     /// Waits until every op queued so far has run; reports the first failure of queued work.
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize()

@@ -230,10 +230,7 @@ impl Context {
     ) -> Result<Tensor> {
         let shape = dot_output_shape(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
         let result = self.empty(out, &shape)?;
-        let mut batch = self.batch()?;
-        self.record_dot(&mut batch, precision, a, contract_a, batch_a, b, contract_b, batch_b, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_dot(batch, precision, a, contract_a, batch_a, b, contract_b, batch_b, out))
     }
 
     /// Records Nx.dot/6 into `out`: a new (contiguous, offset 0) tensor of
@@ -279,10 +276,7 @@ impl Context {
     ) -> Result<Tensor> {
         let shape = dot_output_shape(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
         let result = self.empty(out, &shape)?;
-        let mut batch = self.batch()?;
-        self.record_dot_using(&mut batch, kernel, a, contract_a, batch_a, b, contract_b, batch_b, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_dot_using(batch, kernel, a, contract_a, batch_a, b, contract_b, batch_b, out))
     }
 
     /// Records one GEMM pass of `dot_using` into `out` (as in [`Context::record_dot`]; the

@@ -215,10 +215,7 @@ impl Context {
             return Ok(t.clone());
         }
         let out = self.empty(t.dtype, &t.shape)?;
-        let mut batch = self.batch()?;
-        self.record_contiguous(&mut batch, t, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_contiguous(batch, t, out))
     }
 
     /// Records a copy of the view `x` into `out` (same type and shape), whatever either layout.
@@ -263,11 +260,7 @@ impl Context {
             .iter()
             .map(|e| self.empty(e.dtype(&in_types)?, shape))
             .collect::<Result<Vec<_>>>()?;
-        let out_refs: Vec<&Tensor> = outs.iter().collect();
-        let mut batch = self.batch()?;
-        self.record_map(&mut batch, exprs, inputs, &out_refs)?;
-        batch.finish()?;
-        Ok(outs)
+        self.recorded(outs, |batch, outs| self.record_map(batch, exprs, inputs, &outs.iter().collect::<Vec<_>>()))
     }
 
     /// Records an elementwise kernel writing `outputs` (same shape; contiguous, or strided
@@ -399,10 +392,7 @@ impl Context {
     /// A tensor filled with one value.
     pub fn full(&self, value: Scalar, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let out = self.empty(dtype, shape)?;
-        let mut batch = self.batch()?;
-        self.record_full(&mut batch, value, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_full(batch, value, out))
     }
 
     /// Records filling `out` with `value` (converted to `out`'s type).
@@ -413,10 +403,7 @@ impl Context {
     /// Nx.iota: counts along `axis`, or over the flattened tensor when `axis` is `None`.
     pub fn iota(&self, dtype: DType, shape: &[usize], axis: Option<usize>) -> Result<Tensor> {
         let out = self.empty(dtype, shape)?;
-        let mut batch = self.batch()?;
-        self.record_iota(&mut batch, axis, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_iota(batch, axis, out))
     }
 
     /// Records Nx.iota into `out` (its type and shape; `axis` as in [`Context::iota`]).
@@ -433,10 +420,7 @@ impl Context {
     /// Nx clamps them so the update fits).
     pub fn put_slice(&self, base: &Tensor, start: &[usize], update: &Tensor) -> Result<Tensor> {
         let out = self.empty(base.dtype, &base.shape)?;
-        let mut batch = self.batch()?;
-        self.record_put_slice(&mut batch, base, start, update, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_put_slice(batch, base, start, update, out))
     }
 
     /// Records Nx.put_slice into `out` (`base`'s type and shape): a copy of `base`, then
@@ -458,10 +442,7 @@ impl Context {
     pub fn concatenate(&self, parts: &[&Tensor], axis: usize, out: DType) -> Result<Tensor> {
         let shapes: Vec<&[usize]> = parts.iter().map(|p| p.shape.as_slice()).collect();
         let result = self.empty(out, &concatenate_output_shape(&shapes, axis)?)?;
-        let mut batch = self.batch()?;
-        self.record_concatenate(&mut batch, parts, axis, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_concatenate(batch, parts, axis, out))
     }
 
     /// Records Nx.concatenate into `out` (of [`concatenate_output_shape`]; the parts are
@@ -488,10 +469,7 @@ impl Context {
     /// Nx.pad: `config[d] = (low, high, interior)`; negative low/high crop.
     pub fn pad(&self, x: &Tensor, value: &Tensor, config: &[(i64, i64, u64)]) -> Result<Tensor> {
         let out = self.empty(x.dtype, &pad_output_shape(&x.shape, config)?)?;
-        let mut batch = self.batch()?;
-        self.record_pad(&mut batch, x, value, config, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_pad(batch, x, value, config, out))
     }
 
     /// Records Nx.pad into `out` (`x`'s type, [`pad_output_shape`]): the fill, then the
@@ -529,10 +507,7 @@ impl Context {
     /// A tensor of `shape` filled with the single element of `value` (converted to `dtype`).
     pub fn full_from(&self, value: &Tensor, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let out = self.empty(dtype, shape)?;
-        let mut batch = self.batch()?;
-        self.record_full_from(&mut batch, value, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_full_from(batch, value, out))
     }
 
     /// Records filling `out` with the single element of `value` (converted to `out`'s type).

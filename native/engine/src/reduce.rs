@@ -63,7 +63,7 @@
 //! for argmax/argmin.
 
 use crate::dtype::{DType, Kind};
-pub(crate) use crate::elementwise::{buf_type, decode, encode, to_domain, wrap};
+pub(crate) use crate::elementwise::{buf_type, decode, encode, storage_type, to_domain, wrap};
 use crate::error::{invalid, Result};
 use crate::tensor::{numel, Tensor, MAX_ELEMENTS};
 use crate::Context;
@@ -422,7 +422,7 @@ impl Spec {
         s.push_str("uint64_t g_src;\n");
         if !self.src_partial {
             let t = in_t;
-            let raw_t = raw_type(t);
+            let raw_t = storage_type(t);
             writeln!(s, "#define RAW {raw_t}").unwrap();
             writeln!(s, "RAW fetch(int e) {{ return {}(g_src).v[e]; }}", buf_type(t)).unwrap();
             let v = decode(t, "w");
@@ -555,17 +555,6 @@ impl Spec {
         }
         s.push_str("    }\n}\n");
         s
-    }
-}
-
-/// The GLSL type of one stored element of `t` (what `buf_type(t)` holds).
-fn raw_type(t: DType) -> &'static str {
-    match t.bits() {
-        128 => "u64vec2",
-        8 => "uint8_t",
-        16 => "uint16_t",
-        32 => "uint",
-        _ => "uint64_t",
     }
 }
 

@@ -62,10 +62,7 @@ impl Context {
     pub fn cumulative(&self, op: ScanOp, x: &Tensor, axis: usize, reverse: bool) -> Result<Tensor> {
         check_scan(x, axis)?;
         let out = self.empty(x.dtype, &x.shape)?;
-        let mut batch = self.batch()?;
-        self.record_cumulative(&mut batch, op, x, axis, reverse, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_cumulative(batch, op, x, axis, reverse, out))
     }
 
     /// Records `cumulative` into `out`: a new (contiguous, offset 0) tensor of `x`'s type and

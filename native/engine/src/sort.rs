@@ -93,10 +93,7 @@ impl Context {
     /// Sorts `x` along `axis` (stable; NaN last for `Asc`, first for `Desc`).
     pub fn sort(&self, x: &Tensor, axis: usize, direction: Direction) -> Result<Tensor> {
         let out = self.empty(x.dtype, &sorted_shape(x, axis, None)?)?;
-        let mut batch = self.batch()?;
-        self.record_sort(&mut batch, x, axis, direction, &out)?;
-        batch.finish()?;
-        Ok(out)
+        self.recorded(out, |batch, out| self.record_sort(batch, x, axis, direction, out))
     }
 
     /// Records `sort` into `out`: a new (contiguous, offset 0) tensor of `x`'s type and shape.
@@ -112,10 +109,7 @@ impl Context {
             return Err(invalid!("argsort returns indices: output type must be an integer type, got {out}"));
         }
         let result = self.empty(out, &sorted_shape(x, axis, None)?)?;
-        let mut batch = self.batch()?;
-        self.record_argsort(&mut batch, x, axis, direction, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_argsort(batch, x, axis, direction, out))
     }
 
     /// Records `argsort` into `out`: a new (contiguous, offset 0) tensor of `x`'s shape whose
@@ -132,11 +126,8 @@ impl Context {
     pub fn top_k(&self, x: &Tensor, k: usize, index_type: DType) -> Result<(Tensor, Tensor)> {
         let axis = top_k_axis(x, k, index_type)?;
         let shape = sorted_shape(x, axis, Some(k))?;
-        let (values, indices) = (self.empty(x.dtype, &shape)?, self.empty(index_type, &shape)?);
-        let mut batch = self.batch()?;
-        self.record_top_k(&mut batch, x, k, &values, &indices)?;
-        batch.finish()?;
-        Ok((values, indices))
+        let outs = (self.empty(x.dtype, &shape)?, self.empty(index_type, &shape)?);
+        self.recorded(outs, |batch, (values, indices)| self.record_top_k(batch, x, k, values, indices))
     }
 
     /// Records `top_k` into `values` (`x`'s type) and `indices` (an integer type): new

@@ -205,10 +205,7 @@ impl Context {
         check_real("window_reduce", &[x.dtype])?;
         let out_shape = window_output_shape(&x.shape, window, strides, padding, dilations)?;
         let result = self.empty(x.dtype, &out_shape)?;
-        let mut batch = self.batch()?;
-        self.record_window_reduce(&mut batch, op, x, window, strides, padding, dilations, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_window_reduce(batch, op, x, window, strides, padding, dilations, out))
     }
 
     /// Records `window_reduce` into `out`: a new (contiguous, offset 0) tensor of `x`'s type
@@ -275,10 +272,7 @@ impl Context {
     ) -> Result<Tensor> {
         check_scatter(x, source, init, window, strides, padding, out)?;
         let result = self.empty(out, &x.shape)?;
-        let mut batch = self.batch()?;
-        self.record_window_scatter(&mut batch, op, x, source, init, window, strides, padding, &result)?;
-        batch.finish()?;
-        Ok(result)
+        self.recorded(result, |batch, out| self.record_window_scatter(batch, op, x, source, init, window, strides, padding, out))
     }
 
     /// Records `window_scatter` into `out`: a new (contiguous, offset 0) tensor of `x`'s shape
