@@ -1,0 +1,599 @@
+//! Compiled graphs: the back end of the Defn compiler (`NxVulkan.Compiler`).
+//!
+//! A [`Graph`] is a flat list of Nx-level nodes (parameters, constants, elementwise ops, views,
+//! reductions, dots, ...) in topological order, each with its shape and type — what the Elixir
+//! side lowers `Nx.Defn.Expr` to. [`Plan::new`] schedules it once; [`Plan::run`] binds new
+//! inputs and records the whole schedule into **one** batch (one submission, no waits).
+//!
+//! **Fusion.** Every elementwise node (unary, binary, select, clip, as_type, bitcast, constant,
+//! iota) is either *inlined* into the expressions of the nodes that use it or *materialised*
+//! (written to a buffer). A node is materialised when it is a graph output, when something
+//! other than an elementwise op reads it (a view, a reduction, a dot, ...), or when an
+//! elementwise op of another shape reads it (implicit broadcasting) and its value depends on
+//! the position (it reads a non-scalar tensor or an iota). Materialised elementwise nodes of
+//! the same shape are grouped into one multi-output kernel ([`Context::record_map`]), so a chain
+//! of any length is one dispatch and shared subexpressions are computed once per kernel (the
+//! generator's memo). A group stays open until some later step needs one of its values; only
+//! then is it emitted. Inputs of a group are the materialised tensors it reads, through views:
+//! broadcasts (implicit or explicit), transposes, slices and reverses cost no copy.
+//!
+//! **Exactness.** Every node of a generated expression is rounded to its own type, exactly as
+//! the eager op for that node would store it, so a fused plan gives the bits that running each
+//! node as its own op gives ([`Graph::eval_unfused`], which the tests compare against).
+//!
+//! **Stage boundaries** (their own kernels, from the op families): reductions, arg-reductions,
+//! dot, concatenate and pad. Views of materialised tensors are free; a reshape of a
+//! non-contiguous view records a copy first.
+//!
+//! **Liveness.** A value is dropped after its last use; its buffer stays alive until the
+//! recording retires (the batch keeps it), then returns to the pool.
+
+use crate::dtype::DType;
+use crate::elementwise::{BinaryOp, Expr, Scalar, UnaryOp};
+use crate::error::{invalid, Result};
+use crate::matmul::DotPrecision;
+use crate::ops::clip_expr;
+use crate::reduce::{ArgOp, ReduceOp, TieBreak};
+use crate::submit::Batch;
+use crate::tensor::{numel, Tensor};
+use crate::Context;
+use std::collections::HashMap;
+
+/// One node's operation; its arguments are earlier nodes (`PlanNode::args`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlanOp {
+    /// The `n`-th input of the plan.
+    Parameter(usize),
+    /// A value (already in the node's type) everywhere.
+    Constant(Scalar),
+    /// Nx.iota along one axis, or over the flattened shape.
+    Iota(Option<usize>),
+    Unary(UnaryOp),
+    /// Arguments broadcast to the node's shape (Nx's trailing-axis rule).
+    Binary(BinaryOp),
+    /// `pred, on_true, on_false`, broadcast.
+    Select,
+    /// `x, lo, hi` (Nx.clip), `lo` and `hi` broadcast.
+    Clip,
+    /// Nx.as_type.
+    Convert,
+    Bitcast,
+    /// A view with the node's shape (a copy first when the argument is not contiguous).
+    Reshape,
+    /// Nx.broadcast/3: `axes[i]` is the result axis of argument axis `i`.
+    Broadcast(Vec<usize>),
+    Transpose(Vec<usize>),
+    /// Start and step per axis; the node's shape holds the counts.
+    Slice { start: Vec<usize>, steps: Vec<usize> },
+    Reverse(Vec<usize>),
+    /// A reduction over `axes` of the argument; the node's shape says whether axes are kept.
+    Reduce { op: ReduceOp, axes: Vec<usize> },
+    ArgReduce { op: ArgOp, axis: Option<usize>, tie_break: TieBreak },
+    Dot { contract_a: Vec<usize>, batch_a: Vec<usize>, contract_b: Vec<usize>, batch_b: Vec<usize> },
+    /// All arguments joined along `axis` (converted to the node's type).
+    Concatenate(usize),
+    /// `x, value` with Nx.pad's `(low, high, interior)` per axis.
+    Pad(Vec<(i64, i64, u64)>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanNode {
+    pub op: PlanOp,
+    pub args: Vec<usize>,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+}
+
+/// A whole function: nodes in topological order (every argument is an earlier node).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    pub params: Vec<(DType, Vec<usize>)>,
+    pub nodes: Vec<PlanNode>,
+    pub outputs: Vec<usize>,
+}
+
+/// How a compiled plan evaluates dots (and, later, float math).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PlanOptions {
+    pub dot: DotPrecision,
+}
+
+fn is_elementwise(op: &PlanOp) -> bool {
+    matches!(
+        op,
+        PlanOp::Constant(_)
+            | PlanOp::Iota(_)
+            | PlanOp::Unary(_)
+            | PlanOp::Binary(_)
+            | PlanOp::Select
+            | PlanOp::Clip
+            | PlanOp::Convert
+            | PlanOp::Bitcast
+    )
+}
+
+/// An input of a fused kernel: a materialised node, seen with the kernel's shape (`broadcast`)
+/// or as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct KernelInput {
+    node: usize,
+    broadcast: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// One generated kernel writing the materialised elementwise nodes `outputs`.
+    Map { shape: Vec<usize>, exprs: Vec<Expr>, inputs: Vec<KernelInput>, outputs: Vec<usize> },
+    /// Any other node, recorded by its op family (views record nothing unless they must copy).
+    Node(usize),
+}
+
+/// A scheduled graph. Cheap to run again: a run walks the steps, binds tensors and records.
+#[derive(Debug)]
+pub struct Plan {
+    graph: Graph,
+    options: PlanOptions,
+    steps: Vec<Step>,
+    /// Nodes whose last reader is step `i` (dropped after it).
+    frees: Vec<Vec<usize>>,
+}
+
+/// What scheduling decided, for tests and `NxVulkan.Compiler` reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanSummary {
+    pub nodes: usize,
+    /// Generated elementwise kernels per run.
+    pub fused_kernels: usize,
+    /// Elementwise nodes computed inside some kernel instead of their own.
+    pub inlined_nodes: usize,
+    /// Steps recorded by op families (reductions, dots, ...), views included.
+    pub family_steps: usize,
+}
+
+/// Inlining stops growing an expression past this many nodes; bigger shared subexpressions
+/// are materialised instead (a DAG inlined as a tree can grow exponentially).
+const MAX_INLINE_NODES: usize = 256;
+
+struct Scheduler<'g> {
+    g: &'g Graph,
+    materialised: Vec<bool>,
+    /// Structural: an elementwise node whose value is the same at every position (constants,
+    /// and ops over one-element tensors), so it can be inlined into any shape.
+    position_free: Vec<bool>,
+    /// Size of the expression the node inlines as.
+    inline_size: Vec<usize>,
+    /// Materialised node -> the open group computing it.
+    open_of: HashMap<usize, usize>,
+    groups: Vec<Option<Group>>,
+    steps: Vec<Step>,
+}
+
+struct Group {
+    shape: Vec<usize>,
+    roots: Vec<usize>,
+}
+
+impl Plan {
+    pub fn new(graph: Graph, options: PlanOptions) -> Result<Plan> {
+        validate(&graph)?;
+        let g = &graph;
+        let n = g.nodes.len();
+        let mut consumers: Vec<Vec<usize>> = vec![vec![]; n];
+        for (i, node) in g.nodes.iter().enumerate() {
+            for &a in &node.args {
+                consumers[a].push(i);
+            }
+        }
+        let mut is_output = vec![false; n];
+        for &o in &g.outputs {
+            is_output[o] = true;
+        }
+        let mut position_free = vec![false; n];
+        for (i, node) in g.nodes.iter().enumerate() {
+            position_free[i] = match node.op {
+                PlanOp::Constant(_) => true,
+                PlanOp::Iota(_) => false,
+                ref op if is_elementwise(op) => node.args.iter().all(|&a| {
+                    if is_elementwise(&g.nodes[a].op) {
+                        position_free[a]
+                    } else {
+                        numel(&g.nodes[a].shape) == 1
+                    }
+                }),
+                _ => false,
+            };
+        }
+        let mut materialised = vec![false; n];
+        let mut inline_size = vec![1usize; n];
+        for (i, node) in g.nodes.iter().enumerate() {
+            if !is_elementwise(&node.op) {
+                materialised[i] = true;
+                continue;
+            }
+            let read_elsewhere = consumers[i].iter().any(|&c| {
+                let cn = &g.nodes[c];
+                !is_elementwise(&cn.op) || (cn.shape != node.shape && !position_free[i])
+            });
+            inline_size[i] = 1 + node.args.iter().map(|&a| if materialised[a] { 1 } else { inline_size[a] }).sum::<usize>();
+            let too_big = inline_size[i] > MAX_INLINE_NODES && consumers[i].len() > 1;
+            materialised[i] = is_output[i] || read_elsewhere || too_big;
+            if materialised[i] {
+                // as an argument it is one input
+                inline_size[i] = inline_size[i].min(MAX_INLINE_NODES);
+            }
+        }
+        let mut s = Scheduler { g, materialised, position_free, inline_size, open_of: HashMap::new(), groups: vec![], steps: vec![] };
+        for (i, node) in g.nodes.iter().enumerate() {
+            if is_elementwise(&node.op) {
+                if s.materialised[i] {
+                    s.add_root(i);
+                }
+            } else if !matches!(node.op, PlanOp::Parameter(_)) {
+                for &a in &node.args {
+                    s.need(a);
+                }
+                s.steps.push(Step::Node(i));
+            }
+        }
+        for &o in &g.outputs {
+            s.need(o);
+        }
+        let steps = s.steps;
+        // Liveness: the last step reading each node (outputs live to the end).
+        let mut last = vec![None; n];
+        for (k, step) in steps.iter().enumerate() {
+            match step {
+                Step::Map { inputs, .. } => inputs.iter().for_each(|inp| last[inp.node] = Some(k)),
+                Step::Node(i) => g.nodes[*i].args.iter().for_each(|&a| last[a] = Some(k)),
+            }
+        }
+        let mut frees = vec![vec![]; steps.len()];
+        for (node, l) in last.iter().enumerate() {
+            if let (Some(k), false) = (l, is_output[node]) {
+                frees[*k].push(node);
+            }
+        }
+        Ok(Plan { graph, options, steps, frees })
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    pub fn summary(&self) -> PlanSummary {
+        let mut s = PlanSummary { nodes: self.graph.nodes.len(), ..Default::default() };
+        let mut computed = 0;
+        for step in &self.steps {
+            match step {
+                Step::Map { outputs, .. } => {
+                    s.fused_kernels += 1;
+                    computed += outputs.len();
+                }
+                Step::Node(_) => s.family_steps += 1,
+            }
+        }
+        let elementwise = self.graph.nodes.iter().filter(|n| is_elementwise(&n.op)).count();
+        s.inlined_nodes = elementwise.saturating_sub(computed);
+        s
+    }
+
+    /// Binds `params` (types and shapes as compiled) and records the whole plan into one
+    /// batch, committed to the stream without waiting. Returns the outputs in order.
+    pub fn run(&self, ctx: &Context, params: &[Tensor]) -> Result<Vec<Tensor>> {
+        let g = &self.graph;
+        if params.len() != g.params.len() {
+            return Err(invalid!("plan takes {} inputs, got {}", g.params.len(), params.len()));
+        }
+        for (i, (p, (t, shape))) in params.iter().zip(&g.params).enumerate() {
+            if p.dtype() != *t || p.shape() != shape.as_slice() {
+                return Err(invalid!(
+                    "plan input {i} was compiled for {t}{shape:?}, got {}{:?}",
+                    p.dtype(),
+                    p.shape()
+                ));
+            }
+        }
+        let mut vals: Vec<Option<Tensor>> = vec![None; g.nodes.len()];
+        for (i, node) in g.nodes.iter().enumerate() {
+            if let PlanOp::Parameter(p) = node.op {
+                vals[i] = Some(params[p].clone());
+            }
+        }
+        let mut batch = ctx.batch()?;
+        for (k, step) in self.steps.iter().enumerate() {
+            match step {
+                Step::Map { shape, exprs, inputs, outputs } => {
+                    let ins = inputs
+                        .iter()
+                        .map(|inp| {
+                            let t = value(&vals, inp.node)?;
+                            if inp.broadcast {
+                                t.broadcast_to(shape)
+                            } else {
+                                Ok(t.clone())
+                            }
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    let outs = outputs
+                        .iter()
+                        .map(|&o| ctx.empty(g.nodes[o].dtype, shape))
+                        .collect::<Result<Vec<_>>>()?;
+                    ctx.record_map(&mut batch, exprs, &ins.iter().collect::<Vec<_>>(), &outs.iter().collect::<Vec<_>>())?;
+                    for (o, t) in outputs.iter().zip(outs) {
+                        vals[*o] = Some(t);
+                    }
+                }
+                Step::Node(i) => {
+                    let t = record_node(ctx, &mut batch, self.options, &g.nodes[*i], &vals)?;
+                    vals[*i] = Some(t);
+                }
+            }
+            for &f in &self.frees[k] {
+                vals[f] = None;
+            }
+        }
+        batch.finish()?;
+        g.outputs.iter().map(|&o| value(&vals, o).cloned()).collect()
+    }
+}
+
+fn value(vals: &[Option<Tensor>], node: usize) -> Result<&Tensor> {
+    vals[node].as_ref().ok_or_else(|| invalid!("plan bug: node {node} used before it was computed or after it was freed"))
+}
+
+/// Records one non-elementwise node (or, from `eval_unfused`, any node as its own op).
+fn record_node<'c>(ctx: &'c Context, batch: &mut Batch<'c>, options: PlanOptions, node: &PlanNode, vals: &[Option<Tensor>]) -> Result<Tensor> {
+    let t = record_node_unchecked(ctx, batch, options, node, vals)?;
+    if t.shape() != node.shape.as_slice() || t.dtype() != node.dtype {
+        return Err(invalid!(
+            "graph node {:?} says {}{:?}, computes {}{:?}",
+            node.op,
+            node.dtype,
+            node.shape,
+            t.dtype(),
+            t.shape()
+        ));
+    }
+    Ok(t)
+}
+
+fn record_node_unchecked<'c>(ctx: &'c Context, batch: &mut Batch<'c>, options: PlanOptions, node: &PlanNode, vals: &[Option<Tensor>]) -> Result<Tensor> {
+    let arg = |k: usize| value(vals, node.args[k]);
+    Ok(match &node.op {
+        PlanOp::Parameter(_) => return Err(invalid!("plan bug: parameter recorded")),
+        PlanOp::Reshape => {
+            let x = arg(0)?;
+            if x.is_contiguous() {
+                x.reshape(&node.shape)?
+            } else {
+                ctx.contiguous_in(batch, x)?.reshape(&node.shape)?
+            }
+        }
+        PlanOp::Broadcast(axes) => arg(0)?.broadcast(&node.shape, axes)?,
+        PlanOp::Transpose(perm) => arg(0)?.transpose(perm)?,
+        PlanOp::Slice { start, steps } => arg(0)?.slice(start, &node.shape, steps)?,
+        PlanOp::Reverse(axes) => arg(0)?.reverse(axes)?,
+        PlanOp::Reduce { op, axes } => {
+            // The reduction's own batch goes first in the stream, so what this plan has
+            // recorded so far must be committed before it (stream order is call order).
+            // TODO(#5): record_reduce into this batch once reduce.rs has it.
+            flush(ctx, batch)?;
+            let keep = node.shape.len() == arg(0)?.shape().len() && !axes.is_empty();
+            ctx.reduce(*op, arg(0)?, axes, keep, node.dtype)?
+        }
+        PlanOp::ArgReduce { op, axis, tie_break } => {
+            flush(ctx, batch)?;
+            let keep = node.shape.len() == arg(0)?.shape().len() && !arg(0)?.shape().is_empty();
+            ctx.arg_reduce(*op, arg(0)?, *axis, keep, *tie_break, node.dtype)?
+        }
+        PlanOp::Dot { contract_a, batch_a, contract_b, batch_b } => {
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_dot(batch, options.dot, arg(0)?, contract_a, batch_a, arg(1)?, contract_b, batch_b, &out)?;
+            out
+        }
+        PlanOp::Concatenate(axis) => {
+            let parts = (0..node.args.len()).map(arg).collect::<Result<Vec<_>>>()?;
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_concatenate(batch, &parts, *axis, &out)?;
+            out
+        }
+        PlanOp::Pad(config) => {
+            let x = ctx.as_type_in(batch, arg(0)?, node.dtype)?;
+            let v = ctx.as_type_in(batch, arg(1)?, node.dtype)?;
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_pad(batch, &x, &v, config, &out)?;
+            out
+        }
+        op if is_elementwise(op) => {
+            // one node, its own kernel: the unfused reference
+            let ins = node.args.iter().map(|&a| value(vals, a)?.broadcast_to(&node.shape)).collect::<Result<Vec<_>>>()?;
+            let inputs: Vec<Expr> = (0..ins.len()).map(Expr::Input).collect();
+            let e = elementwise_expr(node, &inputs, &ins.iter().map(|t| t.dtype()).collect::<Vec<_>>());
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_map(batch, &[e], &ins.iter().collect::<Vec<_>>(), &[&out])?;
+            out
+        }
+        op => return Err(invalid!("plan bug: {op:?} has no recording")),
+    })
+}
+
+/// Commits what `batch` holds and starts a new recording in its place.
+fn flush<'c>(ctx: &'c Context, batch: &mut Batch<'c>) -> Result<()> {
+    let done = std::mem::replace(batch, ctx.batch()?);
+    done.finish()
+}
+
+/// The expression of one elementwise node over its arguments' expressions (`args`, whose
+/// types are `arg_types`), exactly as the eager op computes it.
+fn elementwise_expr(node: &PlanNode, args: &[Expr], arg_types: &[DType]) -> Expr {
+    let t = node.dtype;
+    let a = |k: usize| args[k].clone();
+    match &node.op {
+        PlanOp::Constant(v) => Expr::Const { value: *v, dtype: t },
+        PlanOp::Iota(axis) => Expr::Iota { axis: *axis, dtype: t },
+        PlanOp::Unary(op) => Expr::unary(*op, a(0), t),
+        PlanOp::Binary(op) => Expr::binary(*op, a(0), a(1), t),
+        PlanOp::Select => Expr::select(a(0), a(1), a(2), t),
+        PlanOp::Clip => clip_expr(a(0), a(1), a(2), t),
+        // as_type to the same type is the tensor itself (bits kept, NaN payloads included)
+        PlanOp::Convert if arg_types[0] == t => a(0),
+        PlanOp::Convert => Expr::convert(a(0), t),
+        PlanOp::Bitcast => Expr::Bitcast { arg: Box::new(a(0)), dtype: t },
+        op => unreachable!("{op:?} is not elementwise"),
+    }
+}
+
+impl Scheduler<'_> {
+    /// Makes sure node `a`'s value exists before the step about to be pushed.
+    fn need(&mut self, a: usize) {
+        if let Some(&gi) = self.open_of.get(&a) {
+            self.emit(gi);
+        }
+    }
+
+    fn emit(&mut self, gi: usize) {
+        let Some(group) = self.groups[gi].take() else { return };
+        for r in &group.roots {
+            self.open_of.remove(r);
+        }
+        let mut inputs: Vec<KernelInput> = vec![];
+        let mut exprs = vec![];
+        for &r in &group.roots {
+            let e = self.expr(r, &group, &mut inputs, true);
+            exprs.push(e);
+        }
+        self.steps.push(Step::Map { shape: group.shape, exprs, inputs, outputs: group.roots });
+    }
+
+    /// The expression computing `n` inside a kernel of `group`'s shape.
+    fn expr(&self, n: usize, group: &Group, inputs: &mut Vec<KernelInput>, root: bool) -> Expr {
+        let node = &self.g.nodes[n];
+        let inline = root
+            || (is_elementwise(&node.op)
+                && (node.shape == group.shape || self.position_free[n])
+                && (!self.materialised[n] || (group.roots.contains(&n) && self.inline_size[n] < MAX_INLINE_NODES)));
+        if !inline {
+            let key = KernelInput { node: n, broadcast: node.shape != group.shape };
+            let j = inputs.iter().position(|k| *k == key).unwrap_or_else(|| {
+                inputs.push(key);
+                inputs.len() - 1
+            });
+            return Expr::Input(j);
+        }
+        let args: Vec<Expr> = node.args.iter().map(|&a| self.expr(a, group, inputs, false)).collect();
+        let types: Vec<DType> = node.args.iter().map(|&a| self.g.nodes[a].dtype).collect();
+        elementwise_expr(node, &args, &types)
+    }
+
+    /// Adds materialised elementwise node `n` to an open group of its shape, or opens one.
+    fn add_root(&mut self, n: usize) {
+        // Materialised values `n` reads as kernel inputs must exist before its kernel runs:
+        // emit their groups now, unless they are in the group `n` joins and inline there.
+        let shape = self.g.nodes[n].shape.clone();
+        let target = (0..self.groups.len()).rev().find(|&gi| self.groups[gi].as_ref().is_some_and(|g| g.shape == shape));
+        let mut reads = vec![];
+        self.leaf_reads(n, &shape, true, &mut reads);
+        let mut join = target;
+        for r in reads {
+            if let Some(&gi) = self.open_of.get(&r) {
+                let inlines_there = Some(gi) == join && self.inline_size[r] < MAX_INLINE_NODES && self.g.nodes[r].shape == shape;
+                if !inlines_there {
+                    if Some(gi) == join {
+                        join = None; // it must be written before n's kernel reads it
+                    }
+                    self.emit(gi);
+                }
+            }
+        }
+        match join {
+            Some(gi) => self.groups[gi].as_mut().unwrap().roots.push(n),
+            None => self.groups.push(Some(Group { shape, roots: vec![n] })),
+        }
+        let gi = match join {
+            Some(gi) => gi,
+            None => self.groups.len() - 1,
+        };
+        self.open_of.insert(n, gi);
+    }
+
+    /// The materialised nodes `n`'s inlined expression reaches (where inlining stops).
+    fn leaf_reads(&self, n: usize, shape: &[usize], root: bool, out: &mut Vec<usize>) {
+        let node = &self.g.nodes[n];
+        let inline = root || (is_elementwise(&node.op) && !self.materialised[n] && (node.shape == shape || self.position_free[n]));
+        if !inline {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+            return;
+        }
+        for &a in &node.args {
+            self.leaf_reads(a, shape, false, out);
+        }
+    }
+}
+
+fn validate(g: &Graph) -> Result<()> {
+    for (i, node) in g.nodes.iter().enumerate() {
+        if let Some(&a) = node.args.iter().find(|&&a| a >= i) {
+            return Err(invalid!("graph node {i} reads node {a}: nodes must come after their arguments"));
+        }
+        crate::tensor::checked_numel(&node.shape)?;
+        let arity = match &node.op {
+            PlanOp::Parameter(p) => {
+                let Some((t, shape)) = g.params.get(*p) else {
+                    return Err(invalid!("graph node {i} is parameter {p} of {}", g.params.len()));
+                };
+                if *t != node.dtype || *shape != node.shape {
+                    return Err(invalid!("graph node {i}: parameter {p} is {t}{shape:?}, node says {}{:?}", node.dtype, node.shape));
+                }
+                Some(0)
+            }
+            PlanOp::Constant(_) | PlanOp::Iota(_) => Some(0),
+            PlanOp::Unary(_) | PlanOp::Convert | PlanOp::Bitcast | PlanOp::Reshape | PlanOp::Broadcast(_) => Some(1),
+            PlanOp::Transpose(_) | PlanOp::Slice { .. } | PlanOp::Reverse(_) | PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. } => Some(1),
+            PlanOp::Binary(_) | PlanOp::Dot { .. } | PlanOp::Pad(_) => Some(2),
+            PlanOp::Select | PlanOp::Clip => Some(3),
+            PlanOp::Concatenate(_) => None,
+        };
+        if let Some(k) = arity {
+            if node.args.len() != k {
+                return Err(invalid!("graph node {i} ({:?}) takes {k} arguments, has {}", node.op, node.args.len()));
+            }
+        } else if node.args.is_empty() {
+            return Err(invalid!("graph node {i}: concatenate of nothing"));
+        }
+        if is_elementwise(&node.op) {
+            // arguments broadcast to the node's shape (Nx's trailing-axis rule)
+            for &a in &node.args {
+                let s = &g.nodes[a].shape;
+                let lead = node.shape.len().checked_sub(s.len());
+                let fits = lead.is_some_and(|lead| s.iter().enumerate().all(|(d, &x)| x == 1 || x == node.shape[lead + d]));
+                if !fits {
+                    return Err(invalid!("graph node {i} ({:?}, shape {:?}) cannot broadcast argument of shape {s:?}", node.op, node.shape));
+                }
+            }
+        }
+    }
+    if let Some(&o) = g.outputs.iter().find(|&&o| o >= g.nodes.len()) {
+        return Err(invalid!("graph output {o} is not a node"));
+    }
+    Ok(())
+}
+
+impl Graph {
+    /// Runs every node as its own op (one kernel per elementwise node, views as views), in
+    /// one batch: what the eager backend computes, for comparing a plan against.
+    pub fn eval_unfused(&self, ctx: &Context, params: &[Tensor]) -> Result<Vec<Tensor>> {
+        validate(self)?;
+        let mut vals: Vec<Option<Tensor>> = vec![None; self.nodes.len()];
+        let mut batch = ctx.batch()?;
+        for (i, node) in self.nodes.iter().enumerate() {
+            vals[i] = Some(match node.op {
+                PlanOp::Parameter(p) => params.get(p).ok_or_else(|| invalid!("missing input {p}"))?.clone(),
+                _ => record_node(ctx, &mut batch, PlanOptions::default(), node, &vals)?,
+            });
+        }
+        batch.finish()?;
+        self.outputs.iter().map(|&o| value(&vals, o).cloned()).collect()
+    }
+}
