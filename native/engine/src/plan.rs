@@ -532,6 +532,29 @@ impl Scheduler<'_> {
     }
 }
 
+/// One element's stored bytes (little-endian, the node's type) as the engine's scalar.
+/// (For `PlanOp::Constant`: what the Elixir side encodes with the node's own type.)
+pub fn scalar_from_bytes(t: DType, bytes: &[u8]) -> Result<Scalar> {
+    if bytes.len() != t.size() {
+        return Err(invalid!("constant of type {t} needs {} bytes, got {}", t.size(), bytes.len()));
+    }
+    let mut raw = [0u8; 8];
+    raw[..bytes.len()].copy_from_slice(bytes);
+    let u = u64::from_le_bytes(raw);
+    Ok(match t {
+        DType::F16 => Scalar::F(half::f16::from_bits(u as u16).to_f64()),
+        DType::BF16 => Scalar::F(half::bf16::from_bits(u as u16).to_f64()),
+        DType::F32 => Scalar::F(f32::from_bits(u as u32) as f64),
+        DType::F64 => Scalar::F(f64::from_bits(u)),
+        DType::S8 => Scalar::I(u as u8 as i8 as i64),
+        DType::S16 => Scalar::I(u as u16 as i16 as i64),
+        DType::S32 => Scalar::I(u as u32 as i32 as i64),
+        DType::S64 => Scalar::I(u as i64),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::U(u),
+        other => return Err(invalid!("constants of type {other} are not supported in plans")),
+    })
+}
+
 fn validate(g: &Graph) -> Result<()> {
     for (i, node) in g.nodes.iter().enumerate() {
         if let Some(&a) = node.args.iter().find(|&&a| a >= i) {
