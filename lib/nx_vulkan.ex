@@ -326,7 +326,6 @@ defmodule NxVulkan do
   """
   defdelegate strict(value), to: NxVulkan.Fallback
 
-  @doc false
   @doc """
   Compiles a graph (the IR `NxVulkan.Compiler` lowers `defn` to) into a plan: `params` is
   `[{type, shape}]`, `nodes` `[{op, args, shape, type, attr}]` in topological order, `outputs`
@@ -346,6 +345,7 @@ defmodule NxVulkan do
   @doc "Runs a compiled plan on input handles (one recording, not waited for); output handles."
   def plan_run(plan, handles), do: unwrap!(Native.plan_run(plan, handles))
 
+  @doc false
   def type_name({:f, bits}) when bits in [16, 32, 64], do: "f#{bits}"
   def type_name({:bf, 16}), do: "bf16"
   def type_name({:s, bits}) when bits in [8, 16, 32, 64], do: "s#{bits}"

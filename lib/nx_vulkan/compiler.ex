@@ -64,6 +64,13 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def __to_backend__(opts), do: {NxVulkan.Backend, Keyword.take(opts, [:device])}
 
+    # Streams run through the evaluator over NxVulkan.Backend (counted like any fallback).
+    @impl true
+    def __stream__(key, input, acc, vars, fun, args_list, opts) do
+      NxVulkan.Fallback.record!(:"defn:stream")
+      Nx.Defn.Evaluator.__stream__(key, input, acc, vars, fun, args_list, Keyword.drop(opts, [:precision]))
+    end
+
     @impl true
     def __jit__(key, vars, fun, args_list, opts) do
       __compile__(key, vars, fun, opts).(args_list)
@@ -101,6 +108,23 @@ if Code.ensure_loaded?(Nx) do
         __plan_info__({:plan, nil, [], expr, summary})
       catch
         {:unsupported, op} -> {:evaluator, op}
+      end
+    end
+
+    @doc """
+    The IR a function and arguments lower to, for tests and golden files:
+    `{:ok, %{params: [{type, shape}], nodes: [...], outputs: [...], captured: [tensor]}}`
+    (captured tensors are parameters after the function's own), or `{:unsupported, op}`.
+    """
+    def lower_ir(fun, args) when is_function(fun) and is_list(args) do
+      expr = apply(Nx.Defn.debug_expr(fun), args)
+      params = args |> Composite.flatten_list() |> Enum.map(&Nx.to_tensor/1) |> Enum.map(&{&1.type, &1.shape})
+
+      try do
+        {nodes, outputs, captured} = lower(expr, length(params))
+        {:ok, %{params: params, nodes: nodes, outputs: outputs, captured: captured}}
+      catch
+        {:unsupported, op} -> {:unsupported, op}
       end
     end
 
@@ -183,6 +207,22 @@ if Code.ensure_loaded?(Nx) do
       {Enum.reverse(state.nodes), outputs, Enum.reverse(state.captured)}
     end
 
+    # Constants are keyed by their bits, not their id: Nx gives 0.0 and -0.0 one id on OTP
+    # releases where they compare equal, and the evaluator reads each node's own number.
+    defp visit(%T{data: %Expr{op: :constant, args: [number]}} = t, _scope, state) do
+      bits = constant_bits(number, t.type)
+      key = {:constant, t.type, t.shape, bits}
+
+      case state.index do
+        %{^key => i} ->
+          {i, state}
+
+        %{} ->
+          {i, state} = emit(state, :constant, [], t, bits)
+          {i, %{state | index: Map.put(state.index, key, i)}}
+      end
+    end
+
     defp visit(%T{data: %Expr{id: id}} = t, scope, state) do
       case state.index do
         %{^id => i} ->
@@ -215,9 +255,6 @@ if Code.ensure_loaded?(Nx) do
             %{^i => node} -> {node, state}
             %{} -> emit(state, :parameter, [], t, i)
           end
-
-        {:constant, [number]} ->
-          emit(state, :constant, [], t, constant_bits(number, t.type))
 
         {:tensor, [tensor]} ->
           check_type!(tensor.type)
