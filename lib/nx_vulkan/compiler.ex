@@ -359,6 +359,10 @@ if Code.ensure_loaded?(Nx) do
           {[ai, bi], state} = visit_args([a, b], scope, state)
           emit(state, :dot, [ai, bi], t, {ca, ba, cb, bb})
 
+        {:elem, [%T{data: %Expr{op: tuple_op}}, _]} ->
+          # name what made the tuple (while, cond, an optional with several results)
+          throw({:unsupported, tuple_op})
+
         {op, _} ->
           throw({:unsupported, op})
       end

@@ -374,17 +374,14 @@ fn record_node_unchecked<'c>(ctx: &'c Context, batch: &mut Batch<'c>, options: P
         PlanOp::Slice { start, steps } => arg(0)?.slice(start, &node.shape, steps)?,
         PlanOp::Reverse(axes) => arg(0)?.reverse(axes)?,
         PlanOp::Reduce { op, axes } => {
-            // The reduction's own batch goes first in the stream, so what this plan has
-            // recorded so far must be committed before it (stream order is call order).
-            // TODO(#5): record_reduce into this batch once reduce.rs has it.
-            flush(ctx, batch)?;
-            let keep = node.shape.len() == arg(0)?.shape().len() && !axes.is_empty();
-            ctx.reduce(*op, arg(0)?, axes, keep, node.dtype)?
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_reduce(batch, *op, arg(0)?, axes, &out)?;
+            out
         }
         PlanOp::ArgReduce { op, axis, tie_break } => {
-            flush(ctx, batch)?;
-            let keep = node.shape.len() == arg(0)?.shape().len() && !arg(0)?.shape().is_empty();
-            ctx.arg_reduce(*op, arg(0)?, *axis, keep, *tie_break, node.dtype)?
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_arg_reduce(batch, *op, arg(0)?, *axis, *tie_break, &out)?;
+            out
         }
         PlanOp::Dot { contract_a, batch_a, contract_b, batch_b } => {
             let out = ctx.empty(node.dtype, &node.shape)?;
@@ -415,12 +412,6 @@ fn record_node_unchecked<'c>(ctx: &'c Context, batch: &mut Batch<'c>, options: P
         }
         op => return Err(invalid!("plan bug: {op:?} has no recording")),
     })
-}
-
-/// Commits what `batch` holds and starts a new recording in its place.
-fn flush<'c>(ctx: &'c Context, batch: &mut Batch<'c>) -> Result<()> {
-    let done = std::mem::replace(batch, ctx.batch()?);
-    done.finish()
 }
 
 /// The expression of one elementwise node over its arguments' expressions (`args`, whose
@@ -584,6 +575,16 @@ fn validate(g: &Graph) -> Result<()> {
             }
         } else if node.args.is_empty() {
             return Err(invalid!("graph node {i}: concatenate of nothing"));
+        }
+        if let PlanOp::Reduce { axes, .. } = &node.op {
+            let x = &g.nodes[node.args[0]].shape;
+            if let Some(&a) = axes.iter().find(|&&a| a >= x.len()) {
+                return Err(invalid!("graph node {i}: reduction axis {a} out of range for shape {x:?}"));
+            }
+            let kept: Vec<usize> = (0..x.len()).filter(|d| !axes.contains(d)).map(|d| x[d]).collect();
+            if numel(&kept) != numel(&node.shape) {
+                return Err(invalid!("graph node {i}: reducing {x:?} over {axes:?} gives {kept:?}, node says {:?}", node.shape));
+            }
         }
         if is_elementwise(&node.op) {
             // arguments broadcast to the node's shape (Nx's trailing-axis rule)

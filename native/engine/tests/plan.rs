@@ -355,8 +355,7 @@ fn bad_graphs_and_inputs_are_errors() {
         let x = b.param(F32, &[4, 3]);
         let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[3], F32);
         b.out(s);
-        let plan = Plan::new(b.g, PlanOptions::default()).unwrap();
-        let t = ctx.upload(F32, &[4, 3], &[0u8; 48]).unwrap();
-        assert!(plan.run(ctx, &[t]).unwrap_err().to_string().contains("computes f32[4]"));
+        let e = Plan::new(b.g, PlanOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("graph node 1") && e.contains("gives [4]"), "{e}");
     });
 }
