@@ -329,7 +329,8 @@ defmodule NxVulkan do
   @doc """
   Compiles a graph (the IR `NxVulkan.Compiler` lowers `defn` to) into a plan: `params` is
   `[{type, shape}]`, `nodes` `[{op, args, shape, type, attr}]` in topological order, `outputs`
-  node indices. Returns `{plan, {nodes, fused_kernels, inlined_nodes, family_steps}}`.
+  node indices. Returns `{plan, {nodes, fused_kernels, inlined_nodes, family_steps,
+  fused_prologues, fused_epilogues}}`.
   """
   def plan_compile(params, nodes, outputs, dot_precision \\ "exact") do
     params = Enum.map(params, fn {type, shape} -> {type_name(type), Tuple.to_list(shape)} end)

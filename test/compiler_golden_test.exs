@@ -22,7 +22,7 @@ defmodule NxVulkan.CompilerGoldenTest do
     @case c
     test "#{c.name}: the plan gives the eager bits in one recording" do
       c = @case
-      {plan, {_nodes, fused, _inlined, _family}} = NxVulkan.plan_compile(c.params, c.nodes, c.outputs)
+      {plan, {_nodes, fused, _inlined, _family, _pro, _epi}} = NxVulkan.plan_compile(c.params, c.nodes, c.outputs)
       if c.fused_kernels, do: assert(fused == c.fused_kernels)
       handles = for {t, s, bin} <- c.inputs, do: NxVulkan.upload(bin, t, s)
       NxVulkan.synchronize()

@@ -80,6 +80,22 @@ defmodule NxVulkan.CompilerTest do
       assert Nx.to_binary(r) == Nx.to_binary(CompilerCases.Fns.chain10(x, y))
     end
 
+    test "softmax and layernorm over the last axis are two dispatches each" do
+      key = Nx.Random.key(3)
+      {x, key} = Nx.Random.uniform(key, -4.0, 4.0, shape: {512, 1024}, type: :f32)
+      {g, _} = Nx.Random.uniform(key, shape: {1024}, type: :f32)
+
+      for {fun, args} <- [{&CompilerCases.Fns.softmax/1, [x]}, {&CompilerCases.Fns.layernorm/3, [x, g, g]}] do
+        jitted = Nx.Defn.jit(fun, compiler: NxVulkan.Compiler)
+        apply(jitted, args) |> Nx.to_binary()
+        before = NxVulkan.stats()
+        r = apply(jitted, args)
+        NxVulkan.synchronize()
+        assert NxVulkan.stats().dispatches - before.dispatches == 2
+        assert Nx.to_binary(r) == Nx.to_binary(apply(Nx.Defn.jit(fun, compiler: Nx.Defn.Evaluator), args))
+      end
+    end
+
     test "a second call hits the plan cache; new shapes miss it" do
       f = fn x -> Nx.sin(x) |> Nx.add(1) end
       jitted = Nx.Defn.jit(f, compiler: NxVulkan.Compiler)

@@ -93,7 +93,10 @@ if Code.ensure_loaded?(Nx) do
 
     @doc """
     The plan summary for a function and arguments (as `Nx.Defn.jit/2` would compile them):
-    `{:plan, %{nodes:, fused_kernels:, inlined_nodes:, family_steps:}}`, or
+    `{:plan, %{nodes:, fused_kernels:, inlined_nodes:, family_steps:, fused_prologues:,
+    fused_epilogues:}}` (generated elementwise kernels; elementwise nodes computed inside
+    others; reductions, dots and views; reductions reading an inlined expression; elementwise
+    nodes written by the reduction kernel they read), or
     `{:evaluator, op}` naming the first op that keeps it from being planned.
     """
     def describe(fun, args, opts \\ []) when is_function(fun) and is_list(args) do
@@ -435,8 +438,17 @@ if Code.ensure_loaded?(Nx) do
     end
 
     @doc false
-    def __plan_info__({:plan, _plan, _captured, _expr, {nodes, fused, inlined, family}}),
-      do: {:plan, %{nodes: nodes, fused_kernels: fused, inlined_nodes: inlined, family_steps: family}}
+    def __plan_info__({:plan, _plan, _captured, _expr, {nodes, fused, inlined, family, pro, epi}}) do
+      {:plan,
+       %{
+         nodes: nodes,
+         fused_kernels: fused,
+         inlined_nodes: inlined,
+         family_steps: family,
+         fused_prologues: pro,
+         fused_epilogues: epi
+       }}
+    end
 
     def __plan_info__({:evaluator, op, _}), do: {:evaluator, op}
 

@@ -33,7 +33,7 @@ use crate::elementwise::{BinaryOp, Expr, Scalar, UnaryOp};
 use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
 use crate::ops::clip_expr;
-use crate::reduce::{ArgOp, ReduceOp, TieBreak};
+use crate::reduce::{ArgOp, FusedReduce, ReduceOp, Reduction, TieBreak};
 use crate::submit::Batch;
 use crate::tensor::{numel, Tensor};
 use crate::Context;
@@ -124,6 +124,11 @@ struct KernelInput {
 enum Step {
     /// One generated kernel writing the materialised elementwise nodes `outputs`.
     Map { shape: Vec<usize>, exprs: Vec<Expr>, inputs: Vec<KernelInput>, outputs: Vec<usize> },
+    /// A reduction (or arg-reduction) `node` of the expression `prologue` over `inputs` (its
+    /// argument, inlined when elementwise), with elementwise nodes of the reduction's input
+    /// shape that read its result written by the same kernel (`epilogue`; in the expressions
+    /// the reduced value is the input after the last of `inputs`).
+    Reduce { node: usize, prologue: Expr, inputs: Vec<KernelInput>, epilogue: Vec<(Expr, usize)> },
     /// Any other node, recorded by its op family (views record nothing unless they must copy).
     Node(usize),
 }
@@ -148,24 +153,72 @@ pub struct PlanSummary {
     pub inlined_nodes: usize,
     /// Steps recorded by op families (reductions, dots, ...), views included.
     pub family_steps: usize,
+    /// Reductions reading an inlined expression instead of a stored tensor.
+    pub fused_prologues: usize,
+    /// Elementwise nodes written by the kernel of the reduction they read.
+    pub fused_epilogues: usize,
 }
 
 /// Inlining stops growing an expression past this many nodes; bigger shared subexpressions
 /// are materialised instead (a DAG inlined as a tree can grow exponentially).
 const MAX_INLINE_NODES: usize = 256;
 
+/// An elementwise node of a smaller shape is inlined into a larger kernel (recomputed per
+/// element) only up to this many nodes; a bigger one is materialised and read broadcast.
+const MAX_BROADCAST_INLINE: usize = 8;
+
+/// Whether broadcasting a reduction's result of `out_shape` to `shape` (Nx's trailing-axis
+/// rule) hands every element the result of its own row: reduced axes are 1 (or absent in
+/// front), kept axes keep their size.
+fn row_broadcast(op: &PlanOp, out_shape: &[usize], shape: &[usize]) -> bool {
+    let axes: Vec<usize> = match op {
+        PlanOp::Reduce { axes, .. } => axes.clone(),
+        PlanOp::ArgReduce { axis: Some(a), .. } => vec![*a],
+        PlanOp::ArgReduce { axis: None, .. } => (0..shape.len()).collect(),
+        _ => return false,
+    };
+    let Some(lead) = shape.len().checked_sub(out_shape.len()) else { return false };
+    (0..shape.len()).all(|d| {
+        if shape[d] == 1 {
+            return d < lead || out_shape[d - lead] == 1;
+        }
+        if axes.contains(&d) {
+            d < lead || out_shape[d - lead] == 1
+        } else {
+            d >= lead && out_shape[d - lead] == shape[d]
+        }
+    })
+}
+
+/// `e` with every `Input(i)` renumbered to `Input(f(i))`.
+fn remap_inputs(e: &Expr, f: &impl Fn(usize) -> usize) -> Expr {
+    let b = |x: &Expr| Box::new(remap_inputs(x, f));
+    match e {
+        Expr::Input(i) => Expr::Input(f(*i)),
+        Expr::Const { .. } | Expr::Iota { .. } => e.clone(),
+        Expr::Unary { op, arg, dtype } => Expr::Unary { op: *op, arg: b(arg), dtype: *dtype },
+        Expr::Binary { op, lhs, rhs, dtype } => Expr::Binary { op: *op, lhs: b(lhs), rhs: b(rhs), dtype: *dtype },
+        Expr::Select { pred, on_true, on_false, dtype } => Expr::Select { pred: b(pred), on_true: b(on_true), on_false: b(on_false), dtype: *dtype },
+        Expr::Convert { arg, dtype } => Expr::Convert { arg: b(arg), dtype: *dtype },
+        Expr::Bitcast { arg, dtype } => Expr::Bitcast { arg: b(arg), dtype: *dtype },
+    }
+}
+
 struct Scheduler<'g> {
     g: &'g Graph,
     materialised: Vec<bool>,
-    /// Structural: an elementwise node whose value is the same at every position (constants,
-    /// and ops over one-element tensors), so it can be inlined into any shape.
-    position_free: Vec<bool>,
+    /// Structural: an elementwise node that can be inlined into a kernel of a larger shape it
+    /// broadcasts to, by reading its leaves broadcast to that shape (elementwise ops commute
+    /// with broadcasting); no iota below it, and cheap, since it is recomputed per element.
+    broadcastable: Vec<bool>,
     /// Size of the expression the node inlines as.
     inline_size: Vec<usize>,
     /// Materialised node -> the open group computing it.
     open_of: HashMap<usize, usize>,
     groups: Vec<Option<Group>>,
     steps: Vec<Step>,
+    /// Materialised node -> the step that writes it (parameters: none).
+    produced_at: HashMap<usize, usize>,
 }
 
 struct Group {
@@ -188,18 +241,13 @@ impl Plan {
         for &o in &g.outputs {
             is_output[o] = true;
         }
-        let mut position_free = vec![false; n];
+        // the inline size first: broadcast inlining is only for small expressions
+        let mut broadcastable = vec![false; n];
+        let mut iota_free = vec![false; n];
         for (i, node) in g.nodes.iter().enumerate() {
-            position_free[i] = match node.op {
-                PlanOp::Constant(_) => true,
+            iota_free[i] = match node.op {
                 PlanOp::Iota(_) => false,
-                ref op if is_elementwise(op) => node.args.iter().all(|&a| {
-                    if is_elementwise(&g.nodes[a].op) {
-                        position_free[a]
-                    } else {
-                        numel(&g.nodes[a].shape) == 1
-                    }
-                }),
+                ref op if is_elementwise(op) => node.args.iter().all(|&a| !is_elementwise(&g.nodes[a].op) || iota_free[a]),
                 _ => false,
             };
         }
@@ -210,11 +258,15 @@ impl Plan {
                 materialised[i] = true;
                 continue;
             }
+            inline_size[i] = 1 + node.args.iter().map(|&a| if materialised[a] { 1 } else { inline_size[a] }).sum::<usize>();
+            broadcastable[i] = iota_free[i] && (inline_size[i] <= MAX_BROADCAST_INLINE || matches!(node.op, PlanOp::Constant(_)));
+            // Reductions take an elementwise argument as their prologue; anything else that
+            // is not elementwise reads a stored tensor.
             let read_elsewhere = consumers[i].iter().any(|&c| {
                 let cn = &g.nodes[c];
-                !is_elementwise(&cn.op) || (cn.shape != node.shape && !position_free[i])
+                let prologue = matches!(cn.op, PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. });
+                (!is_elementwise(&cn.op) && !prologue) || (is_elementwise(&cn.op) && cn.shape != node.shape && !broadcastable[i])
             });
-            inline_size[i] = 1 + node.args.iter().map(|&a| if materialised[a] { 1 } else { inline_size[a] }).sum::<usize>();
             let too_big = inline_size[i] > MAX_INLINE_NODES && consumers[i].len() > 1;
             materialised[i] = is_output[i] || read_elsewhere || too_big;
             if materialised[i] {
@@ -222,28 +274,40 @@ impl Plan {
                 inline_size[i] = inline_size[i].min(MAX_INLINE_NODES);
             }
         }
-        let mut s = Scheduler { g, materialised, position_free, inline_size, open_of: HashMap::new(), groups: vec![], steps: vec![] };
+        let mut s = Scheduler {
+            g,
+            materialised,
+            broadcastable,
+            inline_size,
+            open_of: HashMap::new(),
+            groups: vec![],
+            steps: vec![],
+            produced_at: HashMap::new(),
+        };
         for (i, node) in g.nodes.iter().enumerate() {
             if is_elementwise(&node.op) {
-                if s.materialised[i] {
+                if s.materialised[i] && !s.add_epilogue(i) {
                     s.add_root(i);
                 }
+            } else if matches!(node.op, PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. }) {
+                s.add_reduce(i);
             } else if !matches!(node.op, PlanOp::Parameter(_)) {
                 for &a in &node.args {
                     s.need(a);
                 }
+                s.produced_at.insert(i, s.steps.len());
                 s.steps.push(Step::Node(i));
             }
         }
         for &o in &g.outputs {
             s.need(o);
         }
-        let steps = s.steps;
+        let steps = s.finish_reduces();
         // Liveness: the last step reading each node (outputs live to the end).
         let mut last = vec![None; n];
         for (k, step) in steps.iter().enumerate() {
             match step {
-                Step::Map { inputs, .. } => inputs.iter().for_each(|inp| last[inp.node] = Some(k)),
+                Step::Map { inputs, .. } | Step::Reduce { inputs, .. } => inputs.iter().for_each(|inp| last[inp.node] = Some(k)),
                 Step::Node(i) => g.nodes[*i].args.iter().for_each(|&a| last[a] = Some(k)),
             }
         }
@@ -268,6 +332,12 @@ impl Plan {
                 Step::Map { outputs, .. } => {
                     s.fused_kernels += 1;
                     computed += outputs.len();
+                }
+                Step::Reduce { prologue, epilogue, .. } => {
+                    s.family_steps += 1;
+                    s.fused_prologues += (!matches!(prologue, Expr::Input(_))) as usize;
+                    s.fused_epilogues += epilogue.len();
+                    computed += epilogue.len();
                 }
                 Step::Node(_) => s.family_steps += 1,
             }
@@ -321,6 +391,44 @@ impl Plan {
                     ctx.record_map(&mut batch, exprs, &ins.iter().collect::<Vec<_>>(), &outs.iter().collect::<Vec<_>>())?;
                     for (o, t) in outputs.iter().zip(outs) {
                         vals[*o] = Some(t);
+                    }
+                }
+                Step::Reduce { node, prologue, inputs, epilogue } => {
+                    let rn = &g.nodes[*node];
+                    let shape = &g.nodes[rn.args[0]].shape;
+                    let ins = inputs
+                        .iter()
+                        .map(|inp| {
+                            let t = value(&vals, inp.node)?;
+                            if inp.broadcast {
+                                t.broadcast_to(shape)
+                            } else {
+                                Ok(t.clone())
+                            }
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    let (op, axes) = match &rn.op {
+                        PlanOp::Reduce { op, axes } => (Reduction::Reduce(*op), axes.clone()),
+                        PlanOp::ArgReduce { op, axis, tie_break } => {
+                            (Reduction::Arg { op: *op, tie_break: *tie_break }, axis.map_or_else(|| (0..shape.len()).collect(), |a| vec![a]))
+                        }
+                        _ => return Err(invalid!("plan bug: reduce step on {:?}", rn.op)),
+                    };
+                    let out = ctx.empty(rn.dtype, &rn.shape)?;
+                    let outs = epilogue.iter().map(|(_, e)| ctx.empty(g.nodes[*e].dtype, shape)).collect::<Result<Vec<_>>>()?;
+                    let r = FusedReduce {
+                        op,
+                        prologue: prologue.clone(),
+                        inputs: ins.iter().collect(),
+                        shape: shape.clone(),
+                        axes,
+                        out: &out,
+                        epilogue: epilogue.iter().zip(&outs).map(|((e, _), t)| (e.clone(), t)).collect(),
+                    };
+                    ctx.record_reduce_fused(&mut batch, &r)?;
+                    vals[*node] = Some(out);
+                    for ((_, e), t) in epilogue.iter().zip(outs) {
+                        vals[*e] = Some(t);
                     }
                 }
                 Step::Node(i) => {
@@ -453,7 +561,94 @@ impl Scheduler<'_> {
             let e = self.expr(r, &group, &mut inputs, true);
             exprs.push(e);
         }
+        for &r in &group.roots {
+            self.produced_at.insert(r, self.steps.len());
+        }
         self.steps.push(Step::Map { shape: group.shape, exprs, inputs, outputs: group.roots });
+    }
+
+    /// A reduction, its elementwise argument inlined as the prologue.
+    fn add_reduce(&mut self, r: usize) {
+        let a = self.g.nodes[r].args[0];
+        let an = &self.g.nodes[a];
+        let group = Group { shape: an.shape.clone(), roots: vec![] };
+        let inline = is_elementwise(&an.op) && !self.materialised[a];
+        let mut reads = vec![];
+        if inline {
+            self.leaf_reads(a, &group.shape, true, &mut reads);
+        } else {
+            reads.push(a);
+        }
+        for l in reads {
+            self.need(l);
+        }
+        let mut inputs = vec![];
+        let prologue = if inline {
+            self.expr(a, &group, &mut inputs, true)
+        } else {
+            inputs.push(KernelInput { node: a, broadcast: false });
+            Expr::Input(0)
+        };
+        self.produced_at.insert(r, self.steps.len());
+        self.steps.push(Step::Reduce { node: r, prologue, inputs, epilogue: vec![] });
+    }
+
+    /// Writes materialised elementwise node `e` from the kernel of a reduction it reads, when
+    /// it has the reduction's input shape, reads the reduced value broadcast back over the
+    /// reduced axes, and reads nothing written after that kernel. Returns whether it did.
+    fn add_epilogue(&mut self, e: usize) -> bool {
+        let shape = self.g.nodes[e].shape.clone();
+        let mut reads = vec![];
+        self.leaf_reads(e, &shape, true, &mut reads);
+        // the latest reduction step among the reads
+        let Some((k, r)) = reads
+            .iter()
+            .filter(|&&l| matches!(self.g.nodes[l].op, PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. }))
+            .filter_map(|&l| self.produced_at.get(&l).map(|&k| (k, l)))
+            .max()
+        else {
+            return false;
+        };
+        let Step::Reduce { node, .. } = &self.steps[k] else { return false };
+        debug_assert_eq!(*node, r);
+        let rn = &self.g.nodes[r];
+        if self.g.nodes[rn.args[0]].shape != shape || !row_broadcast(&rn.op, &rn.shape, &shape) {
+            return false;
+        }
+        let ready = reads.iter().all(|&l| l == r || (!self.open_of.contains_key(&l) && self.produced_at.get(&l).is_none_or(|&p| p < k)));
+        if !ready {
+            return false;
+        }
+        let group = Group { shape, roots: vec![] };
+        let Step::Reduce { inputs, .. } = &self.steps[k] else { return false };
+        let mut inputs = inputs.clone();
+        let expr = self.expr(e, &group, &mut inputs, true);
+        let Step::Reduce { inputs: step_inputs, epilogue, .. } = &mut self.steps[k] else { return false };
+        *step_inputs = inputs;
+        epilogue.push((expr, e));
+        self.produced_at.insert(e, k);
+        true
+    }
+
+    /// The steps, with each reduction's own result moved out of its inputs: in the epilogue
+    /// expressions it becomes the input after the last one (`FusedReduce`'s convention).
+    fn finish_reduces(self) -> Vec<Step> {
+        self.steps
+            .into_iter()
+            .map(|step| match step {
+                Step::Reduce { node, prologue, mut inputs, epilogue } => {
+                    let Some(j) = inputs.iter().position(|k| k.node == node) else {
+                        return Step::Reduce { node, prologue, inputs, epilogue };
+                    };
+                    inputs.remove(j);
+                    let n = inputs.len();
+                    let remap = |i: usize| if i == j { n } else if i > j { i - 1 } else { i };
+                    let epilogue = epilogue.into_iter().map(|(e, o)| (remap_inputs(&e, &remap), o)).collect();
+                    Step::Reduce { node, prologue: remap_inputs(&prologue, &remap), inputs, epilogue }
+                }
+                other => other,
+            })
+            .collect()
     }
 
     /// The expression computing `n` inside a kernel of `group`'s shape.
@@ -461,7 +656,7 @@ impl Scheduler<'_> {
         let node = &self.g.nodes[n];
         let inline = root
             || (is_elementwise(&node.op)
-                && (node.shape == group.shape || self.position_free[n])
+                && (node.shape == group.shape || self.broadcastable[n])
                 && (!self.materialised[n] || (group.roots.contains(&n) && self.inline_size[n] < MAX_INLINE_NODES)));
         if !inline {
             let key = KernelInput { node: n, broadcast: node.shape != group.shape };
@@ -510,7 +705,7 @@ impl Scheduler<'_> {
     /// The materialised nodes `n`'s inlined expression reaches (where inlining stops).
     fn leaf_reads(&self, n: usize, shape: &[usize], root: bool, out: &mut Vec<usize>) {
         let node = &self.g.nodes[n];
-        let inline = root || (is_elementwise(&node.op) && !self.materialised[n] && (node.shape == shape || self.position_free[n]));
+        let inline = root || (is_elementwise(&node.op) && !self.materialised[n] && (node.shape == shape || self.broadcastable[n]));
         if !inline {
             if !out.contains(&n) {
                 out.push(n);

@@ -197,8 +197,63 @@ fn reductions_and_dots_are_boundaries_between_fused_regions() {
         ];
         let (fused, unfused, summary, _) = run_both(ctx, &b.g, &ins);
         assert_eq!(fused, unfused);
-        // exp(x - m) (1), sum, e / s (1), the dot's kernels, bias + relu (1), argmax
-        assert_eq!(summary.fused_kernels, 3, "{summary:?}");
+        // max; sum with exp(x - m) as prologue and e / s as epilogue; the dot; bias + relu (the
+        // one generated elementwise kernel); argmax
+        assert_eq!((summary.fused_kernels, summary.fused_prologues, summary.fused_epilogues), (1, 1, 1), "{summary:?}");
+    });
+}
+
+/// Softmax and layernorm over the last axis: two dispatches each (a reduction, then a
+/// reduction with its prologue and the normalised output as its epilogue), same bits as
+/// node by node.
+#[test]
+fn softmax_and_layernorm_are_two_dispatches() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(17);
+        for (rows, cols) in [(64, 1000), (3, 7), (300, 129)] {
+            for t in [F32, F16] {
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
+                let d = b.bin(BinaryOp::Subtract, x, m);
+                let e = b.un(UnaryOp::Exp, d);
+                let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+                let sm = b.bin(BinaryOp::Divide, e, s);
+                b.out(sm);
+                let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "softmax {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_kernels), (2, 0), "softmax {t} {rows}x{cols}: {summary:?}");
+
+                // layernorm: mean = sum / n; var = sum((x - mean)^2) / n; (x - mean) * rsqrt(var + eps) * g + bias
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let g = b.param(t, &[cols]);
+                let bias = b.param(t, &[cols]);
+                let n = b.constant(cols as f64, t);
+                let sum = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[rows, 1], t);
+                let mean = b.bin(BinaryOp::Divide, sum, n);
+                let dx = b.bin(BinaryOp::Subtract, x, mean);
+                let sq = b.bin(BinaryOp::Multiply, dx, dx);
+                let ss = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[sq], &[rows, 1], t);
+                let var = b.bin(BinaryOp::Divide, ss, n);
+                let eps = b.constant(1e-5, t);
+                let ve = b.bin(BinaryOp::Add, var, eps);
+                let rs = b.un(UnaryOp::Rsqrt, ve);
+                let y = b.bin(BinaryOp::Multiply, dx, rs);
+                let y = b.bin(BinaryOp::Multiply, y, g);
+                let y = b.bin(BinaryOp::Add, y, bias);
+                b.out(y);
+                let ins = [
+                    upload(ctx, t, &[rows, cols], &random_values(t, rows * cols, &mut rng)),
+                    upload(ctx, t, &[cols], &random_values(t, cols, &mut rng)),
+                    upload(ctx, t, &[cols], &random_values(t, cols, &mut rng)),
+                ];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "layernorm {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_epilogues), (2, 1), "layernorm {t} {rows}x{cols}: {summary:?}");
+            }
+        }
     });
 }
 

@@ -98,7 +98,7 @@ fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<
         };
         let plan = Plan::new(Graph { params, nodes, outputs }, PlanOptions { dot })?;
         let s = plan.summary();
-        Ok((ResourceArc::new(PlanRef { plan: Arc::new(plan) }), (s.nodes, s.fused_kernels, s.inlined_nodes, s.family_steps)))
+        Ok((ResourceArc::new(PlanRef { plan: Arc::new(plan) }), (s.nodes, s.fused_kernels, s.inlined_nodes, s.family_steps, s.fused_prologues, s.fused_epilogues)))
     })();
     crate::encode_result(env, r, |env, (p, s)| (p, s).encode(env))
 }
