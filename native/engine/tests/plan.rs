@@ -414,3 +414,46 @@ fn bad_graphs_and_inputs_are_errors() {
         assert!(e.contains("graph node 1") && e.contains("gives [4]"), "{e}");
     });
 }
+
+/// Host time of recording a plan (not a test of correctness): `cargo test --release --test plan
+/// host_time -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn host_time_of_runs() {
+    on_engine_alone(|ctx| {
+        let t = F32;
+        let (rows, cols) = (64, 128);
+        let mut b = G::default();
+        let x = b.param(t, &[rows, cols]);
+        let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
+        let d = b.bin(BinaryOp::Subtract, x, m);
+        let e = b.un(UnaryOp::Exp, d);
+        let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+        let sm = b.bin(BinaryOp::Divide, e, s);
+        b.out(sm);
+        let plan = Plan::new(b.g, PlanOptions::default()).unwrap();
+        let xin = ctx.upload(t, &[rows, cols], &vec![0u8; rows * cols * 4]).unwrap();
+        for _ in 0..5 {
+            plan.run(ctx, std::slice::from_ref(&xin)).unwrap();
+        }
+        ctx.synchronize().unwrap();
+        let n = 200;
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            plan.run(ctx, std::slice::from_ref(&xin)).unwrap();
+        }
+        let host = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
+        ctx.synchronize().unwrap();
+        let t1 = std::time::Instant::now();
+        for _ in 0..n {
+            let m = ctx.reduce(ReduceOp::Max, &xin, &[1], true, t).unwrap();
+            let d = ctx.binary(BinaryOp::Subtract, &xin, &m, t).unwrap();
+            let e = ctx.unary(UnaryOp::Exp, &d, t).unwrap();
+            let s = ctx.reduce(ReduceOp::Sum, &e, &[1], true, t).unwrap();
+            ctx.binary(BinaryOp::Divide, &e, &s, t).unwrap();
+        }
+        let eager = t1.elapsed().as_secs_f64() * 1e6 / n as f64;
+        ctx.synchronize().unwrap();
+        eprintln!("softmax {rows}x{cols}: plan.run {host:.1} us host, eager 5 ops {eager:.1} us host");
+    });
+}
