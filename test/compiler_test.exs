@@ -33,7 +33,7 @@ defmodule NxVulkan.CompilerTest do
       test "#{name}: compiled == evaluator on NxVulkan.Backend, bit for bit" do
         args = on_device(@args)
         {:plan, info} = NxVulkan.Compiler.describe(@fun, args)
-        if @kernels, do: assert(info.fused_kernels == @kernels, inspect(info))
+        if @kernels != nil, do: assert(info.fused_kernels == @kernels, inspect(info))
 
         jitted = Nx.Defn.jit(@fun, compiler: NxVulkan.Compiler)
         NxVulkan.synchronize()
@@ -45,7 +45,7 @@ defmodule NxVulkan.CompilerTest do
         assert bits(compiled) == bits(eager)
         assert after_run.recordings - before.recordings == 1, "one recording per call"
 
-        if @kernels && info.family_steps == 0 do
+        if @kernels != nil and info.family_steps == 0 do
           assert after_run.dispatches - before.dispatches == @kernels
         end
 
@@ -117,13 +117,36 @@ defmodule NxVulkan.CompilerTest do
       assert Nx.to_binary(r) == Nx.to_binary(Nx.exp(Nx.backend_copy(x, NxVulkan.Backend)))
     end
 
-    test "while runs through the evaluator, counted; strict mode forbids it" do
+    test "while runs on the device: plans around the loop, the predicate read back" do
       NxVulkan.reset_fallbacks()
       x = Nx.iota({4}, type: :f32)
-      assert {:evaluator, :while} = NxVulkan.Compiler.describe(&CompilerCases.Fns.while_loop/1, [x])
+
+      assert {:plan, %{whiles: 1, stages: stages}} =
+               NxVulkan.Compiler.describe(&CompilerCases.Fns.while_loop/1, [x])
+
+      assert stages >= 2
       jitted = Nx.Defn.jit(&CompilerCases.Fns.while_loop/1, compiler: NxVulkan.Compiler)
       assert Nx.to_flat_list(jitted.(x)) == [0.0, 8.0, 16.0, 24.0]
-      assert NxVulkan.fallbacks()[:"defn:while"] == 1
+
+      for w <- [Nx.iota({4}, type: :f32), Nx.negate(Nx.iota({4}, type: :f32))] do
+        x = Nx.tensor([0.5, -1.0, 2.0, 0.25])
+        x = if Nx.to_number(Nx.sum(w)) > 0, do: x, else: Nx.negate(x)
+        want = Nx.Defn.jit(&CompilerCases.Fns.while_cond/2, compiler: Nx.Defn.Evaluator).(x, w)
+        got = Nx.Defn.jit(&CompilerCases.Fns.while_cond/2, compiler: NxVulkan.Compiler).(x, w)
+        assert Nx.to_binary(got) == Nx.to_binary(want)
+      end
+
+      assert NxVulkan.fallbacks() == %{}
+    end
+
+    test "ops without a plan node run through the evaluator, counted; strict mode forbids it" do
+      NxVulkan.reset_fallbacks()
+      x = Nx.tensor([3.0, 1.0, 2.0])
+      sorter = fn x -> Nx.sort(x) |> Nx.multiply(2) end
+      assert {:evaluator, :sort} = NxVulkan.Compiler.describe(sorter, [x])
+      jitted = Nx.Defn.jit(sorter, compiler: NxVulkan.Compiler)
+      assert Nx.to_flat_list(jitted.(x)) == [2.0, 4.0, 6.0]
+      assert NxVulkan.fallbacks()[:"defn:sort"] == 1
       NxVulkan.strict(true)
       assert_raise NxVulkan.FallbackError, fn -> jitted.(x) end
     after

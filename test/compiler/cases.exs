@@ -96,6 +96,32 @@ if Code.ensure_loaded?(Nx) do
        Nx.any(x > 3, axes: [1])}
     end
 
+    defn conds(x, n) do
+      a =
+        cond do
+          n > 5 -> x * 2
+          n < -5 -> Nx.exp(x)
+          true -> x - 1
+        end
+
+      b = if Nx.sum(x) > 0, do: {x + 1, n}, else: {x - 1, n + 1}
+      {a, b}
+    end
+
+    # the shape of Axon's gradient accumulation: a loop that runs once, an if inside
+    defn while_cond(x, w) do
+      {_, w, _} =
+        while {x, w, flag = Nx.tensor(1)}, flag do
+          if Nx.sum(x) > 0 do
+            {x, w - 0.1 * x, Nx.tensor(0)}
+          else
+            {x, w + x, Nx.tensor(0)}
+          end
+        end
+
+      w * 2
+    end
+
     defn while_loop(x) do
       {_, x} =
         while {i = 0, x}, i < 3 do
@@ -154,7 +180,10 @@ if Code.ensure_loaded?(Nx) do
         {"creation", &Fns.creation/1, [Nx.slice(u, [0, 0], [5, 5])], nil},
         {"arg_clip", &Fns.arg_clip/1, [u], nil},
         {"captured", &Fns.captured/1, [Nx.slice(u, [0, 0], [4, 3])], 1},
-        {"reductions", &Fns.reductions/1, [Nx.slice(u, [0, 0], [6, 9])], nil}
+        {"reductions", &Fns.reductions/1, [Nx.slice(u, [0, 0], [6, 9])], nil},
+        {"conds n=7", &Fns.conds/2, [Nx.slice(u, [0, 0], [3, 4]), Nx.tensor(7)], nil},
+        {"conds n=-9", &Fns.conds/2, [Nx.slice(u, [0, 0], [3, 4]), Nx.tensor(-9)], nil},
+        {"conds n=0", &Fns.conds/2, [Nx.slice(v, [1, 0], [3, 4]), Nx.tensor(0)], nil}
       ]
     end
   end

@@ -18,10 +18,14 @@ cases =
 
     %{
       name: name,
-      params: ir.params ++ Enum.map(ir.captured, &{Nx.type(&1), Nx.shape(&1)}),
+      params: ir.params,
       nodes: ir.nodes,
       outputs: ir.outputs,
-      inputs: Enum.map(args ++ ir.captured, bytes),
+      inputs:
+        Enum.map(ir.inputs, fn
+          {:param, i} -> bytes.(Enum.at(args, i))
+          {:captured, t} -> bytes.(t)
+        end),
       expected: [expected] |> Nx.Defn.Composite.flatten_list() |> Enum.map(bytes),
       fused_kernels: kernels
     }
