@@ -229,6 +229,7 @@ struct Group {
 impl Plan {
     pub fn new(graph: Graph, options: PlanOptions) -> Result<Plan> {
         validate(&graph)?;
+        let graph = widen_exact_dots(graph, options);
         let g = &graph;
         let n = g.nodes.len();
         let mut consumers: Vec<Vec<usize>> = vec![vec![]; n];
@@ -447,6 +448,29 @@ impl Plan {
 
 fn value(vals: &[Option<Tensor>], node: usize) -> Result<&Tensor> {
     vals[node].as_ref().ok_or_else(|| invalid!("plan bug: node {node} used before it was computed or after it was freed"))
+}
+
+/// The exact f32 dot is an f64 GEMM rounded once to f32 (`Context::record_dot`). Written as
+/// an f64 dot node and an elementwise conversion, the rounding joins the elementwise work that
+/// reads the dot (bias, activation, residual: the epilogue) instead of being a kernel of its
+/// own — the same bits, one dispatch and one f32 round trip through memory fewer.
+fn widen_exact_dots(g: Graph, options: PlanOptions) -> Graph {
+    if options.dot != DotPrecision::Exact || !g.nodes.iter().any(|n| matches!(n.op, PlanOp::Dot { .. }) && n.dtype == DType::F32) {
+        return g;
+    }
+    let mut map = Vec::with_capacity(g.nodes.len());
+    let mut nodes = Vec::with_capacity(g.nodes.len() + 4);
+    for node in g.nodes {
+        let args: Vec<usize> = node.args.iter().map(|&a| map[a]).collect();
+        if matches!(node.op, PlanOp::Dot { .. }) && node.dtype == DType::F32 {
+            nodes.push(PlanNode { op: node.op, args, shape: node.shape.clone(), dtype: DType::F64 });
+            nodes.push(PlanNode { op: PlanOp::Convert, args: vec![nodes.len() - 1], shape: node.shape, dtype: DType::F32 });
+        } else {
+            nodes.push(PlanNode { args, ..node });
+        }
+        map.push(nodes.len() - 1);
+    }
+    Graph { params: g.params, outputs: g.outputs.iter().map(|&o| map[o]).collect(), nodes }
 }
 
 /// Records one non-elementwise node (or, from `eval_unfused`, any node as its own op).
