@@ -1,10 +1,30 @@
 //! Reductions (sum, product, max, min, all, any) and arg-reductions (argmax, argmin) over any
-//! set of axes of any tensor view.
+//! set of axes of any tensor view, alone or fused with the elementwise work around them.
 //!
-//! The input view is regrouped as `[kept axes..., reduced axes...]` (adjacent axes merged where
-//! their strides allow), so output element `o` (row-major over the kept axes) reduces the
-//! elements `r = 0..R` (row-major over the reduced axes, in their original order). Kernels read
-//! the view through its strides: no copy is made.
+//! **Recording.** `record_reduce`/`record_arg_reduce` record into a caller's `Batch` and write a
+//! caller-allocated output (contiguous from the start of its buffer, one element per kept
+//! position); `reduce`/`arg_reduce` allocate it and record into a batch of their own.
+//! `record_reduce_fused` ([`FusedReduce`]) reduces an elementwise *prologue* over several input
+//! views (what `record_map` would write into a temporary) and may write elementwise *epilogue*
+//! outputs of the input shape that read the reduced value broadcast back: softmax is a max, then
+//! one fused sum whose prologue is `exp(x - max)` and whose epilogue is `exp(x - max) / sum`
+//! (2 dispatches). A plain reduction is the fused one with the prologue `Input(0)`: one kernel
+//! generator serves both, so the folding order below is literally shared. The fused result is
+//! bit-identical to the unfused sequence (map, plain reduction, map): each prologue value is
+//! encoded to the prologue's type and decoded again before it is folded, and the epilogue reads
+//! the reduced value from its stored bits. Under `PerOutput` and `PerGroup` the epilogue runs in
+//! the reduction kernel (the invocation or workgroup that finished output `o` then walks `o`'s
+//! elements); under `Split` it is one more elementwise dispatch after pass 2
+//! ([`epilogue_in_kernel`], [`fused_reduce_dispatches`]).
+//!
+//! The input views (and the iotas a prologue or epilogue reads, and the row-major index where
+//! epilogue outputs are written — all linear in the coordinates) are regrouped as
+//! `[kept axes..., reduced axes...]` (adjacent axes merged where every view's strides allow), so
+//! output element `o` (row-major over the kept axes) reduces the elements `r = 0..R` (row-major
+//! over the reduced axes, in their original order). Kernels read the views through their
+//! strides: no copy is made; a view constant along every reduced axis (a row maximum broadcast
+//! back) is read once per output. Kernels are keyed by the expressions, types, strategy kind,
+//! merged ranks and which views are row-constant — never by sizes.
 //!
 //! **Fixed order.** The strategy is chosen from the shape alone (never from the device, its
 //! subgroup size or its timing), and each strategy combines in a fixed order, so reruns are

@@ -191,20 +191,24 @@ fn shape_for(strategy: u64, rng: &mut Rng) -> (Vec<usize>, Vec<usize>) {
     let odd = |rng: &mut Rng, lo: u64, hi: u64| (lo + rng.below(hi - lo)) as usize | 1;
     match strategy {
         // PerOutput: short reductions
-        0 => match rng.below(3) {
+        0 => match rng.below(5) {
             0 => (vec![odd(rng, 3, 40), odd(rng, 3, 60)], vec![1]),
+            3 => (vec![odd(rng, 3, 9), odd(rng, 3, 9), odd(rng, 3, 20)], vec![2]),
+            4 => (vec![odd(rng, 3, 7), odd(rng, 3, 7), odd(rng, 5, 15), odd(rng, 5, 15)], vec![2, 3]),
             1 => (vec![odd(rng, 3, 9), odd(rng, 3, 20), odd(rng, 3, 9)], vec![0, 2]),
             _ => (vec![odd(rng, 3, 30), odd(rng, 3, 7), odd(rng, 3, 5)], vec![1]),
         },
         // PerGroup
-        1 => match rng.below(3) {
+        1 => match rng.below(4) {
             0 => (vec![odd(rng, 3, 40), odd(rng, 300, 2000)], vec![1]),
+            3 => (vec![odd(rng, 3, 9), odd(rng, 20, 40), odd(rng, 20, 40)], vec![1, 2]),
             1 => (vec![odd(rng, 300, 700), odd(rng, 3, 9)], vec![0]),
             _ => (vec![odd(rng, 20, 40), odd(rng, 3, 9), odd(rng, 20, 40)], vec![0, 2]),
         },
         // Split: long reductions into few outputs
-        _ => match rng.below(3) {
+        _ => match rng.below(4) {
             0 => (vec![odd(rng, 1, 4), odd(rng, 8200, 12000)], vec![1]),
+            3 => (vec![odd(rng, 1, 4), odd(rng, 90, 110), odd(rng, 90, 110)], vec![1, 2]),
             1 => (vec![odd(rng, 9000, 11000), odd(rng, 1, 4)], vec![0]),
             _ => (vec![odd(rng, 90, 110), odd(rng, 1, 3), odd(rng, 90, 110)], vec![0, 2]),
         },
@@ -221,7 +225,7 @@ fn random_fused_reductions_equal_the_unfused_sequence() {
             let t = types[case % types.len()];
             let (shape, axes) = shape_for((case / types.len()) as u64 % 3, &mut rng);
             let x = view(ctx, t, &shape, rng.below(4), &mut rng);
-            let y = view(ctx, t, &shape, 4 - rng.below(2) * 4, &mut rng);
+            let y = view(ctx, t, &shape, [0, 1, 4, 4][rng.below(4) as usize], &mut rng);
             let pro = prologue(t, shape.len(), &mut rng);
             let vt = pro.dtype(&[t, t]).unwrap();
             let op = [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::All, ReduceOp::Any][rng.below(6) as usize];
