@@ -705,3 +705,37 @@ fn a_finish_reading_a_varying_input_is_an_error() {
         assert!(e.contains("finish gives f64"), "{e}");
     });
 }
+
+/// Empty rows: the finish still reads its kept inputs at each output, though no element of the
+/// row exists (sum over nothing = 0, finished as 0 + m = m).
+#[test]
+fn a_finish_over_empty_rows_reads_its_kept_inputs() {
+    on_engine_alone(|ctx| {
+        let f = DType::F32;
+        let x = ctx.empty(f, &[5, 0]).unwrap();
+        let ms: Vec<f32> = vec![1.5, -2.0, 3.25, 4.0, -5.5];
+        let m = upload(ctx, f, &[5, 1], &ms.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>());
+        let mb = m.broadcast_to(&[5, 0]).unwrap();
+        let out = ctx.empty(f, &[5]).unwrap();
+        let finish = bin(BinaryOp::Add, Expr::Input(2), Expr::Input(1), f);
+        let r = FusedReduce {
+            op: ReduceOp::Sum.into(),
+            prologue: un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f), f),
+            inputs: vec![&x, &mb],
+            shape: vec![5, 0],
+            axes: vec![1],
+            out: &out,
+            epilogue: vec![],
+            finish: Some(Finish { reduced: f, expr: finish.clone() }),
+        };
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_reduce_fused(&mut batch, &r).unwrap();
+        batch.finish().unwrap();
+        let s2 = ctx.reduce(ReduceOp::Sum, &x, &[1], true, f).unwrap();
+        let l2 = ctx.map(&bin(BinaryOp::Add, Expr::Input(0), Expr::Input(1), f), &[&s2, &m]).unwrap();
+        let got = ctx.download(&out).unwrap();
+        assert_eq!(got, ctx.download(&l2).unwrap());
+        let got: Vec<f32> = from_bytes(f, &got).iter().map(|&b| f32::from_bits(b as u32)).collect();
+        assert_eq!(got, ms);
+    });
+}
