@@ -185,9 +185,6 @@ pub struct FusedReduce<'a> {
     /// or `out`. Runs in the reduction's kernel unless the strategy is `Split`
     /// ([`epilogue_in_kernel`]); then it is one more elementwise dispatch.
     pub epilogue: Vec<(Expr, &'a Tensor)>,
-    /// Optional: what `out` receives instead of the reduced value (logsumexp's
-    /// `log(sum) + max`, a mean's `sum / n`); the epilogue then reads this finished value.
-    pub finish: Option<Finish>,
 }
 
 impl<'a> FusedReduce<'a> {
@@ -201,12 +198,12 @@ impl<'a> FusedReduce<'a> {
             axes: axes.to_vec(),
             out,
             epilogue: vec![],
-            finish: None,
         }
     }
 }
 
-/// The elementwise step between a reduction and its output, evaluated once per output element:
+/// The elementwise step between a reduction and its output
+/// ([`Context::record_reduce_finished`]), evaluated once per output element:
 /// `expr` over `FusedReduce::inputs` (only inputs constant along every reduced axis — stride 0
 /// there, like a kept-shape tensor broadcast back — read at the output's position) plus
 /// `Expr::Input(inputs.len())` = the reduced value rounded to `reduced` (as the unfused
@@ -458,7 +455,14 @@ impl Context {
     /// contract). Dispatches: [`fused_reduce_dispatches`]. Kernels are keyed by the
     /// expressions, types, strategy, access patterns and merged ranks, never by sizes.
     pub fn record_reduce_fused(&self, batch: &mut Batch<'_>, r: &FusedReduce<'_>) -> Result<()> {
-        let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue, finish } = r;
+        self.record_reduce_finished(batch, r, None)
+    }
+
+    /// As [`Context::record_reduce_fused`], with `finish` (when given) mapping the reduced
+    /// value before it is written to `r.out` (whose type is then the finish's): logsumexp's
+    /// `log(sum) + max`, a mean's `sum / n`. The epilogue reads the finished value.
+    pub fn record_reduce_finished(&self, batch: &mut Batch<'_>, r: &FusedReduce<'_>, finish: Option<&Finish>) -> Result<()> {
+        let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue } = r;
         let (out, op, shape, axes) = (*out, *op, shape.as_slice(), axes.as_slice());
         let comb = op.comb();
         checked_numel(shape)?;
@@ -471,7 +475,7 @@ impl Context {
         let val_t = prologue.dtype(&in_types)?;
         let out_t = out.dtype;
         // the type the reduction itself writes
-        let red_t = finish.as_ref().map_or(out_t, |f| f.reduced);
+        let red_t = finish.map_or(out_t, |f| f.reduced);
         if let Reduction::Arg { op, .. } = op {
             if !red_t.is_integer() {
                 return Err(invalid!("{op:?} returns indices: output type must be an integer type, got {red_t}"));
@@ -578,7 +582,7 @@ impl Context {
             val_t,
             red_t,
             out: if split { red_t } else { out_t },
-            finish: if split { None } else { finish.as_ref().map(|f| f.expr.clone()) },
+            finish: if split { None } else { finish.map(|f| f.expr.clone()) },
             src_partial,
             sink_partial,
             strategy,

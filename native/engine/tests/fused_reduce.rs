@@ -60,9 +60,8 @@ fn fused(ctx: &Context, c: &Case) -> (Vec<u8>, Vec<Vec<u8>>, u64) {
         axes: c.axes.clone(),
         out: &out,
         epilogue: c.epilogue.iter().cloned().zip(epi_out.iter()).collect(),
-        finish: c.finish.clone(),
     };
-    ctx.record_reduce_fused(&mut batch, &r).unwrap();
+    ctx.record_reduce_finished(&mut batch, &r, c.finish.as_ref()).unwrap();
     batch.finish().unwrap();
     let dispatches = ctx.stats().dispatches - before;
     (ctx.download(&out).unwrap(), epi_out.iter().map(|t| ctx.download(t).unwrap()).collect(), dispatches)
@@ -448,7 +447,6 @@ fn softmax_fused(ctx: &Context, x: &Tensor) -> (Tensor, u64) {
         axes: vec![1],
         out: &s,
         epilogue: vec![(bin(BinaryOp::Divide, e, Expr::Input(2), f), &y)],
-        finish: None,
     };
     ctx.record_reduce_fused(&mut batch, &r).unwrap();
     batch.finish().unwrap();
@@ -535,7 +533,6 @@ fn layernorm_is_two_dispatches_and_equals_unfused_and_f64() {
                 axes: vec![1],
                 out: &v,
                 epilogue: vec![(norm(Expr::Input(1), Expr::Input(2)), &y)],
-                finish: None,
             };
             ctx.record_reduce_fused(&mut batch, &r).unwrap();
             batch.finish().unwrap();
@@ -568,7 +565,7 @@ fn bad_arguments_are_errors() {
         let x = upload(ctx, DType::F32, &[4, 6], &[0; 24]);
         let run = |out: &Tensor, epi: Vec<(Expr, &Tensor)>, axes: Vec<usize>, op: Reduction| {
             let mut batch = ctx.batch().unwrap();
-            let r = FusedReduce { op, prologue: Expr::Input(0), inputs: vec![&x], shape: vec![4, 6], axes, out, epilogue: epi, finish: None };
+            let r = FusedReduce { op, prologue: Expr::Input(0), inputs: vec![&x], shape: vec![4, 6], axes, out, epilogue: epi };
             ctx.record_reduce_fused(&mut batch, &r).map(|_| ()).map_err(|e| e.to_string())
         };
         let good = ctx.empty(DType::F32, &[4]).unwrap();
@@ -611,9 +608,9 @@ fn logsumexp_is_two_dispatches_and_equals_unfused_and_f64() {
                 axes: vec![1],
                 out: &lse,
                 epilogue: vec![],
-                finish: Some(Finish { reduced: f, expr: bin(BinaryOp::Add, un(UnaryOp::Log, Expr::Input(2), f), Expr::Input(1), f) }),
             };
-            ctx.record_reduce_fused(&mut batch, &r).unwrap();
+            let lse_finish = Finish { reduced: f, expr: bin(BinaryOp::Add, un(UnaryOp::Log, Expr::Input(2), f), Expr::Input(1), f) };
+            ctx.record_reduce_finished(&mut batch, &r, Some(&lse_finish)).unwrap();
             batch.finish().unwrap();
             assert_eq!(ctx.stats().dispatches - before, want, "logsumexp {rows}x{cols} dispatches");
             // unfused
@@ -655,9 +652,8 @@ fn mean_and_variance_are_two_dispatches_and_equal_unfused_and_f64() {
             };
             let before = ctx.stats().dispatches;
             let mut batch = ctx.batch().unwrap();
-            let mut r = FusedReduce::plain(ReduceOp::Sum.into(), &x, &[1], &mean);
-            r.finish = Some(per_n.clone());
-            ctx.record_reduce_fused(&mut batch, &r).unwrap();
+            let r = FusedReduce::plain(ReduceOp::Sum.into(), &x, &[1], &mean);
+            ctx.record_reduce_finished(&mut batch, &r, Some(&per_n)).unwrap();
             let mb = mean.broadcast_to(&shape).unwrap();
             let r = FusedReduce {
                 op: ReduceOp::Sum.into(),
@@ -667,9 +663,9 @@ fn mean_and_variance_are_two_dispatches_and_equal_unfused_and_f64() {
                 axes: vec![1],
                 out: &var,
                 epilogue: vec![],
-                finish: Some(Finish { reduced: f, expr: bin(BinaryOp::Divide, Expr::Input(2), n.clone(), f) }),
             };
-            ctx.record_reduce_fused(&mut batch, &r).unwrap();
+            let var_finish = Finish { reduced: f, expr: bin(BinaryOp::Divide, Expr::Input(2), n.clone(), f) };
+            ctx.record_reduce_finished(&mut batch, &r, Some(&var_finish)).unwrap();
             batch.finish().unwrap();
             assert_eq!(ctx.stats().dispatches - before, 2, "mean/variance {rows}x{cols} dispatches");
             let div = bin(BinaryOp::Divide, Expr::Input(0), n.clone(), f);
@@ -695,13 +691,13 @@ fn a_finish_reading_a_varying_input_is_an_error() {
     on_engine(|ctx| {
         let x = upload(ctx, DType::F32, &[4, 6], &[0; 24]);
         let out = ctx.empty(DType::F32, &[4]).unwrap();
-        let mut r = FusedReduce::plain(ReduceOp::Sum.into(), &x, &[1], &out);
-        r.finish = Some(Finish { reduced: DType::F32, expr: bin(BinaryOp::Add, Expr::Input(0), Expr::Input(1), DType::F32) });
+        let r = FusedReduce::plain(ReduceOp::Sum.into(), &x, &[1], &out);
+        let finish = Finish { reduced: DType::F32, expr: bin(BinaryOp::Add, Expr::Input(0), Expr::Input(1), DType::F32) };
         let mut batch = ctx.batch().unwrap();
-        let e = ctx.record_reduce_fused(&mut batch, &r).unwrap_err().to_string();
+        let e = ctx.record_reduce_finished(&mut batch, &r, Some(&finish)).unwrap_err().to_string();
         assert!(e.contains("varies along the reduced axes"), "{e}");
-        r.finish = Some(Finish { reduced: DType::F32, expr: Expr::convert(Expr::Input(1), DType::F64) });
-        let e = ctx.record_reduce_fused(&mut batch, &r).unwrap_err().to_string();
+        let finish = Finish { reduced: DType::F32, expr: Expr::convert(Expr::Input(1), DType::F64) };
+        let e = ctx.record_reduce_finished(&mut batch, &r, Some(&finish)).unwrap_err().to_string();
         assert!(e.contains("finish gives f64"), "{e}");
     });
 }
@@ -726,10 +722,9 @@ fn a_finish_over_empty_rows_reads_its_kept_inputs() {
             axes: vec![1],
             out: &out,
             epilogue: vec![],
-            finish: Some(Finish { reduced: f, expr: finish.clone() }),
         };
         let mut batch = ctx.batch().unwrap();
-        ctx.record_reduce_fused(&mut batch, &r).unwrap();
+        ctx.record_reduce_finished(&mut batch, &r, Some(&Finish { reduced: f, expr: finish })).unwrap();
         batch.finish().unwrap();
         let s2 = ctx.reduce(ReduceOp::Sum, &x, &[1], true, f).unwrap();
         let l2 = ctx.map(&bin(BinaryOp::Add, Expr::Input(0), Expr::Input(1), f), &[&s2, &m]).unwrap();
