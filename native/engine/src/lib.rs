@@ -28,6 +28,7 @@ pub mod matmul;
 pub mod memory;
 pub mod ops;
 pub mod params;
+pub mod plan;
 pub mod reduce;
 pub mod scan;
 pub mod sort;

@@ -13,10 +13,11 @@ use std::panic::RefUnwindSafe;
 
 mod complex;
 mod indexing;
+mod plan;
 mod sort;
 mod window;
 
-mod atoms {
+pub(crate) mod atoms {
     rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc, busy }
 }
 
@@ -34,7 +35,7 @@ impl rustler::Resource for TensorRef {}
 
 pub(crate) type Handle = ResourceArc<TensorRef>;
 
-fn handle(t: Tensor) -> Handle {
+pub(crate) fn handle(t: Tensor) -> Handle {
     ResourceArc::new(TensorRef { tensor: RwLock::new(Some(t)) })
 }
 
@@ -53,7 +54,7 @@ fn kind(e: &EngineError) -> Atom {
     }
 }
 
-fn encode_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
+pub(crate) fn encode_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
     match r {
         Ok(v) => (atoms::ok(), ok(env, v)).encode(env),
         Err(e) => (atoms::error(), (kind(&e), e.to_string())).encode(env),
