@@ -1,10 +1,35 @@
 //! Reductions (sum, product, max, min, all, any) and arg-reductions (argmax, argmin) over any
-//! set of axes of any tensor view.
+//! set of axes of any tensor view, alone or fused with the elementwise work around them.
 //!
-//! The input view is regrouped as `[kept axes..., reduced axes...]` (adjacent axes merged where
-//! their strides allow), so output element `o` (row-major over the kept axes) reduces the
-//! elements `r = 0..R` (row-major over the reduced axes, in their original order). Kernels read
-//! the view through its strides: no copy is made.
+//! **Recording.** `record_reduce`/`record_arg_reduce` record into a caller's `Batch` and write a
+//! caller-allocated output (contiguous from the start of its buffer, one element per kept
+//! position); `reduce`/`arg_reduce` allocate it and record into a batch of their own.
+//! `record_reduce_fused` ([`FusedReduce`]) reduces an elementwise *prologue* over several input
+//! views (what `record_map` would write into a temporary) and may write elementwise *epilogue*
+//! outputs of the input shape that read the reduced value broadcast back: softmax is a max, then
+//! one fused sum whose prologue is `exp(x - max)` and whose epilogue is `exp(x - max) / sum`
+//! (2 dispatches). A *finish* ([`Finish`]) maps the reduced value (with inputs constant along
+//! the reduced axes) before it is written: logsumexp is a max, then a sum of `exp(x - max)`
+//! finished as `log(sum) + max`; mean and variance are a sum finished as `/ n`, then a sum of
+//! `(x - mean)^2` finished as `/ n` (2 dispatches each). A plain reduction is the fused one with
+//! the prologue `Input(0)`: one kernel
+//! generator serves both, so the folding order below is literally shared. The fused result is
+//! bit-identical to the unfused sequence (map, plain reduction, map): each prologue value is
+//! encoded to the prologue's type and decoded again before it is folded, and the epilogue reads
+//! the reduced value from its stored bits (a finish likewise reads the reduced value's bits, and
+//! the epilogue the finished value's). Under `PerOutput` and `PerGroup` the finish and the
+//! epilogue run in the reduction kernel (the invocation or workgroup that finished output `o`
+//! then walks `o`'s elements); under `Split` each is one more elementwise dispatch after pass 2
+//! ([`epilogue_in_kernel`], [`fused_reduce_dispatches`]).
+//!
+//! The input views (and the iotas a prologue or epilogue reads, and the row-major index where
+//! epilogue outputs are written — all linear in the coordinates) are regrouped as
+//! `[kept axes..., reduced axes...]` (adjacent axes merged where every view's strides allow), so
+//! output element `o` (row-major over the kept axes) reduces the elements `r = 0..R` (row-major
+//! over the reduced axes, in their original order). Kernels read the views through their
+//! strides: no copy is made; a view constant along every reduced axis (a row maximum broadcast
+//! back) is read once per output. Kernels are keyed by the expressions, types, strategy kind,
+//! merged ranks and which views are row-constant — never by sizes.
 //!
 //! **Fixed order.** The strategy is chosen from the shape alone (never from the device, its
 //! subgroup size or its timing), and each strategy combines in a fixed order, so reruns are
@@ -134,7 +159,9 @@ impl Reduction {
 /// of `prologue` into a temporary of the prologue's type and `shape`, the plain reduction
 /// ([`Context::record_reduce`] / [`Context::record_arg_reduce`]) of that temporary over `axes`
 /// into `out`, then `record_map` of each epilogue expression with `out` broadcast back to
-/// `shape` as input `inputs.len()`. The fused kernel picks the same [`Strategy`] from the same
+/// `shape` as input `inputs.len()` (with a [`Finish`], the plain reduction writes a temporary
+/// of `Finish::reduced` and `record_map` of the finish over the kept positions writes `out`).
+/// The fused kernel picks the same [`Strategy`] from the same
 /// (outputs, reduced length) and folds in the same order; every prologue value is encoded to the
 /// prologue's type and decoded again, and the epilogue reads the reduced value from its encoded
 /// bits, exactly as the temporaries would be written and read.
@@ -158,6 +185,35 @@ pub struct FusedReduce<'a> {
     /// or `out`. Runs in the reduction's kernel unless the strategy is `Split`
     /// ([`epilogue_in_kernel`]); then it is one more elementwise dispatch.
     pub epilogue: Vec<(Expr, &'a Tensor)>,
+}
+
+impl<'a> FusedReduce<'a> {
+    /// The plain reduction of `x` over `axes` into `out`: no prologue, epilogue or finish.
+    pub fn plain(op: Reduction, x: &'a Tensor, axes: &[usize], out: &'a Tensor) -> FusedReduce<'a> {
+        FusedReduce {
+            op,
+            prologue: Expr::Input(0),
+            inputs: vec![x],
+            shape: x.shape.clone(),
+            axes: axes.to_vec(),
+            out,
+            epilogue: vec![],
+        }
+    }
+}
+
+/// The elementwise step between a reduction and its output
+/// ([`Context::record_reduce_finished`]), evaluated once per output element:
+/// `expr` over `FusedReduce::inputs` (only inputs constant along every reduced axis — stride 0
+/// there, like a kept-shape tensor broadcast back — read at the output's position) plus
+/// `Expr::Input(inputs.len())` = the reduced value rounded to `reduced` (as the unfused
+/// reduction would write it). `expr`'s type is `out`'s. Unfused, it is `record_map` over the
+/// kept positions. No iota.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finish {
+    /// The type the reduction itself writes (Nx's reduction result type).
+    pub reduced: DType,
+    pub expr: Expr,
 }
 
 /// How a reduction is mapped onto the device (a function of the shape only).
@@ -212,24 +268,26 @@ pub fn reduction_strategy(shape: &[usize], axes: &[usize], out: DType) -> Result
     Ok(strategy_for(outputs, len, out))
 }
 
-/// Whether a fused reduction's epilogue runs inside the reduction kernel (`PerOutput` and
-/// `PerGroup`: the invocation or workgroup that finishes an output writes its elements). Under
-/// `Split` the epilogue needs the finished value of every segment, so it is a separate
-/// elementwise dispatch after the two passes (still recorded by `record_reduce_fused`).
+/// Whether a fused reduction's epilogue (and finish) runs inside the reduction kernel
+/// (`PerOutput` and `PerGroup`: the invocation or workgroup that finishes an output writes its
+/// elements). Under `Split` the epilogue needs the finished value of every segment, so it is a
+/// separate elementwise dispatch after the two passes, and so is the finish (both still
+/// recorded by `record_reduce_fused`). `out` as for [`fused_reduce_dispatches`].
 pub fn epilogue_in_kernel(shape: &[usize], axes: &[usize], out: DType) -> Result<bool> {
     Ok(!matches!(reduction_strategy(shape, axes, out)?, Strategy::Split { .. }))
 }
 
 /// The dispatches `record_reduce_fused` records: 1 (`PerOutput`, `PerGroup`) or 2 (`Split`),
-/// plus 1 for an epilogue under `Split`; 0 when there is nothing to write.
-pub fn fused_reduce_dispatches(shape: &[usize], axes: &[usize], out: DType, epilogue: bool) -> Result<usize> {
+/// plus, under `Split`, 1 for a finish and 1 for an epilogue; 0 when there is nothing to write.
+/// `out` is the type the reduction itself writes (`Finish::reduced` when finishing).
+pub fn fused_reduce_dispatches(shape: &[usize], axes: &[usize], out: DType, epilogue: bool, finish: bool) -> Result<usize> {
     let reduced = reduced_axes(shape, axes)?;
     let (outputs, len) = sizes(shape, &reduced);
     if outputs == 0 {
         return Ok(0);
     }
     Ok(match strategy_for(outputs, len, out) {
-        Strategy::Split { .. } => 2 + epilogue as usize,
+        Strategy::Split { .. } => 2 + epilogue as usize + finish as usize,
         _ => 1,
     })
 }
@@ -368,7 +426,7 @@ impl Context {
     /// buffer (a new tensor), of the output type, with one element per kept position (the kept
     /// axes' shape, with or without the reduced axes as 1s: only the element count is checked).
     pub fn record_reduce(&self, batch: &mut Batch<'_>, op: ReduceOp, x: &Tensor, axes: &[usize], out: &Tensor) -> Result<()> {
-        self.record_fused(batch, op.into(), &Expr::Input(0), &[x], &x.shape, axes, out, &[])
+        self.record_reduce_fused(batch, &FusedReduce::plain(op.into(), x, axes, out))
     }
 
     /// Argmax/argmin along `axis`, or over the flattened tensor (row-major index) when `None`.
@@ -390,28 +448,22 @@ impl Context {
     /// tensor laid out as for [`Context::record_reduce`]).
     pub fn record_arg_reduce(&self, batch: &mut Batch<'_>, op: ArgOp, x: &Tensor, axis: Option<usize>, tie_break: TieBreak, out: &Tensor) -> Result<()> {
         let axes = arg_axes(&x.shape, axis);
-        self.record_fused(batch, Reduction::Arg { op, tie_break }, &Expr::Input(0), &[x], &x.shape, &axes, out, &[])
+        self.record_reduce_fused(batch, &FusedReduce::plain(Reduction::Arg { op, tie_break }, x, &axes, out))
     }
 
     /// Records a reduction with its prologue and epilogue fused (see [`FusedReduce`] for the
     /// contract). Dispatches: [`fused_reduce_dispatches`]. Kernels are keyed by the
     /// expressions, types, strategy, access patterns and merged ranks, never by sizes.
     pub fn record_reduce_fused(&self, batch: &mut Batch<'_>, r: &FusedReduce<'_>) -> Result<()> {
-        self.record_fused(batch, r.op, &r.prologue, &r.inputs, &r.shape, &r.axes, r.out, &r.epilogue)
+        self.record_reduce_finished(batch, r, None)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn record_fused(
-        &self,
-        batch: &mut Batch<'_>,
-        op: Reduction,
-        prologue: &Expr,
-        inputs: &[&Tensor],
-        shape: &[usize],
-        axes: &[usize],
-        out: &Tensor,
-        epilogue: &[(Expr, &Tensor)],
-    ) -> Result<()> {
+    /// As [`Context::record_reduce_fused`], with `finish` (when given) mapping the reduced
+    /// value before it is written to `r.out` (whose type is then the finish's): logsumexp's
+    /// `log(sum) + max`, a mean's `sum / n`. The epilogue reads the finished value.
+    pub fn record_reduce_finished(&self, batch: &mut Batch<'_>, r: &FusedReduce<'_>, finish: Option<&Finish>) -> Result<()> {
+        let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue } = r;
+        let (out, op, shape, axes) = (*out, *op, shape.as_slice(), axes.as_slice());
         let comb = op.comb();
         checked_numel(shape)?;
         for t in inputs {
@@ -422,18 +474,39 @@ impl Context {
         let in_types: Vec<DType> = inputs.iter().map(|t| t.dtype).collect();
         let val_t = prologue.dtype(&in_types)?;
         let out_t = out.dtype;
+        // the type the reduction itself writes
+        let red_t = finish.map_or(out_t, |f| f.reduced);
         if let Reduction::Arg { op, .. } = op {
-            if !out_t.is_integer() {
-                return Err(invalid!("{op:?} returns indices: output type must be an integer type, got {out_t}"));
+            if !red_t.is_integer() {
+                return Err(invalid!("{op:?} returns indices: output type must be an integer type, got {red_t}"));
             }
         }
-        if matches!(comb, Comb::Extreme { .. }) && (val_t.is_complex() || out_t.is_complex()) {
+        if matches!(comb, Comb::Extreme { .. }) && (val_t.is_complex() || red_t.is_complex()) {
             return Err(invalid!("complex numbers are not ordered: max/min/argmax/argmin of {val_t} are not defined"));
         }
-        if matches!(comb, Comb::Sum | Comb::Product) && val_t.is_complex() && !out_t.is_complex() {
-            return Err(invalid!("sum/product of {val_t} needs a complex output type, got {out_t}"));
+        if matches!(comb, Comb::Sum | Comb::Product) && val_t.is_complex() && !red_t.is_complex() {
+            return Err(invalid!("sum/product of {val_t} needs a complex output type, got {red_t}"));
         }
         let reduced = reduced_axes(shape, axes)?;
+        let mut finish_used = vec![false; inputs.len()];
+        if let Some(f) = finish {
+            let mut fin_types = in_types.clone();
+            fin_types.push(red_t);
+            let ft = f.expr.dtype(&fin_types)?;
+            if ft != out_t {
+                return Err(invalid!("fused reduction finish gives {ft}, but the output is {out_t}"));
+            }
+            let (mut flat, mut coords) = (false, vec![]);
+            expr_uses(&f.expr, &mut finish_used, &mut flat, &mut coords);
+            if flat || !coords.is_empty() {
+                return Err(invalid!("fused reduction finish reads an iota: not supported"));
+            }
+            for (j, _) in finish_used.iter().enumerate().filter(|u| *u.1) {
+                if (0..shape.len()).any(|d| reduced[d] && shape[d] != 1 && inputs[j].strides[d] != 0) {
+                    return Err(invalid!("fused reduction finish reads input {j}, which varies along the reduced axes {axes:?}"));
+                }
+            }
+        }
         let (outputs, len) = sizes(shape, &reduced);
         if out.numel() != outputs || !out.is_contiguous() || out.offset != 0 {
             return Err(invalid!(
@@ -455,7 +528,7 @@ impl Context {
         if outputs == 0 {
             return Ok(()); // no output element, and `shape` is empty: nothing to write
         }
-        let strategy = strategy_for(outputs, len, out_t);
+        let strategy = strategy_for(outputs, len, red_t);
         let epi_in_kernel = !epilogue.is_empty() && !matches!(strategy, Strategy::Split { .. });
 
         // The index streams: the inputs the expressions read, then the iotas (and the flat
@@ -463,6 +536,12 @@ impl Context {
         let n_in = inputs.len();
         let (mut used, mut flat, mut coords) = (vec![false; n_in], false, vec![]);
         expr_uses(prologue, &mut used, &mut flat, &mut coords);
+        let split = matches!(strategy, Strategy::Split { .. });
+        if !split {
+            for (u, f) in used.iter_mut().zip(&finish_used) {
+                *u |= *f;
+            }
+        }
         if epi_in_kernel {
             flat = true;
             for (e, _) in epilogue {
@@ -501,7 +580,9 @@ impl Context {
         let spec = |src_partial: bool, sink_partial: bool, strategy: Strategy, epi: bool| Spec {
             comb,
             val_t,
-            out: out_t,
+            red_t,
+            out: if split { red_t } else { out_t },
+            finish: if split { None } else { finish.map(|f| f.expr.clone()) },
             src_partial,
             sink_partial,
             strategy,
@@ -555,7 +636,9 @@ impl Context {
                 let p2_spec = Spec {
                     comb,
                     val_t,
-                    out: out_t,
+                    red_t,
+                    out: red_t,
+                    finish: None,
                     src_partial: true,
                     sink_partial: false,
                     strategy: Strategy::PerGroup,
@@ -567,18 +650,32 @@ impl Context {
                     epilogue: vec![],
                 };
                 let k2 = self.reduction_kernel(&p2_spec)?;
+                // With a finish, the reduction goes to a temporary and the finish writes `out`.
+                let reduced_to = match finish {
+                    Some(_) => Some(self.empty(red_t, &[outputs])?),
+                    None => None,
+                };
                 let mut p2 = ParamBlock::new("reduction");
-                p2.addr(out.buffer.address()).addr(scratch.address());
+                p2.addr(reduced_to.as_ref().unwrap_or(out).buffer.address()).addr(scratch.address());
                 p2.i32s([s, 1, s, partials])?;
                 batch.dispatch_grid(&k2, p2.bytes(), outputs as u32, [groups_for(outputs), 1, 1])?;
+                // Kept-position views (reduced axes as 1s): of an input, and of a contiguous
+                // kept-shape buffer.
+                let keep1: Vec<usize> = (0..rank).map(|d| if reduced[d] { 1 } else { shape[d] }).collect();
+                let dense = |t: &Tensor| Tensor { shape: keep1.clone(), strides: contiguous_strides(&keep1), offset: 0, ..t.clone() };
+                if let (Some(f), Some(tmp)) = (finish, &reduced_to) {
+                    batch.keep(&tmp.buffer);
+                    let mut at_kept: Vec<Tensor> = inputs.iter().map(|t| Tensor { shape: keep1.clone(), ..(*t).clone() }).collect();
+                    at_kept.push(dense(tmp));
+                    let dst = dense(out);
+                    self.record_map(batch, std::slice::from_ref(&f.expr), &at_kept.iter().collect::<Vec<_>>(), &[&dst])?;
+                }
                 if !epilogue.is_empty() {
-                    // The reduced value broadcast back over `shape`: `out` read with the kept
+                    // The finished value broadcast back over `shape`: `out` read with the kept
                     // axes' row-major strides and stride 0 along the reduced axes.
-                    let kept_shape: Vec<usize> = (0..rank).filter(|&d| !reduced[d]).map(|d| shape[d]).collect();
-                    let kept_strides = contiguous_strides(&kept_shape);
-                    let mut next = kept_strides.iter();
-                    let strides = (0..rank).map(|d| if reduced[d] { 0 } else { *next.next().unwrap_or(&0) }).collect();
-                    let back = Tensor { buffer: out.buffer.clone(), dtype: out_t, shape: shape.to_vec(), strides, offset: 0 };
+                    let back = dense(out);
+                    let strides = (0..rank).map(|d| if reduced[d] { 0 } else { back.strides[d] }).collect();
+                    let back = Tensor { shape: shape.to_vec(), strides, ..back };
                     let mut all: Vec<&Tensor> = inputs.to_vec();
                     all.push(&back);
                     let exprs: Vec<Expr> = epilogue.iter().map(|(e, _)| e.clone()).collect();
@@ -613,7 +710,12 @@ struct Spec {
     comb: Comb,
     /// The type of the values reduced (the prologue's type; the input's in a plain reduction).
     val_t: DType,
+    /// The type the reduction rounds its result to.
+    red_t: DType,
+    /// The type written to the output: `red_t`, or the finish's type.
     out: DType,
+    /// In-kernel finish (over inputs and `Input(in_types.len())` = the reduced value).
+    finish: Option<Expr>,
     /// Reads (value, index) partials of pass 1 instead of tensor elements.
     src_partial: bool,
     /// Writes (value, index) partials instead of output elements.
@@ -636,8 +738,11 @@ impl Spec {
         };
         let mut key = format!(
             "reduce {:?} {}->{} src_partial:{} sink_partial:{} {strategy} k{} r{}",
-            self.comb, self.val_t, self.out, self.src_partial, self.sink_partial, self.kept, self.red
+            self.comb, self.val_t, self.red_t, self.src_partial, self.sink_partial, self.kept, self.red
         );
+        if let Some(f) = &self.finish {
+            write!(key, " fin:{}:{f:?}", self.out).unwrap();
+        }
         if !self.src_partial {
             write!(key, " in{:?} streams{:?} pro:{:?}", self.in_types, self.streams, self.prologue).unwrap();
             for (e, t) in &self.epilogue {
@@ -658,7 +763,7 @@ impl Spec {
         match self.comb {
             Comb::All | Comb::Any => "uint64_t",
             Comb::Extreme { .. } => self.val_t.glsl_compute(),
-            Comb::Sum | Comb::Product => self.out.glsl_compute(),
+            Comb::Sum | Comb::Product => self.red_t.glsl_compute(),
         }
     }
 
@@ -766,7 +871,13 @@ impl Spec {
         let epi_exprs: Vec<Expr> = self.epilogue.iter().map(|(e, _)| e.clone()).collect();
         let epi = if self.epilogue.is_empty() { None } else { Some(embed_exprs(&epi_exprs, &epi_types)?) };
         // the libraries are "", libm, or libm then complex: the longest covers both
-        let libs = [&pro, &epi].iter().filter_map(|e| e.as_ref().map(|e| e.libraries.clone())).max_by_key(|l| l.len());
+        let mut fin_types = self.in_types.clone();
+        fin_types.push(self.red_t);
+        let fin = match &self.finish {
+            Some(f) => Some(embed_exprs(std::slice::from_ref(f), &fin_types)?),
+            None => None,
+        };
+        let libs = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.libraries.clone())).max_by_key(|l| l.len());
         s.push_str(&libs.unwrap_or_default());
         let acc = self.acc_type();
         let in_t = self.val_t;
@@ -831,7 +942,7 @@ impl Spec {
             let cand = match self.comb {
                 Comb::All | Comb::Any => nonzero(in_t, &v),
                 Comb::Extreme { .. } => v,
-                Comb::Sum | Comb::Product => to_domain(in_t, self.out, &v),
+                Comb::Sum | Comb::Product => to_domain(in_t, self.red_t, &v),
             };
             writeln!(s, "ACC cand(RAW w) {{ return {cand}; }}").unwrap();
             if let Some(pro) = &pro {
@@ -844,6 +955,18 @@ impl Spec {
         let epi_streams: Vec<usize> = epi_exprs.iter().flat_map(|e| self.streams_of(e)).collect();
         let mut epi_streams: Vec<usize> = (0..self.streams.len()).filter(|u| epi_streams.contains(u)).collect();
         let flat = self.streams.iter().position(|st| st.kind == StreamKind::Flat);
+        let fin_streams = self.finish.as_ref().map(|f| self.streams_of(f)).unwrap_or_default();
+        if let Some(fe) = &fin {
+            // The finish at one output: the reduced value arrives as the stored bits of `red_t`.
+            let n = self.in_types.len();
+            let mut params = self.stream_params(&fin_streams);
+            params.push(format!("{} nx_raw{n}_", storage_type(self.red_t)));
+            writeln!(s, "{} fin({}) {{", storage_type(self.out), params.join(", ")).unwrap();
+            self.stream_decodes(&fin_streams, &mut s);
+            writeln!(s, "        {} x{n}_ = {};", self.red_t.glsl_compute(), decode(self.red_t, &format!("nx_raw{n}_"))).unwrap();
+            s.push_str(&fe.body);
+            writeln!(s, "        return {};\n}}", encode(self.out, &fe.values[0])).unwrap();
+        }
         if let Some(epi) = &epi {
             // Evaluates the epilogue at one element: the reduced value arrives as the stored
             // bits of `out`, as the unfused epilogue would read them back.
@@ -934,7 +1057,13 @@ impl Spec {
                 // R == 0: an empty input may have no element to read
                 StreamKind::Input(j) => {
                     let raw = storage_type(self.in_types[j]);
-                    writeln!(s, "        {raw} rc{u} = R > 0 ? in{u}.v[b{u}] : {raw}(0);").unwrap();
+                    if fin_streams.contains(&u) {
+                        // read at the output's position whatever R (checked: constant along
+                        // the reduced axes, so it is a kept-shape tensor broadcast back)
+                        writeln!(s, "        {raw} rc{u} = in{u}.v[b{u}];").unwrap();
+                    } else {
+                        writeln!(s, "        {raw} rc{u} = R > 0 ? in{u}.v[b{u}] : {raw}(0);").unwrap();
+                    }
                 }
                 _ => writeln!(s, "        uint rc{u} = uint(b{u});").unwrap(),
             }
@@ -1003,7 +1132,7 @@ impl Spec {
         if self.sink_partial {
             writeln!(s, "        {store_guard}{{ BufU64(ParamsU64(pc.params).v[0]).v[g] = acc_bits(av); BufU32(ParamsU64(pc.params).v[0] + uint64_t(P) * 8ul).v[g] = ai; }}").unwrap();
         } else {
-            let out = self.out;
+            let out = self.red_t;
             // Values are rounded/wrapped to `out` by the shared rule, which also writes every
             // NaN as the canonical positive quiet NaN (BinaryBackend holds NaN as an atom).
             let value = match self.comb {
@@ -1012,8 +1141,14 @@ impl Spec {
                 Comb::All | Comb::Any => to_domain(DType::U64, out, "av"),
                 Comb::Sum | Comb::Product => wrap(out, "av"),
             };
-            writeln!(s, "        {} res = {};", storage_type(out), encode(out, &value)).unwrap();
-            writeln!(s, "        {store_guard}{}(ParamsU64(pc.params).v[0]).v[o] = res;", buf_type(out)).unwrap();
+            match &self.finish {
+                None => writeln!(s, "        {} res = {};", storage_type(out), encode(out, &value)).unwrap(),
+                Some(f) => {
+                    let args: Vec<String> = self.streams_of(f).iter().map(|&u| self.stream_var(u, "f")).collect();
+                    writeln!(s, "        {} res = fin({}{});", storage_type(self.out), args.iter().map(|a| format!("{a}, ")).collect::<String>(), encode(out, &value)).unwrap();
+                }
+            }
+            writeln!(s, "        {store_guard}{}(ParamsU64(pc.params).v[0]).v[o] = res;", buf_type(self.out)).unwrap();
         }
         if epi.is_some() {
             // The epilogue over output o's elements: every invocation of the group (or the

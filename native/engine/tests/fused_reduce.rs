@@ -12,7 +12,7 @@
 mod common;
 use common::*;
 use nx_vulkan_engine::reduce::{
-    epilogue_in_kernel, fused_reduce_dispatches, reduction_strategy, ArgOp, FusedReduce, ReduceOp, Reduction, Strategy, TieBreak,
+    epilogue_in_kernel, fused_reduce_dispatches, reduction_strategy, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, Strategy, TieBreak,
 };
 use nx_vulkan_engine::*;
 
@@ -40,6 +40,7 @@ struct Case {
     axes: Vec<usize>,
     out: DType,
     epilogue: Vec<Expr>,
+    finish: Option<Finish>,
 }
 
 /// The fused result: (reduced bits, each epilogue output's bits), and the dispatches recorded.
@@ -60,7 +61,7 @@ fn fused(ctx: &Context, c: &Case) -> (Vec<u8>, Vec<Vec<u8>>, u64) {
         out: &out,
         epilogue: c.epilogue.iter().cloned().zip(epi_out.iter()).collect(),
     };
-    ctx.record_reduce_fused(&mut batch, &r).unwrap();
+    ctx.record_reduce_finished(&mut batch, &r, c.finish.as_ref()).unwrap();
     batch.finish().unwrap();
     let dispatches = ctx.stats().dispatches - before;
     (ctx.download(&out).unwrap(), epi_out.iter().map(|t| ctx.download(t).unwrap()).collect(), dispatches)
@@ -70,8 +71,9 @@ fn fused(ctx: &Context, c: &Case) -> (Vec<u8>, Vec<Vec<u8>>, u64) {
 fn unfused(ctx: &Context, c: &Case) -> (Vec<u8>, Vec<Vec<u8>>) {
     let inputs: Vec<&Tensor> = c.inputs.iter().collect();
     let tmp = ctx.map_multi(std::slice::from_ref(&c.prologue), &inputs, &c.shape).unwrap().remove(0);
+    let red_t = c.finish.as_ref().map_or(c.out, |f| f.reduced);
     let red = match c.op {
-        Reduction::Reduce(op) => ctx.reduce(op, &tmp, &c.axes, true, c.out).unwrap(),
+        Reduction::Reduce(op) => ctx.reduce(op, &tmp, &c.axes, true, red_t).unwrap(),
         Reduction::Arg { op, tie_break } => {
             let axis = match c.axes[..] {
                 [a] => Some(a),
@@ -80,8 +82,20 @@ fn unfused(ctx: &Context, c: &Case) -> (Vec<u8>, Vec<Vec<u8>>) {
                     None
                 }
             };
-            let r = ctx.arg_reduce(op, &tmp, axis, true, tie_break, c.out).unwrap();
+            let r = ctx.arg_reduce(op, &tmp, axis, true, tie_break, red_t).unwrap();
             if axis.is_none() { r.reshape(&vec![1; c.shape.len()]).unwrap() } else { r }
+        }
+    };
+    // the finish: a map over the kept positions (the inputs sliced to index 0 along the
+    // reduced axes)
+    let red = match &c.finish {
+        None => red,
+        Some(f) => {
+            let keep1 = kept_shape(&c.shape, &c.axes);
+            let at_kept: Vec<Tensor> = c.inputs.iter().map(|t| t.slice(&vec![0; keep1.len()], &keep1, &vec![1; keep1.len()]).unwrap()).collect();
+            let mut all: Vec<&Tensor> = at_kept.iter().collect();
+            all.push(&red);
+            ctx.map_multi(std::slice::from_ref(&f.expr), &all, &keep1).unwrap().remove(0)
         }
     };
     let epi = if c.epilogue.is_empty() {
@@ -108,7 +122,8 @@ fn expect_same(ctx: &Context, c: &Case, what: &str) -> (Vec<u8>, Vec<Vec<u8>>) {
             panic!("{what}: epilogue {q} differs at element {i}: fused {} unfused {}", show(t, a[i]), show(t, b[i]));
         }
     }
-    let want = fused_reduce_dispatches(&c.shape, &c.axes, c.out, !c.epilogue.is_empty()).unwrap();
+    let red_t = c.finish.as_ref().map_or(c.out, |f| f.reduced);
+    let want = fused_reduce_dispatches(&c.shape, &c.axes, red_t, !c.epilogue.is_empty(), c.finish.is_some()).unwrap();
     assert_eq!(dispatches as usize, want, "{what}: dispatches");
     (r, e)
 }
@@ -191,20 +206,24 @@ fn shape_for(strategy: u64, rng: &mut Rng) -> (Vec<usize>, Vec<usize>) {
     let odd = |rng: &mut Rng, lo: u64, hi: u64| (lo + rng.below(hi - lo)) as usize | 1;
     match strategy {
         // PerOutput: short reductions
-        0 => match rng.below(3) {
+        0 => match rng.below(5) {
             0 => (vec![odd(rng, 3, 40), odd(rng, 3, 60)], vec![1]),
+            3 => (vec![odd(rng, 3, 9), odd(rng, 3, 9), odd(rng, 3, 20)], vec![2]),
+            4 => (vec![odd(rng, 3, 7), odd(rng, 3, 7), odd(rng, 5, 15), odd(rng, 5, 15)], vec![2, 3]),
             1 => (vec![odd(rng, 3, 9), odd(rng, 3, 20), odd(rng, 3, 9)], vec![0, 2]),
             _ => (vec![odd(rng, 3, 30), odd(rng, 3, 7), odd(rng, 3, 5)], vec![1]),
         },
         // PerGroup
-        1 => match rng.below(3) {
+        1 => match rng.below(4) {
             0 => (vec![odd(rng, 3, 40), odd(rng, 300, 2000)], vec![1]),
+            3 => (vec![odd(rng, 3, 9), odd(rng, 20, 40), odd(rng, 20, 40)], vec![1, 2]),
             1 => (vec![odd(rng, 300, 700), odd(rng, 3, 9)], vec![0]),
             _ => (vec![odd(rng, 20, 40), odd(rng, 3, 9), odd(rng, 20, 40)], vec![0, 2]),
         },
         // Split: long reductions into few outputs
-        _ => match rng.below(3) {
+        _ => match rng.below(4) {
             0 => (vec![odd(rng, 1, 4), odd(rng, 8200, 12000)], vec![1]),
+            3 => (vec![odd(rng, 1, 4), odd(rng, 90, 110), odd(rng, 90, 110)], vec![1, 2]),
             1 => (vec![odd(rng, 9000, 11000), odd(rng, 1, 4)], vec![0]),
             _ => (vec![odd(rng, 90, 110), odd(rng, 1, 3), odd(rng, 90, 110)], vec![0, 2]),
         },
@@ -221,7 +240,7 @@ fn random_fused_reductions_equal_the_unfused_sequence() {
             let t = types[case % types.len()];
             let (shape, axes) = shape_for((case / types.len()) as u64 % 3, &mut rng);
             let x = view(ctx, t, &shape, rng.below(4), &mut rng);
-            let y = view(ctx, t, &shape, 4 - rng.below(2) * 4, &mut rng);
+            let y = view(ctx, t, &shape, [0, 1, 4, 4][rng.below(4) as usize], &mut rng);
             let pro = prologue(t, shape.len(), &mut rng);
             let vt = pro.dtype(&[t, t]).unwrap();
             let op = [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::All, ReduceOp::Any][rng.below(6) as usize];
@@ -230,15 +249,34 @@ fn random_fused_reductions_equal_the_unfused_sequence() {
                 ReduceOp::Sum | ReduceOp::Product if vt.is_integer() && rng.below(2) == 0 => DType::S64,
                 _ => vt,
             };
+            let (finish, out) = match rng.below(3) {
+                0 => {
+                    let r = Expr::Input(2);
+                    let (expr, fin_t) = if out.is_float() {
+                        let n: usize = axes.iter().map(|&a| shape[a]).product();
+                        (bin(BinaryOp::Divide, r, cnst(n as f64, out), out), out)
+                    } else if out == DType::U8 {
+                        (Expr::convert(r, DType::F32), DType::F32)
+                    } else {
+                        (bin(BinaryOp::Multiply, r, Expr::Const { value: Scalar::I(-3), dtype: DType::S64 }, DType::S64), DType::S64)
+                    };
+                    (Some(Finish { reduced: out, expr }), fin_t)
+                }
+                _ => (None, out),
+            };
             let epi = if rng.below(3) > 0 { epilogue(t, out, &mut rng) } else { vec![] };
-            let strategy = reduction_strategy(&shape, &axes, out).unwrap();
+            let red_t = finish.as_ref().map_or(out, |f| f.reduced);
+            let strategy = reduction_strategy(&shape, &axes, red_t).unwrap();
             seen[match strategy {
                 Strategy::PerOutput => 0,
                 Strategy::PerGroup => 1,
                 Strategy::Split { .. } => 2,
             }] += 1;
-            let c = Case { op: op.into(), prologue: pro, inputs: vec![x, y], shape, axes, out, epilogue: epi };
-            let what = format!("case {case}: {op:?} {t} {:?} over {:?} -> {out} {strategy:?} pro {:?} epi {:?}", c.shape, c.axes, c.prologue, c.epilogue);
+            let c = Case { op: op.into(), prologue: pro, inputs: vec![x, y], shape, axes, out, epilogue: epi, finish };
+            let what = format!(
+                "case {case}: {op:?} {t} {:?} over {:?} -> {out} {strategy:?} pro {:?} epi {:?} finish {:?}",
+                c.shape, c.axes, c.prologue, c.epilogue, c.finish
+            );
             expect_same(ctx, &c, &what);
         }
         assert!(seen.iter().all(|&n| n >= 10), "each strategy covered: {seen:?}");
@@ -262,7 +300,9 @@ fn fused_arg_reductions_equal_the_unfused_sequence() {
             let op = if rng.below(2) == 0 { ArgOp::ArgMax } else { ArgOp::ArgMin };
             let tie_break = if rng.below(2) == 0 { TieBreak::Low } else { TieBreak::High };
             let epi = if rng.below(2) == 0 { vec![bin(BinaryOp::Add, Expr::Input(2), Expr::Input(1), DType::F64)] } else { vec![] };
-            let c = Case { op: Reduction::Arg { op, tie_break }, prologue: pro, inputs: vec![x, y], shape, axes, out: DType::S64, epilogue: epi };
+            let finish = (rng.below(2) == 0).then(|| Finish { reduced: DType::S64, expr: Expr::convert(Expr::Input(2), DType::F32) });
+            let out = if finish.is_some() { DType::F32 } else { DType::S64 };
+            let c = Case { op: Reduction::Arg { op, tie_break }, prologue: pro, inputs: vec![x, y], shape, axes, out, epilogue: epi, finish };
             let what = format!("arg case {case}: {op:?} {tie_break:?} {t} {:?} over {:?} pro {:?}", c.shape, c.axes, c.prologue);
             expect_same(ctx, &c, &what);
         }
@@ -289,6 +329,7 @@ fn special_values_and_empty_tensors() {
                         axes: axes.clone(),
                         out,
                         epilogue: vec![bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(2), t)],
+                        finish: None,
                     };
                     expect_same(ctx, &c, &format!("specials {t} {op:?} {shape:?}"));
                 }
@@ -306,6 +347,7 @@ fn special_values_and_empty_tensors() {
                     axes: axes.clone(),
                     out: DType::F32,
                     epilogue: vec![bin(BinaryOp::Add, Expr::Input(0), Expr::Input(2), DType::F32)],
+                    finish: None,
                 };
                 expect_same(ctx, &c, &format!("empty {shape:?} over {axes:?} {op:?}"));
             }
@@ -334,6 +376,7 @@ fn integer_sum_with_prologue_and_epilogue_matches_cpu() {
                 axes: vec![1],
                 out: DType::S64,
                 epilogue: vec![bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(2), DType::S64)],
+                finish: None,
             };
             let (r, e) = expect_same(ctx, &c, &format!("s32 {rows}x{cols}"));
             let sums: Vec<i64> = (0..rows)
@@ -367,6 +410,7 @@ fn float_max_with_prologue_matches_cpu() {
                 axes: axes.clone(),
                 out: DType::F32,
                 epilogue: vec![],
+                finish: None,
             };
             let (r, _) = expect_same(ctx, &c, &format!("max |x-y| {shape:?}"));
             let got: Vec<f32> = from_bytes(DType::F32, &r).iter().map(|&b| f32::from_bits(b as u32)).collect();
@@ -536,5 +580,157 @@ fn bad_arguments_are_errors() {
         let transposed = ctx.empty(DType::F32, &[6, 4]).unwrap().transpose(&[1, 0]).unwrap();
         let e = run(&good, vec![(Expr::Input(1), &transposed)], vec![1], ReduceOp::Sum.into()).unwrap_err();
         assert!(e.contains("epilogue"), "{e}");
+    });
+}
+
+/// logsumexp over the last axis: a max, then a sum of exp(x - max) finished as
+/// log(sum) + max — 2 dispatches (4 under Split: 2 + 1 + the finish).
+#[test]
+fn logsumexp_is_two_dispatches_and_equals_unfused_and_f64() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(13);
+        let f = DType::F32;
+        for (rows, cols, want) in [(512usize, 1024usize, 2u64), (2001, 65, 2), (2, 10001, 5)] {
+            let xs = f32_data(rows * cols, &mut rng, 20.0);
+            let shape = vec![rows, cols];
+            let x = upload(ctx, f, &shape, &xs.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>());
+            let m = ctx.empty(f, &[rows, 1]).unwrap();
+            let lse = ctx.empty(f, &[rows]).unwrap();
+            let before = ctx.stats().dispatches;
+            let mut batch = ctx.batch().unwrap();
+            ctx.record_reduce(&mut batch, ReduceOp::Max, &x, &[1], &m).unwrap();
+            let mb = m.broadcast_to(&shape).unwrap();
+            let r = FusedReduce {
+                op: ReduceOp::Sum.into(),
+                prologue: un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f), f),
+                inputs: vec![&x, &mb],
+                shape: shape.clone(),
+                axes: vec![1],
+                out: &lse,
+                epilogue: vec![],
+            };
+            let lse_finish = Finish { reduced: f, expr: bin(BinaryOp::Add, un(UnaryOp::Log, Expr::Input(2), f), Expr::Input(1), f) };
+            ctx.record_reduce_finished(&mut batch, &r, Some(&lse_finish)).unwrap();
+            batch.finish().unwrap();
+            assert_eq!(ctx.stats().dispatches - before, want, "logsumexp {rows}x{cols} dispatches");
+            // unfused
+            let m2 = ctx.reduce(ReduceOp::Max, &x, &[1], true, f).unwrap();
+            let e2 = ctx.map(&un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f), f), &[&x, &m2.broadcast_to(&shape).unwrap()]).unwrap();
+            let s2 = ctx.reduce(ReduceOp::Sum, &e2, &[1], true, f).unwrap();
+            let l2 = ctx.map(&bin(BinaryOp::Add, un(UnaryOp::Log, Expr::Input(0), f), Expr::Input(1), f), &[&s2, &m2]).unwrap();
+            let got = ctx.download(&lse).unwrap();
+            assert_eq!(got, ctx.download(&l2).unwrap(), "logsumexp {rows}x{cols}: fused != unfused");
+            let got: Vec<f32> = from_bytes(f, &got).iter().map(|&b| f32::from_bits(b as u32)).collect();
+            for i in 0..rows {
+                let row = &xs[i * cols..(i + 1) * cols];
+                let m = row.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v as f64));
+                let want = row.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln() + m;
+                assert!((got[i] as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "logsumexp[{i}] = {}, f64 reference {want}", got[i]);
+            }
+        }
+    });
+}
+
+/// Mean and variance over the last axis: sum finished as sum / n (the mean), then the sum of
+/// (x - mean)^2 finished as / n — 2 dispatches.
+#[test]
+fn mean_and_variance_are_two_dispatches_and_equal_unfused_and_f64() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(14);
+        let f = DType::F32;
+        for (rows, cols) in [(512usize, 1024usize), (3000, 31)] {
+            let n = cnst(cols as f64, f);
+            let xs = f32_data(rows * cols, &mut rng, 5.0);
+            let shape = vec![rows, cols];
+            let x = upload(ctx, f, &shape, &xs.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>());
+            let mean = ctx.empty(f, &[rows, 1]).unwrap();
+            let var = ctx.empty(f, &[rows, 1]).unwrap();
+            let per_n = Finish { reduced: f, expr: bin(BinaryOp::Divide, Expr::Input(1), n.clone(), f) };
+            let sq = {
+                let d = bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f);
+                bin(BinaryOp::Multiply, d.clone(), d, f)
+            };
+            let before = ctx.stats().dispatches;
+            let mut batch = ctx.batch().unwrap();
+            let r = FusedReduce::plain(ReduceOp::Sum.into(), &x, &[1], &mean);
+            ctx.record_reduce_finished(&mut batch, &r, Some(&per_n)).unwrap();
+            let mb = mean.broadcast_to(&shape).unwrap();
+            let r = FusedReduce {
+                op: ReduceOp::Sum.into(),
+                prologue: sq.clone(),
+                inputs: vec![&x, &mb],
+                shape: shape.clone(),
+                axes: vec![1],
+                out: &var,
+                epilogue: vec![],
+            };
+            let var_finish = Finish { reduced: f, expr: bin(BinaryOp::Divide, Expr::Input(2), n.clone(), f) };
+            ctx.record_reduce_finished(&mut batch, &r, Some(&var_finish)).unwrap();
+            batch.finish().unwrap();
+            assert_eq!(ctx.stats().dispatches - before, 2, "mean/variance {rows}x{cols} dispatches");
+            let div = bin(BinaryOp::Divide, Expr::Input(0), n.clone(), f);
+            let mean2 = ctx.map(&div, &[&ctx.reduce(ReduceOp::Sum, &x, &[1], true, f).unwrap()]).unwrap();
+            let d2 = ctx.map(&sq, &[&x, &mean2.broadcast_to(&shape).unwrap()]).unwrap();
+            let var2 = ctx.map(&div, &[&ctx.reduce(ReduceOp::Sum, &d2, &[1], true, f).unwrap()]).unwrap();
+            assert_eq!(ctx.download(&mean).unwrap(), ctx.download(&mean2).unwrap(), "mean {rows}x{cols}: fused != unfused");
+            let got = ctx.download(&var).unwrap();
+            assert_eq!(got, ctx.download(&var2).unwrap(), "variance {rows}x{cols}: fused != unfused");
+            let got: Vec<f32> = from_bytes(f, &got).iter().map(|&b| f32::from_bits(b as u32)).collect();
+            for i in 0..rows {
+                let row: Vec<f64> = xs[i * cols..(i + 1) * cols].iter().map(|&v| v as f64).collect();
+                let m = row.iter().sum::<f64>() / cols as f64;
+                let want = row.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / cols as f64;
+                assert!((got[i] as f64 - want).abs() <= 1e-5 * want.max(1e-3), "variance[{i}] = {}, f64 reference {want}", got[i]);
+            }
+        }
+    });
+}
+
+#[test]
+fn a_finish_reading_a_varying_input_is_an_error() {
+    on_engine(|ctx| {
+        let x = upload(ctx, DType::F32, &[4, 6], &[0; 24]);
+        let out = ctx.empty(DType::F32, &[4]).unwrap();
+        let r = FusedReduce::plain(ReduceOp::Sum.into(), &x, &[1], &out);
+        let finish = Finish { reduced: DType::F32, expr: bin(BinaryOp::Add, Expr::Input(0), Expr::Input(1), DType::F32) };
+        let mut batch = ctx.batch().unwrap();
+        let e = ctx.record_reduce_finished(&mut batch, &r, Some(&finish)).unwrap_err().to_string();
+        assert!(e.contains("varies along the reduced axes"), "{e}");
+        let finish = Finish { reduced: DType::F32, expr: Expr::convert(Expr::Input(1), DType::F64) };
+        let e = ctx.record_reduce_finished(&mut batch, &r, Some(&finish)).unwrap_err().to_string();
+        assert!(e.contains("finish gives f64"), "{e}");
+    });
+}
+
+/// Empty rows: the finish still reads its kept inputs at each output, though no element of the
+/// row exists (sum over nothing = 0, finished as 0 + m = m).
+#[test]
+fn a_finish_over_empty_rows_reads_its_kept_inputs() {
+    on_engine_alone(|ctx| {
+        let f = DType::F32;
+        let x = ctx.empty(f, &[5, 0]).unwrap();
+        let ms: Vec<f32> = vec![1.5, -2.0, 3.25, 4.0, -5.5];
+        let m = upload(ctx, f, &[5, 1], &ms.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>());
+        let mb = m.broadcast_to(&[5, 0]).unwrap();
+        let out = ctx.empty(f, &[5]).unwrap();
+        let finish = bin(BinaryOp::Add, Expr::Input(2), Expr::Input(1), f);
+        let r = FusedReduce {
+            op: ReduceOp::Sum.into(),
+            prologue: un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f), f),
+            inputs: vec![&x, &mb],
+            shape: vec![5, 0],
+            axes: vec![1],
+            out: &out,
+            epilogue: vec![],
+        };
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_reduce_finished(&mut batch, &r, Some(&Finish { reduced: f, expr: finish })).unwrap();
+        batch.finish().unwrap();
+        let s2 = ctx.reduce(ReduceOp::Sum, &x, &[1], true, f).unwrap();
+        let l2 = ctx.map(&bin(BinaryOp::Add, Expr::Input(0), Expr::Input(1), f), &[&s2, &m]).unwrap();
+        let got = ctx.download(&out).unwrap();
+        assert_eq!(got, ctx.download(&l2).unwrap());
+        let got: Vec<f32> = from_bytes(f, &got).iter().map(|&b| f32::from_bits(b as u32)).collect();
+        assert_eq!(got, ms);
     });
 }
