@@ -178,6 +178,7 @@ pub struct FusedReduce<'a> {
     pub axes: Vec<usize>,
     /// Contiguous from the start of its buffer (a new tensor), numel = product of the kept axes
     /// (any shape: with or without the reduced axes as 1s), dtype = the reduction's output type.
+    /// Must not overlap `inputs`.
     pub out: &'a Tensor,
     /// Elementwise expressions over `inputs` plus `Expr::Input(inputs.len())` = this element's
     /// reduced value (as read back from `out`), each written to its tensor: contiguous from the
