@@ -12,8 +12,8 @@
 //! the reduced axes) before it is written: logsumexp is a max, then a sum of `exp(x - max)`
 //! finished as `log(sum) + max`; mean and variance are a sum finished as `/ n`, then a sum of
 //! `(x - mean)^2` finished as `/ n` (2 dispatches each). A plain reduction is the fused one with
-//! the prologue `Input(0)`: one kernel
-//! generator serves both, so the folding order below is literally shared. The fused result is
+//! the prologue `Input(0)`: one kernel generator serves both, so the folding order below is
+//! literally shared. The fused result is
 //! bit-identical to the unfused sequence (map, plain reduction, map): each prologue value is
 //! encoded to the prologue's type and decoded again before it is folded, and the epilogue reads
 //! the reduced value from its stored bits (a finish likewise reads the reduced value's bits, and
@@ -178,6 +178,7 @@ pub struct FusedReduce<'a> {
     pub axes: Vec<usize>,
     /// Contiguous from the start of its buffer (a new tensor), numel = product of the kept axes
     /// (any shape: with or without the reduced axes as 1s), dtype = the reduction's output type.
+    /// Must not overlap `inputs`.
     pub out: &'a Tensor,
     /// Elementwise expressions over `inputs` plus `Expr::Input(inputs.len())` = this element's
     /// reduced value (as read back from `out`), each written to its tensor: contiguous from the
@@ -870,13 +871,13 @@ impl Spec {
         epi_types.push(self.out);
         let epi_exprs: Vec<Expr> = self.epilogue.iter().map(|(e, _)| e.clone()).collect();
         let epi = if self.epilogue.is_empty() { None } else { Some(embed_exprs(&epi_exprs, &epi_types)?) };
-        // the libraries are "", libm, or libm then complex: the longest covers both
         let mut fin_types = self.in_types.clone();
         fin_types.push(self.red_t);
         let fin = match &self.finish {
             Some(f) => Some(embed_exprs(std::slice::from_ref(f), &fin_types)?),
             None => None,
         };
+        // the libraries are "", libm, or libm then complex: the longest covers all
         let libs = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.libraries.clone())).max_by_key(|l| l.len());
         s.push_str(&libs.unwrap_or_default());
         let acc = self.acc_type();
