@@ -33,7 +33,7 @@ use crate::elementwise::{BinaryOp, Expr, Scalar, UnaryOp};
 use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
 use crate::ops::clip_expr;
-use crate::reduce::{ArgOp, FusedReduce, ReduceOp, Reduction, TieBreak};
+use crate::reduce::{ArgOp, Finish, FusedReduce, ReduceOp, Reduction, TieBreak};
 use crate::submit::Batch;
 use crate::tensor::{numel, Tensor};
 use crate::Context;
@@ -112,12 +112,14 @@ fn is_elementwise(op: &PlanOp) -> bool {
     )
 }
 
-/// An input of a fused kernel: a materialised node, seen with the kernel's shape (`broadcast`)
-/// or as it is.
+/// An input of a fused kernel: a materialised node, seen with the kernel's shape (`broadcast`:
+/// Nx's trailing-axis rule) or as it is; `kept`: a reduction's finish input of the reduced
+/// shape without the reduced axes, broadcast back along the reduction's kept axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct KernelInput {
     node: usize,
     broadcast: bool,
+    kept: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -128,7 +130,10 @@ enum Step {
     /// argument, inlined when elementwise), with elementwise nodes of the reduction's input
     /// shape that read its result written by the same kernel (`epilogue`; in the expressions
     /// the reduced value is the input after the last of `inputs`).
-    Reduce { node: usize, prologue: Expr, inputs: Vec<KernelInput>, epilogue: Vec<(Expr, usize)> },
+    /// `finish`: an elementwise node of the reduced shape that only the reduction feeds (a
+    /// mean's division, logsumexp's `log(s) + m`), computed as the result is stored; `out`
+    /// then holds it instead of the reduction (which is never stored).
+    Reduce { node: usize, prologue: Expr, inputs: Vec<KernelInput>, epilogue: Vec<(Expr, usize)>, finish: Option<(Expr, usize)> },
     /// Any other node, recorded by its op family (views record nothing unless they must copy).
     Node(usize),
 }
@@ -219,6 +224,8 @@ struct Scheduler<'g> {
     steps: Vec<Step>,
     /// Materialised node -> the step that writes it (parameters: none).
     produced_at: HashMap<usize, usize>,
+    consumers: Vec<Vec<usize>>,
+    is_output: Vec<bool>,
 }
 
 struct Group {
@@ -284,10 +291,12 @@ impl Plan {
             groups: vec![],
             steps: vec![],
             produced_at: HashMap::new(),
+            consumers: consumers.clone(),
+            is_output: is_output.clone(),
         };
         for (i, node) in g.nodes.iter().enumerate() {
             if is_elementwise(&node.op) {
-                if s.materialised[i] && !s.add_epilogue(i) {
+                if s.materialised[i] && !s.add_finish(i) && !s.add_epilogue(i) {
                     s.add_root(i);
                 }
             } else if matches!(node.op, PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. }) {
@@ -334,11 +343,11 @@ impl Plan {
                     s.fused_kernels += 1;
                     computed += outputs.len();
                 }
-                Step::Reduce { prologue, epilogue, .. } => {
+                Step::Reduce { prologue, epilogue, finish, .. } => {
                     s.family_steps += 1;
                     s.fused_prologues += (!matches!(prologue, Expr::Input(_))) as usize;
-                    s.fused_epilogues += epilogue.len();
-                    computed += epilogue.len();
+                    s.fused_epilogues += epilogue.len() + finish.is_some() as usize;
+                    computed += epilogue.len() + finish.is_some() as usize;
                 }
                 Step::Node(_) => s.family_steps += 1,
             }
@@ -394,20 +403,9 @@ impl Plan {
                         vals[*o] = Some(t);
                     }
                 }
-                Step::Reduce { node, prologue, inputs, epilogue } => {
+                Step::Reduce { node, prologue, inputs, epilogue, finish } => {
                     let rn = &g.nodes[*node];
                     let shape = &g.nodes[rn.args[0]].shape;
-                    let ins = inputs
-                        .iter()
-                        .map(|inp| {
-                            let t = value(&vals, inp.node)?;
-                            if inp.broadcast {
-                                t.broadcast_to(shape)
-                            } else {
-                                Ok(t.clone())
-                            }
-                        })
-                        .collect::<Result<Vec<_>>>()?;
                     let (op, axes) = match &rn.op {
                         PlanOp::Reduce { op, axes } => (Reduction::Reduce(*op), axes.clone()),
                         PlanOp::ArgReduce { op, axis, tie_break } => {
@@ -415,7 +413,23 @@ impl Plan {
                         }
                         _ => return Err(invalid!("plan bug: reduce step on {:?}", rn.op)),
                     };
-                    let out = ctx.empty(rn.dtype, &rn.shape)?;
+                    let kept_axes: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
+                    let ins = inputs
+                        .iter()
+                        .map(|inp| {
+                            let t = value(&vals, inp.node)?;
+                            if inp.kept && t.shape().len() != shape.len() {
+                                t.broadcast(shape, &kept_axes)
+                            } else if inp.broadcast || inp.kept {
+                                t.broadcast_to(shape)
+                            } else {
+                                Ok(t.clone())
+                            }
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    // with a finish, `out` holds the finished node (the reduction is not stored)
+                    let stored = finish.as_ref().map_or(*node, |(_, f)| *f);
+                    let out = ctx.empty(g.nodes[stored].dtype, &g.nodes[stored].shape)?;
                     let outs = epilogue.iter().map(|(_, e)| ctx.empty(g.nodes[*e].dtype, shape)).collect::<Result<Vec<_>>>()?;
                     let r = FusedReduce {
                         op,
@@ -426,8 +440,9 @@ impl Plan {
                         out: &out,
                         epilogue: epilogue.iter().zip(&outs).map(|((e, _), t)| (e.clone(), t)).collect(),
                     };
-                    ctx.record_reduce_fused(&mut batch, &r)?;
-                    vals[*node] = Some(out);
+                    let fin = finish.as_ref().map(|(e, _)| Finish { reduced: rn.dtype, expr: e.clone() });
+                    ctx.record_reduce_finished(&mut batch, &r, fin.as_ref())?;
+                    vals[stored] = Some(out);
                     for ((_, e), t) in epilogue.iter().zip(outs) {
                         vals[*e] = Some(t);
                     }
@@ -610,11 +625,11 @@ impl Scheduler<'_> {
         let prologue = if inline {
             self.expr(a, &group, &mut inputs, true)
         } else {
-            inputs.push(KernelInput { node: a, broadcast: false });
+            inputs.push(KernelInput { node: a, broadcast: false, kept: false });
             Expr::Input(0)
         };
         self.produced_at.insert(r, self.steps.len());
-        self.steps.push(Step::Reduce { node: r, prologue, inputs, epilogue: vec![] });
+        self.steps.push(Step::Reduce { node: r, prologue, inputs, epilogue: vec![], finish: None });
     }
 
     /// Writes materialised elementwise node `e` from the kernel of a reduction it reads, when
@@ -624,19 +639,16 @@ impl Scheduler<'_> {
         let shape = self.g.nodes[e].shape.clone();
         let mut reads = vec![];
         self.leaf_reads(e, &shape, true, &mut reads);
-        // the latest reduction step among the reads
-        let Some((k, r)) = reads
-            .iter()
-            .filter(|&&l| matches!(self.g.nodes[l].op, PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. }))
-            .filter_map(|&l| self.produced_at.get(&l).map(|&k| (k, l)))
-            .max()
+        // the latest reduction step among the reads (its stored value: the reduction, or
+        // the finish computed from it)
+        let Some((k, r)) = reads.iter().filter_map(|&l| self.produced_at.get(&l).map(|&k| (k, l))).filter(|&(k, l)| self.step_value(k) == Some(l)).max()
         else {
             return false;
         };
         let Step::Reduce { node, .. } = &self.steps[k] else { return false };
-        debug_assert_eq!(*node, r);
-        let rn = &self.g.nodes[r];
-        if self.g.nodes[rn.args[0]].shape != shape || !row_broadcast(&rn.op, &rn.shape, &shape) {
+        let rn = &self.g.nodes[*node];
+        let value_shape = &self.g.nodes[r].shape;
+        if self.g.nodes[rn.args[0]].shape != shape || !row_broadcast(&rn.op, value_shape, &shape) {
             return false;
         }
         let ready = reads.iter().all(|&l| l == r || (!self.open_of.contains_key(&l) && self.produced_at.get(&l).is_none_or(|&p| p < k)));
@@ -654,21 +666,106 @@ impl Scheduler<'_> {
         true
     }
 
+    /// Whether every use of `n` is `f` itself or inlined elementwise nodes whose uses are, in
+    /// turn, only `f` (so `n` is needed nowhere but in `f`'s expression).
+    fn only_feeds(&self, n: usize, f: usize) -> bool {
+        self.consumers[n].iter().all(|&c| c == f || (is_elementwise(&self.g.nodes[c].op) && !self.materialised[c] && self.only_feeds(c, f)))
+    }
+
+    /// The node a reduction step stores: its finish, or the reduction itself.
+    fn step_value(&self, k: usize) -> Option<usize> {
+        match &self.steps[k] {
+            Step::Reduce { node, finish, .. } => Some(finish.as_ref().map_or(*node, |(_, f)| *f)),
+            _ => None,
+        }
+    }
+
+    /// Computes materialised elementwise node `f` of a reduction's shape as that reduction's
+    /// finish, when the reduction feeds nothing else and `f` reads, besides it, only values
+    /// already stored that are constant along the reduced axes (the reduced shape, or one
+    /// element). Returns whether it did.
+    fn add_finish(&mut self, f: usize) -> bool {
+        let fshape = self.g.nodes[f].shape.clone();
+        let mut reads = vec![];
+        self.leaf_reads(f, &fshape, true, &mut reads);
+        // the latest reduction read (earlier ones are stored inputs like any other)
+        let Some((k, r)) = reads
+            .iter()
+            .filter(|&&l| matches!(self.g.nodes[l].op, PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. }))
+            .filter_map(|&l| self.produced_at.get(&l).map(|&k| (k, l)))
+            .max()
+        else {
+            return false;
+        };
+        let Step::Reduce { node, epilogue, finish: None, .. } = &self.steps[k] else { return false };
+        if *node != r || !epilogue.is_empty() || self.is_output[r] || !self.only_feeds(r, f) || self.g.nodes[r].shape != fshape {
+            return false;
+        }
+        let ok = reads.iter().all(|&l| {
+            l == r
+                || (!self.open_of.contains_key(&l)
+                    && self.produced_at.get(&l).is_none_or(|&p| p < k)
+                    && (self.g.nodes[l].shape == fshape || numel(&self.g.nodes[l].shape) == 1))
+        });
+        if !ok {
+            return false;
+        }
+        let group = Group { shape: fshape.clone(), roots: vec![] };
+        let mut local = vec![];
+        let expr = self.expr(f, &group, &mut local, true);
+        // the finish's inputs join the reduction's, seen along its kept axes
+        let Step::Reduce { inputs, finish, .. } = &mut self.steps[k] else { return false };
+        let index: Vec<usize> = local
+            .iter()
+            .map(|inp| {
+                let key = if inp.node == r {
+                    KernelInput { node: r, broadcast: false, kept: false }
+                } else {
+                    // the reduced shape along the kept axes; one element broadcast as usual
+                    let kept = self.g.nodes[inp.node].shape == fshape;
+                    KernelInput { node: inp.node, broadcast: !kept, kept }
+                };
+                inputs.iter().position(|x| *x == key).unwrap_or_else(|| {
+                    inputs.push(key);
+                    inputs.len() - 1
+                })
+            })
+            .collect();
+        *finish = Some((remap_inputs(&expr, &|i| index[i]), f));
+        self.produced_at.insert(f, k);
+        true
+    }
+
     /// The steps, with each reduction's own result moved out of its inputs: in the epilogue
     /// expressions it becomes the input after the last one (`FusedReduce`'s convention).
     fn finish_reduces(self) -> Vec<Step> {
         self.steps
             .into_iter()
             .map(|step| match step {
-                Step::Reduce { node, prologue, mut inputs, epilogue } => {
-                    let Some(j) = inputs.iter().position(|k| k.node == node) else {
-                        return Step::Reduce { node, prologue, inputs, epilogue };
-                    };
-                    inputs.remove(j);
-                    let n = inputs.len();
-                    let remap = |i: usize| if i == j { n } else if i > j { i - 1 } else { i };
+                Step::Reduce { node, prologue, inputs, epilogue, finish } => {
+                    // The reduced value leaves the inputs and becomes input n: the reduction
+                    // (read by the finish, or by the epilogue without a finish) or what is
+                    // stored (the finish, read by the epilogue).
+                    let stored = finish.as_ref().map_or(node, |(_, f)| *f);
+                    let special = |k: &KernelInput| k.node == node || k.node == stored;
+                    let kept: Vec<KernelInput> = inputs.iter().copied().filter(|k| !special(k)).collect();
+                    let n = kept.len();
+                    let mut next = 0;
+                    let map: Vec<usize> = inputs
+                        .iter()
+                        .map(|k| {
+                            if special(k) {
+                                n
+                            } else {
+                                next += 1;
+                                next - 1
+                            }
+                        })
+                        .collect();
+                    let remap = |i: usize| map[i];
                     let epilogue = epilogue.into_iter().map(|(e, o)| (remap_inputs(&e, &remap), o)).collect();
-                    Step::Reduce { node, prologue: remap_inputs(&prologue, &remap), inputs, epilogue }
+                    let finish = finish.map(|(e, f)| (remap_inputs(&e, &remap), f));
+                    Step::Reduce { node, prologue: remap_inputs(&prologue, &remap), inputs: kept, epilogue, finish }
                 }
                 other => other,
             })
@@ -683,7 +780,7 @@ impl Scheduler<'_> {
                 && (node.shape == group.shape || self.broadcastable[n])
                 && (!self.materialised[n] || (group.roots.contains(&n) && self.inline_size[n] < MAX_INLINE_NODES)));
         if !inline {
-            let key = KernelInput { node: n, broadcast: node.shape != group.shape };
+            let key = KernelInput { node: n, broadcast: node.shape != group.shape, kept: false };
             let j = inputs.iter().position(|k| *k == key).unwrap_or_else(|| {
                 inputs.push(key);
                 inputs.len() - 1

@@ -207,7 +207,7 @@ fn reductions_and_dots_are_boundaries_between_fused_regions() {
 /// reduction with its prologue and the normalised output as its epilogue), same bits as
 /// node by node.
 #[test]
-fn softmax_and_layernorm_are_two_dispatches() {
+fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
     on_engine_alone(|ctx| {
         let mut rng = Rng(17);
         for (rows, cols) in [(64, 1000), (3, 7), (300, 129)] {
@@ -252,6 +252,36 @@ fn softmax_and_layernorm_are_two_dispatches() {
                 let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
                 assert_eq!(fused, unfused, "layernorm {t} {rows}x{cols}");
                 assert_eq!((dispatches, summary.fused_epilogues), (2, 1), "layernorm {t} {rows}x{cols}: {summary:?}");
+
+                // logsumexp (keep form): log(sum(exp(x - m))) + m, the sum finished in its kernel
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
+                let d = b.bin(BinaryOp::Subtract, x, m);
+                let e = b.un(UnaryOp::Exp, d);
+                let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+                let l = b.un(UnaryOp::Log, s);
+                let lse = b.bin(BinaryOp::Add, l, m);
+                b.out(lse);
+                let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "logsumexp {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_kernels), (2, 0), "logsumexp {t} {rows}x{cols}: {summary:?}");
+
+                // mean without kept axes (finish) and the centred values (an epilogue reading it)
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let n = b.constant(cols as f64, t);
+                let sum = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[rows], t);
+                let mean = b.bin(BinaryOp::Divide, sum, n);
+                let mb = b.node(PlanOp::Broadcast(vec![0]), &[mean], &[rows, cols], t);
+                let centred = b.bin(BinaryOp::Subtract, x, mb);
+                b.out(mean);
+                b.out(centred);
+                let ins = [upload(ctx, t, &[rows, cols], &random_values(t, rows * cols, &mut rng))];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "mean {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_kernels), (2, 1), "mean {t} {rows}x{cols}: {summary:?}");
             }
         }
     });
@@ -323,7 +353,14 @@ fn random_graphs_fused_equal_unfused() {
                         let op = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min][rng.below(3) as usize];
                         let keep: Vec<usize> = s.iter().enumerate().map(|(d, &x)| if d + 1 == s.len() { 1 } else { x }).collect();
                         let red = b.node(PlanOp::Reduce { op, axes: vec![s.len() - 1] }, &[a], &keep, t);
-                        b.bin(BinaryOp::Subtract, a, red)
+                        if rng.below(2) == 0 {
+                            // a stored function of the reduction: its finish
+                            let f = b.un(if float { UnaryOp::Abs } else { UnaryOp::Negate }, red);
+                            b.out(f);
+                            b.bin(BinaryOp::Subtract, a, f)
+                        } else {
+                            b.bin(BinaryOp::Subtract, a, red)
+                        }
                     }
                     10 => {
                         let s = b.shape(a);
