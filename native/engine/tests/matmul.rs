@@ -334,7 +334,9 @@ fn every_tiled_variant() {
     let bad = Some(MatmulKernel::Tiled { dtype: t, bm: 32, bn: 32, bk: 8 });
     let a = ctx.upload(t, &[2, 2], &[0; 16]).unwrap();
     assert!(ctx.dot_using(bad, &a, &[1], &[], &a, &[0], &[], t).is_err());
-    assert!(ctx.dot_using(Some(MatmulKernel::CoopMat), &a, &[1], &[], &a, &[0], &[], t).is_err());
+    // a cooperative-matrix kernel for f16 operands cannot take f32 ones (tests/coopmat.rs)
+    let coop = MatmulKernel::CoopMat { input: DType::F16, m: 16, n: 16, k: 16, bk: 32, staging: nx_vulkan_engine::matmul::CoopStaging::SharedTyped };
+    assert!(ctx.dot_using(Some(coop), &a, &[1], &[], &a, &[0], &[], t).is_err());
 }
 
 #[test]
