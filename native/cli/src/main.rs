@@ -43,8 +43,8 @@ enum Command {
         reps: usize,
         #[arg(long, default_value_t = 10)]
         calls: usize,
-        /// Also time every cooperative-matrix variant the device can run (each listed shape,
-        /// K step 32/64, each staging, and the multiply-only ceiling probe) for f16/bf16.
+        /// Also time the cooperative-matrix variants of the chosen shape the device can run
+        /// (workgroup tiles 128×128/256×128/128×256, K step 32/64, and the multiply-only probe).
         #[arg(long)]
         coopmat_all: bool,
     },
@@ -165,17 +165,15 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
             } else {
                 let chosen = tensor_core_kernel(&ctx.caps, t);
                 variants.push((format!("{chosen:?}"), None));
-                let mut shapes: Vec<_> = ctx.caps.coopmat_shapes.iter().map(|s| (s.m, s.n, s.k)).collect();
-                shapes.sort();
-                shapes.dedup();
-                let stagings = [CoopStaging::SharedTyped, CoopStaging::SharedWords, CoopStaging::Global, CoopStaging::ProbeMultiplyOnly];
-                for (tm, tn, tk) in shapes.into_iter().filter(|_| coopmat_all) {
-                    for bk in [32, 64] {
-                        for staging in stagings {
-                            let forced = MatmulKernel::CoopMat { input: t, m: tm, n: tn, k: tk, bk, staging };
-                            let tile_multiple = m % 128 == 0 && n % 128 == 0 && k % bk as usize == 0;
-                            if forced != chosen && coopmat_runs_here(&ctx.caps, forced) && (staging != CoopStaging::Global || tile_multiple) {
-                                variants.push((format!("{forced:?}"), Some(forced)));
+                // Variants of the chosen shape: workgroup tiles, K steps, the multiply-only probe.
+                if let (true, MatmulKernel::CoopMat { m: tm, n: tn, k: tk, .. }) = (coopmat_all, chosen) {
+                    for (bm, bn) in [(128, 128), (256, 128), (128, 256)] {
+                        for bk in [32, 64] {
+                            for staging in [CoopStaging::SharedTyped, CoopStaging::ProbeMultiplyOnly] {
+                                let forced = MatmulKernel::CoopMat { input: t, m: tm, n: tn, k: tk, bm, bn, bk, staging };
+                                if forced != chosen && coopmat_runs_here(&ctx.caps, forced) {
+                                    variants.push((format!("{forced:?}"), Some(forced)));
+                                }
                             }
                         }
                     }

@@ -97,7 +97,7 @@ pub enum MatmulKernel {
     /// Cooperative-matrix (tensor core) GEMM: `input`×`input` (f16 or bf16) products
     /// accumulated in f32 on `m × n × k` cooperative matrices (a shape from the device's
     /// property list), written as f32, f16 or bf16. Chosen only by `DotPrecision::TensorCore`.
-    CoopMat { input: DType, m: u32, n: u32, k: u32, bk: u32, staging: CoopStaging },
+    CoopMat { input: DType, m: u32, n: u32, k: u32, bm: u32, bn: u32, bk: u32, staging: CoopStaging },
     /// The same interface without cooperative matrices (lavapipe, older GPUs): the operands
     /// widened to f32 (exact), the f32 tiled kernel accumulating in f32, one rounding.
     HalfFallback,
@@ -129,7 +129,7 @@ pub fn tensor_core_kernel(caps: &DeviceCaps, input: DType) -> MatmulKernel {
     // K step: 64 where shared memory allows (fewer barriers per multiply), else 32.
     [64, 32]
         .into_iter()
-        .map(|bk| MatmulKernel::CoopMat { input, m: s.m, n: s.n, k: s.k, bk, staging: CoopStaging::SharedTyped })
+        .map(|bk| MatmulKernel::CoopMat { input, m: s.m, n: s.n, k: s.k, bm: 128, bn: 128, bk, staging: CoopStaging::SharedTyped })
         .find(|k| coopmat_runs_here(caps, *k))
         .unwrap_or(MatmulKernel::HalfFallback)
 }
@@ -147,7 +147,7 @@ fn coopmat_type(input: DType) -> Option<crate::device::CoopMatType> {
 /// for its input type with f32 accumulation, the device has the features its shader needs,
 /// and its tiles fit the subgroup grid and shared memory.
 pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
-    let MatmulKernel::CoopMat { input, m, n, k, bk, staging } = kernel else { return false };
+    let MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging } = kernel else { return false };
     let Some(t) = coopmat_type(input) else { return false };
     let listed = caps.coopmat_shape(t).is_some()
         && caps.coopmat_shapes.iter().any(|s| {
@@ -158,8 +158,8 @@ pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
                 && s.result == crate::device::CoopMatType::F32
                 && s.scope == "subgroup"
         });
-    let cfg = CoopCfg { input, out: DType::F32, tm: m, tn: n, tk: k, bk, staging, subgroup: caps.subgroup_size, a_v8: true, b_v8: true, checked: true };
-    listed && CoopCfg::fits(caps.subgroup_size, m, n, k, bk) && cfg.shared_bytes() <= caps.max_shared_memory as usize
+    let cfg = CoopCfg { input, out: DType::F32, tm: m, tn: n, tk: k, bm, bn, bk, staging, subgroup: caps.subgroup_size, a_v8: true, b_v8: true, checked: true };
+    listed && cfg.fits() && cfg.shared_bytes() <= caps.max_shared_memory as usize
 }
 
 /// The kernel for an `out`-typed product of `batch` `m × k` by `k × n` matrices on `caps`.
@@ -494,7 +494,7 @@ impl Context {
                 let kern = self.kernels.get(&key, 256, 1, || src)?;
                 batch.dispatch(&kern, params, (bsz * m * n) as u64)?;
             }
-            MatmulKernel::CoopMat { input, m: tm, n: tn, k: tk, bk, staging } => {
+            MatmulKernel::CoopMat { input, m: tm, n: tn, k: tk, bm, bn, bk, staging } => {
                 let v8 = |addr: u64, v: &View3, contiguous_axis: usize, len: usize| {
                     addr % 16 == 0
                         && v.s[contiguous_axis] == 1
@@ -508,12 +508,14 @@ impl Context {
                     tm,
                     tn,
                     tk,
+                    bm,
+                    bn,
                     bk,
                     staging,
                     subgroup: self.caps.subgroup_size,
                     a_v8: v8(ta.buffer.address(), va, 2, k),
                     b_v8: v8(tb.buffer.address(), vb, 2, n),
-                    checked: m % CM_BM as usize != 0 || n % CM_BN as usize != 0 || k % bk as usize != 0 || k == 0,
+                    checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
                 };
                 if staging == CoopStaging::Global && (cfg.checked || !cfg.a_v8 || !cfg.b_v8) {
                     return Err(invalid!("dot: {kernel:?} needs contiguous aligned operands whose sizes are tile multiples"));
@@ -522,8 +524,8 @@ impl Context {
                 let kern = self.kernels.get_for(crate::kernel::ShaderTarget::Vulkan13, &key, 256, 1, || cfg.source())?;
                 let max = self.caps.max_workgroup_count;
                 let groups = [
-                    u32::try_from(n.div_ceil(CM_BN as usize)).unwrap_or(u32::MAX),
-                    u32::try_from(m.div_ceil(CM_BM as usize)).unwrap_or(u32::MAX),
+                    u32::try_from(n.div_ceil(bn as usize)).unwrap_or(u32::MAX),
+                    u32::try_from(m.div_ceil(bm as usize)).unwrap_or(u32::MAX),
                     (bsz as u32).min(max[2]).min(65535),
                 ];
                 batch.dispatch_grid(&kern, params, (bsz * m * n) as u32, groups)?;
@@ -590,7 +592,10 @@ fn simple_source(ta: DType, tb: DType, out: DType) -> String {
     } else {
         format!("({x}) * ({y})")
     };
-    let store = if out.is_complex() { encode(out, &crate::elementwise::wrap(out, "acc")) } else { encode(out, "acc") };
+    // Floats and complex values through `wrap`: a NaN is stored as the canonical positive quiet
+    // NaN (BinaryBackend's), whatever sign or payload the hardware produced (x86 lavapipe and
+    // NVIDIA make different ones from Inf * 0).
+    let store = if out.is_complex() || out.is_float() { encode(out, &crate::elementwise::wrap(out, "acc")) } else { encode(out, "acc") };
     write!(
         s,
         "    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {{
@@ -786,7 +791,8 @@ impl TileCfg {
                 let enc = if f32 {
                     format!("BufU32(addrC).v[baseC + m * N + n + {c}] = floatBitsToUint({v});")
                 } else {
-                    format!("BufU64(addrC).v[baseC + m * N + n + {c}] = nx_f64_to_bits({v});")
+                    // canonical NaN, as every exact kernel writes it (see simple_source)
+                    format!("BufU64(addrC).v[baseC + m * N + n + {c}] = nx_f64_to_bits(nx_canon_f64({v}));")
                 };
                 writeln!(s, "                {guard}{enc}").unwrap();
             }
@@ -807,7 +813,9 @@ struct CoopCfg {
     tm: u32,
     tn: u32,
     tk: u32,
-    /// K per workgroup step (32 or 64).
+    /// Outputs per workgroup (128×128, 256×128, 128×256) and K per step (32 or 64).
+    bm: u32,
+    bn: u32,
     bk: u32,
     staging: CoopStaging,
     subgroup: u32,
@@ -818,40 +826,47 @@ struct CoopCfg {
     checked: bool,
 }
 
-/// Workgroup tile of the cooperative-matrix kernel: 256 invocations, `CM_BM × CM_BN` outputs,
-/// `bk` (32 or 64) along K per step.
-const CM_BM: u32 = 128;
-const CM_BN: u32 = 128;
-
 impl CoopCfg {
-    /// Subgroups per workgroup arranged (rows, cols) over the 128×128 tile.
-    fn warp_grid(subgroup: u32) -> Option<(u32, u32)> {
-        match 256 / subgroup.max(1) {
-            8 if subgroup == 32 => Some((2, 4)),
-            4 if subgroup == 64 => Some((2, 2)),
-            _ => None,
-        }
+    /// 256 invocations as subgroups arranged (rows, cols) over the `bm × bn` tile, each
+    /// subgroup 64 rows high: 8 subgroups of 32 as 2×4 (128 rows) or 4×2 (256 rows), 4 of 64
+    /// as 2×2.
+    fn warp_grid(&self) -> Option<(u32, u32)> {
+        let warps = match self.subgroup {
+            32 => 8,
+            64 => 4,
+            _ => return None,
+        };
+        let rows = self.bm / 64;
+        (rows > 0 && warps % rows == 0).then_some((rows, warps / rows))
     }
 
-    fn fits(subgroup: u32, tm: u32, tn: u32, tk: u32, bk: u32) -> bool {
-        let Some((wr, wc)) = Self::warp_grid(subgroup) else { return false };
-        let (wm, wn) = (CM_BM / wr, CM_BN / wc);
-        matches!(bk, 32 | 64) && tk % 8 == 0 && bk % tk == 0 && tn % 8 == 0 && wm % tm == 0 && wn % tn == 0
+    fn fits(&self) -> bool {
+        let Some((wr, wc)) = self.warp_grid() else { return false };
+        let (wm, wn) = (self.bm / wr, self.bn / wc);
+        let (tm, tn, tk, bk) = (self.tm, self.tn, self.tk, self.bk);
+        matches!((self.bm, self.bn), (128, 128) | (256, 128) | (128, 256))
+            && matches!(bk, 32 | 64)
+            && tk % 8 == 0
+            && bk % tk == 0
+            && tn % 8 == 0
+            && wm % tm == 0
+            && wn % tn == 0
+            && wn >= tn
     }
 
     fn shared_bytes(&self) -> usize {
-        let (wr, wc) = Self::warp_grid(self.subgroup).unwrap_or((2, 4));
+        let (wr, wc) = self.warp_grid().unwrap_or((2, 4));
         let (a, b) = match self.staging {
             CoopStaging::Global => (0, 0),
-            _ => (CM_BM * (self.bk / 8 + 1) * 16, self.bk * (CM_BN / 8 + 1) * 16),
+            _ => (self.bm * (self.bk / 8 + 1) * 16, self.bk * (self.bn / 8 + 1) * 16),
         };
         let c = wr * wc * self.tm * self.tn * 4;
         (a + b + c) as usize
     }
 
     fn source(&self) -> String {
-        let (wr, wc) = Self::warp_grid(self.subgroup).unwrap_or((2, 4));
-        let (wm, wn) = (CM_BM / wr, CM_BN / wc);
+        let (wr, wc) = self.warp_grid().unwrap_or((2, 4));
+        let (wm, wn) = (self.bm / wr, self.bn / wc);
         let (fm, fn_) = (wm / self.tm, wn / self.tn);
         let t = if self.input == DType::BF16 { "bfloat16_t" } else { "float16_t" };
         let mut s = crate::kernels::numeric_prelude();
@@ -861,7 +876,16 @@ impl CoopCfg {
 #extension GL_EXT_bfloat16 : enable\n";
         s = s.replacen("#version 460\n", ext, 1);
         s.push_str("layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufV4 { uvec4 v[]; };\n");
-        writeln!(s, "#define T {t}\n#define BM {CM_BM}\n#define BN {CM_BN}\n#define BK {}\n#define LD {}", self.bk, CM_BM * self.bk / 8 / 256).unwrap();
+        writeln!(
+            s,
+            "#define T {t}\n#define BM {}\n#define BN {}\n#define BK {}\n#define LDA {}\n#define LDB {}",
+            self.bm,
+            self.bn,
+            self.bk,
+            self.bm * self.bk / 8 / 256,
+            self.bn * self.bk / 8 / 256
+        )
+        .unwrap();
         writeln!(s, "#define TM {}\n#define TN {}\n#define TK {}\n#define WM {wm}\n#define WN {wn}\n#define FM {fm}\n#define FN {fn_}", self.tm, self.tn, self.tk).unwrap();
         writeln!(s, "#define WR {wr}\n#define WC {wc}\n#define SG {}", self.subgroup).unwrap();
         // Shared tiles: A [BM][BK + 8], B [BK][BN + 8] elements (16 bytes of padding per row
@@ -954,21 +978,27 @@ impl CoopCfg {
                 writeln!(acc_decl, "        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc{i}_{j} = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);").unwrap();
             }
         }
-        // Loads of the next tile into registers (LD words per invocation and operand).
-        let fetch = "[[unroll]] for (int i = 0; i < LD; i++) {
+        // Loads of the next tile into registers (LDA / LDB words per invocation).
+        let fetch = "[[unroll]] for (int i = 0; i < LDA; i++) {
                 int q = tid + i * 256;
                 ra[i] = octA(addrA, baseA, m0 + q / (BK / 8), k0 + (q % (BK / 8)) * 8, M, K, sAm, sAk);
+            }
+            [[unroll]] for (int i = 0; i < LDB; i++) {
+                int q = tid + i * 256;
                 rb[i] = octB(addrB, baseB, k0 + q / (BN / 8), n0 + (q % (BN / 8)) * 8, K, N, sBk, sBn);
             }\n";
-        let put = "[[unroll]] for (int i = 0; i < LD; i++) {
+        let put = "[[unroll]] for (int i = 0; i < LDA; i++) {
                 int q = tid + i * 256;
                 putA((q / (BK / 8)) * SA + (q % (BK / 8)) * W, ra[i]);
+            }
+            [[unroll]] for (int i = 0; i < LDB; i++) {
+                int q = tid + i * 256;
                 putB((q / (BN / 8)) * SB + (q % (BN / 8)) * W, rb[i]);
             }\n";
         let main_loop = match self.staging {
             CoopStaging::SharedTyped | CoopStaging::SharedWords => format!(
                 "        // the next tile's loads are in flight while the current one is multiplied
-        uvec4 ra[LD]; uvec4 rb[LD];
+        uvec4 ra[LDA]; uvec4 rb[LDB];
         int k0 = 0;
         {fetch}        for (int kt = 0; kt < nt; kt++) {{
             barrier();
@@ -987,7 +1017,7 @@ impl CoopCfg {
                 tile = multiply_tile(&from_global)
             ),
             CoopStaging::ProbeMultiplyOnly => format!(
-                "        uvec4 ra[LD]; uvec4 rb[LD];
+                "        uvec4 ra[LDA]; uvec4 rb[LDB];
         int k0 = 0;
         {fetch}        {put}        barrier();
 {first}        for (int kt = 0; kt < nt; kt++) {{
@@ -998,8 +1028,9 @@ impl CoopCfg {
             ),
         };
         let store_c_expr = match self.out {
-            DType::F32 => "BufU32(addrC).v[at] = floatBitsToUint(x);".to_string(),
-            o => format!("{}(addrC).v[at] = {};", buf_type(o), encode(o, "nx_f32_to_f64(floatBitsToUint(x))")),
+            // NaN canonical (positive quiet), as the engine's other kernels write it
+            DType::F32 => "BufU32(addrC).v[at] = isnan(x) ? 0x7FC00000u : floatBitsToUint(x);".to_string(),
+            o => format!("{}(addrC).v[at] = {};", buf_type(o), encode(o, &crate::elementwise::wrap(o, "nx_f32_to_f64(floatBitsToUint(x))"))),
         };
         let store_c = &store_c_expr;
         let mut epilogue = String::new();
@@ -1057,11 +1088,11 @@ mod tests {
         let compiler = glslang::Compiler::acquire().expect("glslang");
         for input in [DType::F16, DType::BF16] {
             for out in [DType::F32, DType::F16, DType::BF16] {
-                for (tm, tn, tk, bk) in [(16, 16, 16, 32), (16, 8, 16, 64), (16, 16, 32, 64)] {
+                for (tm, tn, tk, bm, bn, bk) in [(16, 16, 16, 128, 128, 32), (16, 8, 16, 128, 128, 64), (16, 16, 32, 128, 128, 64), (16, 16, 16, 256, 128, 32), (16, 8, 16, 128, 256, 32)] {
                     for (a_v8, b_v8, checked) in [(true, true, false), (false, false, true), (true, false, true)] {
                       for staging in [CoopStaging::SharedTyped, CoopStaging::SharedWords, CoopStaging::Global, CoopStaging::ProbeMultiplyOnly] {
-                        let cfg = CoopCfg { input, out, tm, tn, tk, bk, staging, subgroup: 32, a_v8, b_v8, checked };
-                        assert!(CoopCfg::fits(32, tm, tn, tk, bk));
+                        let cfg = CoopCfg { input, out, tm, tn, tk, bm, bn, bk, staging, subgroup: 32, a_v8, b_v8, checked };
+                        assert!(cfg.fits());
                         let spirv = crate::kernel::compile_glsl(compiler, "coopmat test", &cfg.source(), crate::kernel::ShaderTarget::Vulkan13)
                             .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
                         assert_eq!(spirv[0], 0x0723_0203, "SPIR-V magic");

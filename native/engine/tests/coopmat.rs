@@ -193,17 +193,24 @@ fn every_coopmat_variant() {
         shapes.sort();
         shapes.dedup();
         for (m, n, k) in shapes {
-            for bk in [32, 64] {
-                for staging in [CoopStaging::SharedTyped, CoopStaging::SharedWords, CoopStaging::Global] {
-                    let kernel = MatmulKernel::CoopMat { input, m, n, k, bk, staging };
+            for (bm, bn, bk, staging) in [
+                (128, 128, 32, CoopStaging::SharedTyped),
+                (128, 128, 64, CoopStaging::SharedTyped),
+                (128, 128, 32, CoopStaging::SharedWords),
+                (128, 128, 64, CoopStaging::Global),
+                (256, 128, 32, CoopStaging::SharedTyped),
+                (128, 256, 32, CoopStaging::SharedTyped),
+            ] {
+                {
+                    let kernel = MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging };
                     if !coopmat_runs_here(&ctx.caps, kernel) {
                         continue;
                     }
                     // Global staging takes only tile-multiple, contiguous operands.
                     let sizes: &[[usize; 4]] = if staging == CoopStaging::Global {
-                        &[[1, 128, 128, 64], [2, 256, 384, 192]]
+                        &[[1, 256, 256, 64], [2, 256, 512, 192]]
                     } else {
-                        &[[1, 1, 1, 1], [1, 7, 7, 7], [2, 133, 70, 100], [1, 256, 128, 128]]
+                        &[[1, 1, 1, 1], [1, 7, 7, 7], [2, 133, 70, 100], [1, 300, 260, 128]]
                     };
                     for (i, &dims) in sizes.iter().enumerate() {
                         for out in [DType::F32, input] {
@@ -218,6 +225,28 @@ fn every_coopmat_variant() {
         }
     }
     eprintln!("{ran} cooperative-matrix variants checked");
+}
+
+/// The larger workgroup tiles (256×128, 128×256: 64×64 per subgroup) of the device's chosen
+/// shape, forced, at odd sizes and both output types.
+#[test]
+fn larger_workgroup_tiles() {
+    let ctx = ctx();
+    for input in [DType::F16, DType::BF16] {
+        let MatmulKernel::CoopMat { m, n, k, .. } = tensor_core_kernel(&ctx.caps, input) else { continue };
+        for (bm, bn) in [(256, 128), (128, 256)] {
+            let kernel = MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk: 32, staging: CoopStaging::SharedTyped };
+            if !coopmat_runs_here(&ctx.caps, kernel) {
+                continue;
+            }
+            for (i, dims) in [[2, 133, 70, 100], [1, 300, 260, 128], [1, 7, 513, 33]].into_iter().enumerate() {
+                for out in [DType::F32, input] {
+                    check_with(&ctx, Some(kernel), input, out, dims, i == 2, false, 60 + i as u64);
+                }
+            }
+            eprintln!("checked {kernel:?}");
+        }
+    }
 }
 
 /// Transposed operands (contraction axis not contiguous: the strided-load variants).
@@ -292,7 +321,7 @@ fn default_dot_is_unchanged() {
 fn coopmat_kernel_is_refused_where_absent() {
     let ctx = ctx();
     let t = upload(&ctx, DType::F16, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
-    let forced = MatmulKernel::CoopMat { input: DType::F16, m: 16, n: 16, k: 16, bk: 32, staging: CoopStaging::SharedTyped };
+    let forced = MatmulKernel::CoopMat { input: DType::F16, m: 16, n: 16, k: 16, bm: 128, bn: 128, bk: 32, staging: CoopStaging::SharedTyped };
     let r = ctx.dot_using(Some(forced), &t, &[1], &[], &t, &[0], &[], DType::F32);
     if !coopmat_runs_here(&ctx.caps, forced) {
         assert!(r.is_err());
