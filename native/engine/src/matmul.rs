@@ -45,18 +45,21 @@
 //! **Tensor cores.** [`DotPrecision::TensorCore`] on f16×f16 or bf16×bf16 operands picks
 //! [`tensor_core_kernel`]: [`MatmulKernel::CoopMat`] (VK_KHR_cooperative_matrix) where the
 //! device lists a subgroup-scope shape with f32 accumulation for the input type, else
-//! [`MatmulKernel::HalfFallback`]. The CoopMat kernel: 256 invocations (8 subgroups of 32 as
-//! 2×4, or 4 of 64 as 2×2) compute a 128×128 output tile stepping 64 (or 32) along K; A and B tiles are
-//! staged in shared memory as 16-byte words (8 elements, loaded with one 16-byte access when
-//! the operand's contraction/column axis is contiguous and aligned, else 8 strided loads),
-//! with the next tile's loads in flight while the current one is multiplied; each subgroup
-//! holds a grid of `m × n` f32 accumulators (the shape comes from the device's property list)
-//! and multiplies `m × k` by `k × n` fragments loaded from shared memory. Out-of-range rows,
-//! columns and K remainders are zero-filled, and the result leaves through a per-subgroup
-//! shared scratch with bounds checks and the exact encoder of the output type (f32, or one
-//! rounding to f16/bf16 — Nx.dot of two f16 tensors is f16). The fallback widens both operands
-//! to f32 (exact), runs the f32 tiled kernel (f32 accumulation) and rounds once.
-//! Split-f32 and int8 tensor-core paths are not built yet.
+//! [`MatmulKernel::HalfFallback`]. The CoopMat kernel: 256 invocations (8 subgroups of 32, or
+//! 4 of 64), each subgroup owning 64 rows of the workgroup's `bm × bn` output tile (128×128 by
+//! default; 256×128 and 128×256 can be forced) and stepping `bk` (64, or 32) along K. A and B
+//! tiles are staged in shared memory (typed as the element's 2-vectors by default; raw 16-byte
+//! words, direct global loads and a multiply-only ceiling probe are forced variants), loaded
+//! with one 16-byte access per 8 elements when the operand's contraction/column axis is
+//! contiguous and aligned (else 8 strided loads), with the next tile's loads in flight while
+//! the current one is multiplied. Fragments and accumulators are separate generated variables,
+//! not arrays: with arrays NVIDIA's driver kept them in memory (35 vs 211 TFLOP/s at 4096³ on
+//! the H200). Out-of-range rows, columns and K remainders are zero-filled, and the result
+//! leaves through a per-subgroup shared scratch with bounds checks and the exact encoder of the
+//! output type (f32, or one rounding to f16/bf16 — Nx.dot of two f16 tensors is f16; NaN
+//! canonical). The fallback widens both operands to f32 (exact), runs the f32 tiled kernel (f32
+//! accumulation) and rounds once. Measurements: bench/README.md. Split-f32 and int8
+//! tensor-core paths are not built yet.
 
 use crate::device::DeviceCaps;
 use crate::dtype::{DType, Kind};

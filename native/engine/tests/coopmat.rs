@@ -367,3 +367,30 @@ fn bench_tensor_core() {
         }
     }
 }
+
+/// TensorCore on operands that are not f16/bf16 is what it says it is: f32 dots are the SGEMM
+/// (`F32Accumulate`, the same bits), f64 and integer dots stay exact (the default's bits).
+#[test]
+fn other_types_keep_their_paths() {
+    let ctx = ctx();
+    let (m, k, n) = (5usize, 37usize, 3usize);
+    for (t, other) in [(DType::F32, DotPrecision::F32Accumulate), (DType::F64, DotPrecision::Exact), (DType::S32, DotPrecision::Exact)] {
+        let vals = |len: usize, seed: usize| -> Vec<u8> {
+            (0..len)
+                .flat_map(|i| {
+                    let x = ((i * 7919 + seed) % 201) as f64 / 16.0 - 6.0;
+                    match t {
+                        DType::F32 => (x as f32).to_le_bytes().to_vec(),
+                        DType::F64 => x.to_le_bytes().to_vec(),
+                        _ => ((x * 16.0) as i32).to_le_bytes().to_vec(),
+                    }
+                })
+                .collect()
+        };
+        let a = ctx.upload(t, &[m, k], &vals(m * k, 1)).unwrap();
+        let b = ctx.upload(t, &[k, n], &vals(k * n, 2)).unwrap();
+        let tc = ctx.download(&ctx.dot_with(DotPrecision::TensorCore, &a, &[1], &[], &b, &[0], &[], t).unwrap()).unwrap();
+        let want = ctx.download(&ctx.dot_with(other, &a, &[1], &[], &b, &[0], &[], t).unwrap()).unwrap();
+        assert_eq!(tc, want, "{t}");
+    }
+}
