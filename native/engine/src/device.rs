@@ -361,7 +361,9 @@ impl ExtraFeatures {
             has_coopmat2_ext: names.iter().any(|n| n == EXT_COOPMAT2),
             ..Default::default()
         };
-        if !(x.has_bfloat16_ext || x.has_coopmat2_ext) || physical.api_version() < vulkano::Version::V1_1 {
+        // Below Vulkan 1.3 `create_device` does not chain these structs, so they are not
+        // reported as usable either.
+        if !(x.has_bfloat16_ext || x.has_coopmat2_ext) || physical.api_version() < vulkano::Version::V1_3 {
             return x;
         }
         let mut bf = Bfloat16Features {
