@@ -393,8 +393,7 @@ impl ExtraFeatures {
             cm2.p_next = head;
             head = &mut cm2 as *mut _ as *mut _;
         }
-        let mut f2 = ash::vk::PhysicalDeviceFeatures2::default();
-        f2.p_next = head;
+        let mut f2 = ash::vk::PhysicalDeviceFeatures2 { p_next: head, ..Default::default() };
         let fns = physical.instance().fns();
         // SAFETY: every struct in the chain is #[repr(C)] with its registry sType, lives until
         // the call returns, and belongs to an extension the device lists.

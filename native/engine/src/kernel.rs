@@ -318,7 +318,7 @@ fn glslang_message(e: &glslang::error::GlslangError) -> String {
     use glslang::error::GlslangError::*;
     match e {
         PreprocessError(log) | ParseError(log) | MapIoError(log) | LinkError(log) => {
-            format!("{}", log.log.trim_end())
+            log.log.trim_end().to_string()
         }
         other => format!("{other}"),
     }
