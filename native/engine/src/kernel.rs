@@ -1,5 +1,6 @@
-//! Kernels: GLSL compiled to SPIR-V by shaderc at run time, pipelines cached by identity, and
-//! the on-disk Vulkan pipeline cache guarded by our own header.
+//! Kernels: GLSL compiled to SPIR-V at run time by glslang 16 (the `glslang` crate, built from
+//! source and linked statically; no SPIR-V optimizer), pipelines cached by identity, and the
+//! on-disk Vulkan pipeline cache guarded by our own header.
 //!
 //! Every kernel shares one pipeline layout: no descriptor sets, one push-constant block
 //! (`PushConstants`: the device address of a parameter block and an item count). Kernels reach
@@ -24,7 +25,7 @@ use vulkano::VulkanObject;
 
 /// A compiled compute pipeline and how it maps work items to workgroups.
 pub struct Kernel {
-    pipeline: Arc<ComputePipeline>,
+    pipeline: Pipeline,
     name: String,
     local_size: u32,
     items_per_thread: u32,
@@ -32,7 +33,10 @@ pub struct Kernel {
 
 impl Kernel {
     pub(crate) fn pipeline_handle(&self) -> vk::Pipeline {
-        self.pipeline.handle()
+        match &self.pipeline {
+            Pipeline::Vulkano(p) => p.handle(),
+            Pipeline::Raw(r) => r.pipeline,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -42,6 +46,31 @@ impl Kernel {
     /// Work items one workgroup covers in one pass of the kernel's loop.
     pub fn items_per_group(&self) -> u32 {
         self.local_size * self.items_per_thread
+    }
+}
+
+enum Pipeline {
+    Vulkano(Arc<ComputePipeline>),
+    /// Created with the function table: vulkano 0.35's SPIR-V parser does not know the
+    /// bf16 (`BFloat16TypeKHR`) and coopmat2 capabilities, so it cannot wrap those modules.
+    Raw(RawPipeline),
+}
+
+struct RawPipeline {
+    device: Arc<Device>,
+    module: vk::ShaderModule,
+    pipeline: vk::Pipeline,
+}
+
+impl Drop for RawPipeline {
+    fn drop(&mut self) {
+        let fns = self.device.fns();
+        // SAFETY: both objects were created from this device and a kernel is dropped only
+        // when no submission that uses it is pending (the stream keeps kernels alive).
+        unsafe {
+            (fns.v1_0.destroy_pipeline)(self.device.handle(), self.pipeline, std::ptr::null());
+            (fns.v1_0.destroy_shader_module)(self.device.handle(), self.module, std::ptr::null());
+        }
     }
 }
 
@@ -77,7 +106,8 @@ pub(crate) struct KernelStats {
 pub struct KernelCache {
     device: Arc<Device>,
     layout: Arc<PipelineLayout>,
-    compiler: Mutex<shaderc::Compiler>,
+    /// glslang's compiler is process-wide; compiles are serialised through this lock.
+    compiler: Mutex<&'static glslang::Compiler>,
     kernels: Mutex<HashMap<String, Arc<Kernel>>>,
     /// Serialises builds so two threads never compile the same key twice.
     building: Mutex<()>,
@@ -101,8 +131,8 @@ impl KernelCache {
             },
         )
         .map_err(|e| EngineError::vk("pipeline layout", e))?;
-        let compiler = shaderc::Compiler::new()
-            .ok_or_else(|| EngineError::ShaderCompile { name: "-".into(), message: "shaderc unavailable".into() })?;
+        let compiler = glslang::Compiler::acquire()
+            .ok_or_else(|| EngineError::ShaderCompile { name: "-".into(), message: "glslang did not initialise".into() })?;
         let cache_header = CacheHeader::for_device(caps);
         let cache_file = pipeline_cache_path(caps);
         let initial_data = cache_file
@@ -161,6 +191,18 @@ impl KernelCache {
         items_per_thread: u32,
         source: impl FnOnce() -> String,
     ) -> Result<Arc<Kernel>> {
+        self.get_for(ShaderTarget::Vulkan12, key, local_size, items_per_thread, source)
+    }
+
+    /// `get` for a given SPIR-V target (cooperative-matrix kernels need Vulkan 1.3).
+    pub(crate) fn get_for(
+        &self,
+        target: ShaderTarget,
+        key: &str,
+        local_size: u32,
+        items_per_thread: u32,
+        source: impl FnOnce() -> String,
+    ) -> Result<Arc<Kernel>> {
         self.stats.lookups.fetch_add(1, Relaxed);
         if let Some(k) = self.kernels.lock().get(key) {
             return Ok(k.clone());
@@ -171,20 +213,11 @@ impl KernelCache {
             return Ok(k.clone());
         }
         let source = source();
-        let spirv = self.compile(key, &source)?;
-        // SAFETY: the SPIR-V was produced by shaderc from our own GLSL just now.
-        let module = unsafe { ShaderModule::new(self.device.clone(), ShaderModuleCreateInfo::new(&spirv)) }
-            .map_err(|e| EngineError::vk(&format!("shader module {key}"), format!("{e:?}")))?;
-        let entry = module
-            .entry_point("main")
-            .ok_or_else(|| EngineError::ShaderCompile { name: key.into(), message: "no main".into() })?;
-        let stage = PipelineShaderStageCreateInfo::new(entry);
-        let pipeline = ComputePipeline::new(
-            self.device.clone(),
-            Some(self.pipeline_cache.clone()),
-            ComputePipelineCreateInfo::stage_layout(stage, self.layout.clone()),
-        )
-        .map_err(|e| EngineError::vk(&format!("compute pipeline {key}"), format!("{e:?}")))?;
+        let spirv = compile_glsl(&self.compiler.lock(), key, &source, target)?;
+        let pipeline = match target {
+            ShaderTarget::Vulkan12 => Pipeline::Vulkano(self.vulkano_pipeline(key, &spirv)?),
+            ShaderTarget::Vulkan13 => Pipeline::Raw(self.raw_pipeline(key, &spirv)?),
+        };
         let kernel = Arc::new(Kernel { pipeline, name: key.to_string(), local_size, items_per_thread });
         self.kernels.lock().insert(key.to_string(), kernel.clone());
         self.stats.compiled.fetch_add(1, Relaxed);
@@ -192,22 +225,44 @@ impl KernelCache {
         Ok(kernel)
     }
 
-    fn compile(&self, name: &str, source: &str) -> Result<Vec<u32>> {
-        let mut options = shaderc::CompileOptions::new()
-            .ok_or_else(|| EngineError::ShaderCompile { name: name.into(), message: "no options".into() })?;
-        options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
-        // No spirv-opt: it rewrites float arithmetic (x/3.0 into a multiply) even where exact
-        // results matter. The driver's compiler optimises the rest.
-        options.set_optimization_level(shaderc::OptimizationLevel::Zero);
-        let artifact = self
-            .compiler
-            .lock()
-            .compile_into_spirv(source, shaderc::ShaderKind::Compute, name, "main", Some(&options))
-            .map_err(|e| EngineError::ShaderCompile {
-                name: name.into(),
-                message: format!("{e}\n--- source ---\n{}", numbered(source)),
-            })?;
-        Ok(artifact.as_binary().to_vec())
+    fn vulkano_pipeline(&self, key: &str, spirv: &[u32]) -> Result<Arc<ComputePipeline>> {
+        // SAFETY: the SPIR-V was produced by glslang from our own GLSL just now.
+        let module = unsafe { ShaderModule::new(self.device.clone(), ShaderModuleCreateInfo::new(spirv)) }
+            .map_err(|e| EngineError::vk(&format!("shader module {key}"), format!("{e:?}")))?;
+        let entry = module
+            .entry_point("main")
+            .ok_or_else(|| EngineError::ShaderCompile { name: key.into(), message: "no main".into() })?;
+        let stage = PipelineShaderStageCreateInfo::new(entry);
+        ComputePipeline::new(
+            self.device.clone(),
+            Some(self.pipeline_cache.clone()),
+            ComputePipelineCreateInfo::stage_layout(stage, self.layout.clone()),
+        )
+        .map_err(|e| EngineError::vk(&format!("compute pipeline {key}"), format!("{e:?}")))
+    }
+
+    fn raw_pipeline(&self, key: &str, spirv: &[u32]) -> Result<RawPipeline> {
+        let fns = self.device.fns();
+        let dev = self.device.handle();
+        let info = vk::ShaderModuleCreateInfo::default().code(spirv);
+        let mut module = vk::ShaderModule::null();
+        // SAFETY: valid SPIR-V words from glslang; the device outlives the module (RawPipeline
+        // holds it).
+        let r = unsafe { (fns.v1_0.create_shader_module)(dev, &info, std::ptr::null(), &mut module) };
+        if r != vk::Result::SUCCESS {
+            return Err(EngineError::vk(&format!("shader module {key}"), format!("{r:?}")));
+        }
+        let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
+        let info = vk::ComputePipelineCreateInfo::default().stage(stage).layout(self.layout.handle());
+        let mut pipeline = vk::Pipeline::null();
+        // SAFETY: module, layout and cache belong to this device; one create info, one output.
+        let r = unsafe { (fns.v1_0.create_compute_pipelines)(dev, self.pipeline_cache.handle(), 1, &info, std::ptr::null(), &mut pipeline) };
+        if r != vk::Result::SUCCESS {
+            // SAFETY: the module was created above and nothing uses it.
+            unsafe { (fns.v1_0.destroy_shader_module)(dev, module, std::ptr::null()) };
+            return Err(EngineError::vk(&format!("compute pipeline {key}"), format!("{r:?}")));
+        }
+        Ok(RawPipeline { device: self.device.clone(), module, pipeline })
     }
 
     /// Writes the driver's pipeline cache to disk with our header (atomically; errors ignored:
@@ -226,6 +281,49 @@ impl KernelCache {
     }
 }
 
+/// The SPIR-V environment a kernel is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShaderTarget {
+    /// Vulkan 1.2 / SPIR-V 1.5: every portable kernel (what shaderc produced before).
+    Vulkan12,
+    /// Vulkan 1.3 / SPIR-V 1.6: cooperative-matrix and bf16 kernels (their extensions need it).
+    Vulkan13,
+}
+
+/// The shader compiler's identity, part of the on-disk cache's name: SPIR-V from another
+/// compiler version is a different pipeline, so its cache entries are never looked up again.
+pub const SHADER_COMPILER: &str = "glslang-16.6.0";
+
+/// GLSL → SPIR-V with glslang (no optimizer: glslang-sys is built with ENABLE_OPT off, so
+/// exact float code is never rewritten). Errors carry glslang's log and the numbered source.
+pub(crate) fn compile_glsl(compiler: &glslang::Compiler, name: &str, source: &str, target: ShaderTarget) -> Result<Vec<u32>> {
+    use glslang::{CompilerOptions, ShaderInput, ShaderSource, ShaderStage, SpirvVersion, Target, VulkanVersion};
+    let fail = |message: String| EngineError::ShaderCompile { name: name.into(), message: format!("{message}\n--- source ---\n{}", numbered(source)) };
+    if source.contains('\0') {
+        return Err(fail("source contains a NUL byte".into()));
+    }
+    let (version, spirv_version) = match target {
+        ShaderTarget::Vulkan12 => (VulkanVersion::Vulkan1_2, SpirvVersion::SPIRV1_5),
+        ShaderTarget::Vulkan13 => (VulkanVersion::Vulkan1_3, SpirvVersion::SPIRV1_6),
+    };
+    let options = CompilerOptions { target: Target::Vulkan { version, spirv_version }, ..Default::default() };
+    let src = ShaderSource::from(source);
+    let input = ShaderInput::new(&src, ShaderStage::Compute, &options, None::<&[(&str, Option<&str>)]>, None)
+        .map_err(|e| fail(format!("{e}")))?;
+    let shader = compiler.create_shader(input).map_err(|e| fail(glslang_message(&e)))?;
+    shader.compile().map_err(|e| fail(glslang_message(&e)))
+}
+
+fn glslang_message(e: &glslang::error::GlslangError) -> String {
+    use glslang::error::GlslangError::*;
+    match e {
+        PreprocessError(log) | ParseError(log) | MapIoError(log) | LinkError(log) => {
+            log.log.trim_end().to_string()
+        }
+        other => format!("{other}"),
+    }
+}
+
 fn numbered(source: &str) -> String {
     source.lines().enumerate().map(|(i, l)| format!("{:4} {l}\n", i + 1)).collect()
 }
@@ -238,7 +336,7 @@ fn pipeline_cache_path(caps: &crate::DeviceCaps) -> Option<PathBuf> {
         Some(d) => PathBuf::from(d),
         None => dirs::cache_dir()?.join("nx_vulkan"),
     };
-    Some(dir.join(format!("pipelines-{}-{}.bin", caps.pci_id().replace(':', "-"), caps.uuid_hex())))
+    Some(dir.join(format!("pipelines-{}-{}-{SHADER_COMPILER}.bin", caps.pci_id().replace(':', "-"), caps.uuid_hex())))
 }
 
 /// Our header in front of the driver's pipeline-cache blob. A file whose header does not match

@@ -48,7 +48,7 @@ pub use vulkano;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use vulkano::device::{Device, DeviceCreateInfo, DeviceExtensions, DeviceFeatures, QueueCreateInfo, QueueFlags};
+use vulkano::device::QueueFlags;
 use vulkano::memory::allocator::StandardMemoryAllocator;
 
 /// Counters that show where work ran: tests assert on them.
@@ -123,28 +123,7 @@ impl Context {
             .ok_or_else(|| EngineError::Unsupported { device: caps.name.clone(), what: "no compute queue".into() })?
             as u32;
         let timestamps = physical.queue_family_properties()[family as usize].timestamp_valid_bits.is_some();
-        let features = DeviceFeatures {
-            buffer_device_address: true,
-            shader_int64: true,
-            shader_float64: true,
-            shader_int8: true,
-            shader_int16: true,
-            storage_buffer8_bit_access: true,
-            storage_buffer16_bit_access: true,
-            shader_float16: caps.float16,
-            ..DeviceFeatures::empty()
-        };
-        let (device, mut queues) = Device::new(
-            physical,
-            DeviceCreateInfo {
-                queue_create_infos: vec![QueueCreateInfo { queue_family_index: family, ..Default::default() }],
-                enabled_extensions: DeviceExtensions::empty(),
-                enabled_features: features,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| EngineError::vk("creating the device", e))?;
-        let queue = queues.next().ok_or_else(|| EngineError::Vulkan("no queue".into()))?;
+        let (device, queue) = device::create_device(physical, family, &caps)?;
         let memory_allocator = Arc::new(StandardMemoryAllocator::new_default(device.clone()));
         let clock = Arc::new(stream::StreamClock::new());
         let pool = memory::BufferPool::new(memory_allocator.clone(), caps.device_local_bytes, caps.max_allocation_size, clock.clone());
