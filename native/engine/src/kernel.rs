@@ -101,6 +101,12 @@ layout(push_constant) uniform PushConstants { uint64_t params; uint count; uint 
 pub(crate) struct KernelStats {
     pub compiled: std::sync::atomic::AtomicU64,
     pub lookups: std::sync::atomic::AtomicU64,
+    /// SPIR-V read from the on-disk cache instead of compiled.
+    pub spirv_hits: std::sync::atomic::AtomicU64,
+    /// SPIR-V compiled (and written to the cache when it is on).
+    pub spirv_misses: std::sync::atomic::AtomicU64,
+    /// Cache files ignored because they were damaged, truncated or for other source.
+    pub spirv_rejected: std::sync::atomic::AtomicU64,
 }
 
 pub struct KernelCache {
@@ -114,6 +120,8 @@ pub struct KernelCache {
     pipeline_cache: Arc<PipelineCache>,
     cache_file: Option<PathBuf>,
     cache_header: CacheHeader,
+    /// Where generated SPIR-V is kept across VMs (None: off).
+    spirv_dir: Option<PathBuf>,
     pub(crate) stats: KernelStats,
 }
 
@@ -155,6 +163,7 @@ impl KernelCache {
             pipeline_cache,
             cache_file,
             cache_header,
+            spirv_dir: spirv_cache_dir(),
             stats: KernelStats::default(),
         })
     }
@@ -213,7 +222,7 @@ impl KernelCache {
             return Ok(k.clone());
         }
         let source = source();
-        let spirv = compile_glsl(&self.compiler.lock(), key, &source, target)?;
+        let spirv = self.spirv(key, &source, target)?;
         let pipeline = match target {
             ShaderTarget::Vulkan12 => Pipeline::Vulkano(self.vulkano_pipeline(key, &spirv)?),
             ShaderTarget::Vulkan13 => Pipeline::Raw(self.raw_pipeline(key, &spirv)?),
@@ -223,6 +232,41 @@ impl KernelCache {
         self.stats.compiled.fetch_add(1, Relaxed);
         self.save_pipeline_cache();
         Ok(kernel)
+    }
+
+    /// SPIR-V for `source`: from the on-disk cache when a file there holds exactly this
+    /// source for this target and compiler, else compiled by glslang and written there.
+    fn spirv(&self, key: &str, source: &str, target: ShaderTarget) -> Result<Vec<u32>> {
+        let path = self.spirv_dir.as_ref().map(|d| d.join(format!("{:016x}{:016x}.spv", fnv1a64_seeded(source.as_bytes(), 0), fnv1a64_seeded(source.as_bytes(), 1))));
+        let tag = format!("{SHADER_COMPILER} {target:?}");
+        if let Some(p) = &path {
+            match std::fs::read(p) {
+                Ok(bytes) => match read_spirv_entry(&bytes, &tag, source) {
+                    Some(words) => {
+                        self.stats.spirv_hits.fetch_add(1, Relaxed);
+                        return Ok(words);
+                    }
+                    None => {
+                        self.stats.spirv_rejected.fetch_add(1, Relaxed);
+                        eprintln!("nx_vulkan: ignoring damaged or foreign SPIR-V cache file {} (rebuilt)", p.display());
+                    }
+                },
+                Err(_) => {}
+            }
+        }
+        self.stats.spirv_misses.fetch_add(1, Relaxed);
+        let words = compile_glsl(&self.compiler.lock(), key, source, target)?;
+        if let Some(p) = &path {
+            // Written to a temporary and renamed: a reader never sees half a file.
+            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            let ok = p.parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+                && std::fs::write(&tmp, spirv_entry(&tag, source, &words)).is_ok()
+                && std::fs::rename(&tmp, p).is_ok();
+            if !ok {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Ok(words)
     }
 
     fn vulkano_pipeline(&self, key: &str, spirv: &[u32]) -> Result<Arc<ComputePipeline>> {
@@ -322,6 +366,75 @@ fn glslang_message(e: &glslang::error::GlslangError) -> String {
         }
         other => format!("{other}"),
     }
+}
+
+/// The SPIR-V cache directory: `$NX_VULKAN_CACHE_DIR/spirv` (or the user cache dir), off with
+/// `NX_VULKAN_SPIRV_CACHE=off`. Keyed by the compiler version in each file, not the device:
+/// SPIR-V is device-independent.
+fn spirv_cache_dir() -> Option<PathBuf> {
+    if std::env::var("NX_VULKAN_SPIRV_CACHE").as_deref() == Ok("off") {
+        return None;
+    }
+    let dir = match std::env::var_os("NX_VULKAN_CACHE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => dirs::cache_dir()?.join("nx_vulkan"),
+    };
+    Some(dir.join("spirv"))
+}
+
+const SPIRV_MAGIC: &[u8; 8] = b"NXVKSPV1";
+
+/// One cache file: magic, tag (compiler and target), the full GLSL source (compared byte for
+/// byte on read, so a hash collision can never hand back another shader's code), the SPIR-V
+/// words and a checksum over everything before it.
+pub fn spirv_entry(tag: &str, source: &str, words: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + tag.len() + source.len() + 4 * words.len());
+    out.extend_from_slice(SPIRV_MAGIC);
+    for part in [tag.as_bytes(), source.as_bytes()] {
+        out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        out.extend_from_slice(part);
+    }
+    out.extend_from_slice(&(words.len() as u64).to_le_bytes());
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    let sum = fnv1a64(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// The SPIR-V in a cache file if it is whole and was made from `source` for `tag`.
+pub fn read_spirv_entry(bytes: &[u8], tag: &str, source: &str) -> Option<Vec<u32>> {
+    let body = bytes.get(..bytes.len().checked_sub(8)?)?;
+    let sum = u64::from_le_bytes(bytes[body.len()..].try_into().ok()?);
+    if fnv1a64(body) != sum || body.get(..8)? != SPIRV_MAGIC {
+        return None;
+    }
+    let mut at = 8;
+    let mut part = |at: &mut usize| -> Option<&[u8]> {
+        let len = usize::try_from(u64::from_le_bytes(body.get(*at..*at + 8)?.try_into().ok()?)).ok()?;
+        let p = body.get(*at + 8..(*at + 8).checked_add(len)?)?;
+        *at += 8 + len;
+        Some(p)
+    };
+    if part(&mut at)? != tag.as_bytes() || part(&mut at)? != source.as_bytes() {
+        return None;
+    }
+    let n = usize::try_from(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?)).ok()?;
+    let words = body.get(at + 8..)?;
+    if words.len() != n.checked_mul(4)? || n == 0 {
+        return None;
+    }
+    Some(words.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect())
+}
+
+fn fnv1a64_seeded(data: &[u8], seed: u64) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325 ^ seed.wrapping_mul(0x9e3779b97f4a7c15);
+    for b in data {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
 }
 
 fn numbered(source: &str) -> String {
@@ -437,6 +550,26 @@ mod tests {
         let h = header();
         let blob = driver_blob(&h);
         assert_eq!(h.validate(&h.wrap(&blob)), Some(&blob[..]));
+    }
+
+    #[test]
+    fn spirv_entries_round_trip_and_reject_damage() {
+        let words = [0x0723_0203u32, 7, 8, 9];
+        let e = spirv_entry("glslang-16 Vulkan12", "void main() {}", &words);
+        assert_eq!(read_spirv_entry(&e, "glslang-16 Vulkan12", "void main() {}").as_deref(), Some(&words[..]));
+        // other source, other tag (compiler version, target), truncation, a flipped bit, junk
+        assert!(read_spirv_entry(&e, "glslang-16 Vulkan12", "void main() { }").is_none());
+        assert!(read_spirv_entry(&e, "glslang-17 Vulkan12", "void main() {}").is_none());
+        assert!(read_spirv_entry(&e, "glslang-16 Vulkan13", "void main() {}").is_none());
+        for cut in [0, 1, 8, 20, e.len() - 9, e.len() - 1] {
+            assert!(read_spirv_entry(&e[..cut], "glslang-16 Vulkan12", "void main() {}").is_none(), "cut {cut}");
+        }
+        for i in 0..e.len() {
+            let mut d = e.clone();
+            d[i] ^= 0x10;
+            assert!(read_spirv_entry(&d, "glslang-16 Vulkan12", "void main() {}").is_none(), "flip {i}");
+        }
+        assert!(read_spirv_entry(&[0xffu8; 100], "t", "s").is_none());
     }
 
     #[test]

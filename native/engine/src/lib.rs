@@ -81,6 +81,11 @@ pub struct EngineStats {
     pub pipelines: u64,
     /// Kernel lookups (hits and builds).
     pub kernel_lookups: u64,
+    /// Pipelines whose SPIR-V came from the on-disk cache / was compiled / whose cache file was
+    /// damaged or foreign (ignored and rebuilt).
+    pub spirv_disk_hits: u64,
+    pub spirv_disk_misses: u64,
+    pub spirv_disk_rejected: u64,
     /// Submitters (command pool + command buffer + fence) created so far.
     pub submitters: u64,
     /// Submissions queued or running on the device now.
@@ -188,6 +193,9 @@ impl Context {
             downloads: self.stats.downloads.load(Relaxed),
             pipelines: self.kernels.stats.compiled.load(Relaxed),
             kernel_lookups: self.kernels.stats.lookups.load(Relaxed),
+            spirv_disk_hits: self.kernels.stats.spirv_hits.load(Relaxed),
+            spirv_disk_misses: self.kernels.stats.spirv_misses.load(Relaxed),
+            spirv_disk_rejected: self.kernels.stats.spirv_rejected.load(Relaxed),
             submitters: self.stats.submitters.load(Relaxed),
             in_flight: self.stream.in_flight() as u64,
             pool: self.pool.stats(),

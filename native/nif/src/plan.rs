@@ -93,7 +93,8 @@ fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<
             .collect::<engine::Result<Vec<_>>>()?;
         let dot = match dot_precision.as_str() {
             "exact" => DotPrecision::Exact,
-            "f32" => DotPrecision::F32Accumulate,
+            // f32 accumulation; f16/bf16 operands on tensor cores where the device has them
+            "f32" => DotPrecision::TensorCore,
             other => return Err(bad(format!("unknown dot precision {other:?} (exact, f32)"))),
         };
         let plan = Plan::new(Graph { params, nodes, outputs }, PlanOptions { dot })?;
