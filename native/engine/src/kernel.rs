@@ -545,6 +545,30 @@ mod tests {
         d
     }
 
+    /// glslang's errors come back as ShaderCompile with its message and the numbered source;
+    /// a NUL byte is an error, not a panic.
+    #[test]
+    fn compile_errors_name_the_line() {
+        let compiler = glslang::Compiler::acquire().expect("glslang");
+        let bad = "#version 460\nlayout(local_size_x = 1) in;\nvoid main() {\n    undeclared_thing = 1;\n}\n";
+        match compile_glsl(compiler, "broken kernel", bad, ShaderTarget::Vulkan12) {
+            Err(EngineError::ShaderCompile { name, message }) => {
+                assert_eq!(name, "broken kernel");
+                assert!(message.contains("undeclared_thing") && message.contains("0:4"), "{message}");
+                assert!(message.contains("   4     undeclared_thing = 1;"), "numbered source: {message}");
+            }
+            other => panic!("expected ShaderCompile, got {other:?}"),
+        }
+        assert!(matches!(compile_glsl(compiler, "nul", "#version 460\0", ShaderTarget::Vulkan13), Err(EngineError::ShaderCompile { .. })));
+        let good = "#version 460\nlayout(local_size_x = 1) in;\nvoid main() {}\n";
+        for target in [ShaderTarget::Vulkan12, ShaderTarget::Vulkan13] {
+            let spirv = compile_glsl(compiler, "empty", good, target).expect("compiles");
+            // SPIR-V version word: 1.5 for Vulkan 1.2, 1.6 for Vulkan 1.3
+            let want = if target == ShaderTarget::Vulkan12 { 0x0001_0500 } else { 0x0001_0600 };
+            assert_eq!((spirv[0], spirv[1]), (0x0723_0203, want));
+        }
+    }
+
     #[test]
     fn a_matching_file_round_trips() {
         let h = header();

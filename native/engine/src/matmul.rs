@@ -170,7 +170,8 @@ pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
 /// The kernel for an `out`-typed product of `batch` `m × k` by `k × n` matrices on `caps`.
 /// Depends on the shape and the device's capabilities only.
 pub fn choose_kernel(caps: &DeviceCaps, out: DType, _batch: usize, m: usize, n: usize, _k: usize) -> MatmulKernel {
-    // CoopMat: needs caps.cooperative_matrix and a coopmat-capable shader compiler (not linked).
+    // CoopMat is never chosen here: it changes the summation, so only DotPrecision::TensorCore
+    // (tensor_core_kernel) picks it.
     let tile = |dtype, b, bk| MatmulKernel::Tiled { dtype, bm: b, bn: b, bk };
     // Candidates in order of preference; the first whose shared memory fits the device wins.
     let candidates = match out {
