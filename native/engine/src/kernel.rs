@@ -411,7 +411,7 @@ pub fn read_spirv_entry(bytes: &[u8], tag: &str, source: &str) -> Option<Vec<u32
         return None;
     }
     let mut at = 8;
-    let mut part = |at: &mut usize| -> Option<&[u8]> {
+    let part = |at: &mut usize| -> Option<&[u8]> {
         let len = usize::try_from(u64::from_le_bytes(body.get(*at..*at + 8)?.try_into().ok()?)).ok()?;
         let p = body.get(*at + 8..(*at + 8).checked_add(len)?)?;
         *at += 8 + len;
