@@ -64,8 +64,10 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def __to_backend__(opts), do: {NxVulkan.Backend, Keyword.take(opts, [:device])}
 
-    # Streams run through the evaluator over NxVulkan.Backend (counted like any fallback).
-    @impl true
+    # Streams run through the evaluator over NxVulkan.Backend (counted like any fallback);
+    # Nx dropped the callback after 0.7.
+    if {:__stream__, 7} in Nx.Defn.Compiler.behaviour_info(:callbacks), do: @impl(true)
+
     def __stream__(key, input, acc, vars, fun, args_list, opts) do
       NxVulkan.Fallback.record!(:"defn:stream")
       Nx.Defn.Evaluator.__stream__(key, input, acc, vars, fun, args_list, Keyword.drop(opts, [:precision]))
