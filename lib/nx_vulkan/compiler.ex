@@ -9,14 +9,19 @@ if Code.ensure_loaded?(Nx) do
     The compiler does the least it can in Elixir: it lowers the `Nx.Defn.Expr` graph to a
     flat IR — `{op, args, shape, type, attr}` nodes in topological order, shared
     subexpressions once — and hands it to the engine (`NxVulkan.plan_compile/4`), which
-    schedules it (elementwise regions fused into generated kernels, reductions and dots as
-    stage boundaries) once per function, input shapes and types, and options. A call binds
-    the new inputs and records the whole plan as one submission to the device's stream.
+    schedules it (elementwise regions fused into generated kernels; reductions with their
+    elementwise prologue, finish and epilogue in their own kernels; dots and views as stage
+    boundaries) once per function, input shapes and types, and options. A call binds the new
+    inputs and records the whole plan as one submission to the device's stream. A `while`
+    loop splits the function into plans before and after it; its condition and body are
+    plans of their own, and the host reads the predicate back once per iteration. `cond` is
+    computed as a `select` over all branches (no read-back).
 
     ## Options
 
       * `:precision` — `:exact` (default): the bits `NxVulkan.Backend` gives eagerly (which are
-        `Nx.BinaryBackend`'s); `:fast`: dots accumulate in f32 (SGEMM).
+        `Nx.BinaryBackend`'s); `:fast`: dots accumulate in f32 (on tensor cores for f16/bf16
+        where the device has them). Elementwise math is exact under both for now.
 
     ## What is compiled, what is not
 
@@ -24,15 +29,20 @@ if Code.ensure_loaded?(Nx) do
     (unary, binary, `select`, `clip`, `as_type`, `bitcast`, `iota`, `eye`), views (`reshape`,
     `squeeze`, `broadcast`, `transpose`, `slice` with constant starts, `reverse`), reductions
     (`sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any`, `argmax`, `argmin`), `dot`,
-    `concatenate`, `pad`, `metadata` (`stop_grad` and friends) and `optional` nodes whose
-    backend callback `NxVulkan.Backend` does not define (their default expression is
-    inlined). A function with anything else (`while`, `cond`, hooks and tokens, complex
-    numbers, other ops) runs through `Nx.Defn.Evaluator` over `NxVulkan.Backend` — on the
-    device, op by op, still correct — and that is counted as a fallback named
+    `concatenate`, `pad`, `while`, `cond`, `metadata` (`stop_grad` and friends) and `optional`
+    nodes whose backend callback `NxVulkan.Backend` does not define (their default expression
+    is inlined). A function with anything else (hooks and tokens, complex numbers, other ops
+    such as sort, gather or conv) runs through `Nx.Defn.Evaluator` over `NxVulkan.Backend` —
+    on the device, op by op, still correct — and that is counted as a fallback named
     `:"defn:<op>"` (`NxVulkan.fallbacks/0`) and forbidden in strict mode
     (`NxVulkan.strict/1`).
 
-    `stats/0` counts plan cache hits and misses and evaluator runs.
+    `stats/0` counts plan cache hits and misses and evaluator runs. Telemetry (when
+    `:telemetry` is loaded): `[:nx_vulkan, :compiler, :cache]` per lookup (`%{count: 1}`,
+    `%{result: :hit | :miss}`) and `[:nx_vulkan, :compiler, :compile]` per compilation
+    (`%{duration_us: _}`, `%{kind: :program | :evaluator}`); the engine's SPIR-V disk cache
+    counts in `NxVulkan.stats/0` (`:spirv_disk_hits`, `:spirv_disk_misses`,
+    `:spirv_disk_rejected`).
     """
 
     @behaviour Nx.Defn.Compiler
@@ -159,6 +169,7 @@ if Code.ensure_loaded?(Nx) do
       case :persistent_term.get({@cache_key, cache_key}, nil) do
         nil ->
           bump(:plan_miss)
+          telemetry(:cache, %{count: 1}, %{result: :miss})
           {time, compiled} = :timer.tc(fn -> build(key, vars, fun, opts, precision) end)
           telemetry(:compile, %{duration_us: time}, %{kind: elem(compiled, 0)})
           :persistent_term.put({@cache_key, cache_key}, compiled)
@@ -166,6 +177,7 @@ if Code.ensure_loaded?(Nx) do
 
         compiled ->
           bump(:plan_hit)
+          telemetry(:cache, %{count: 1}, %{result: :hit})
           compiled
       end
     end

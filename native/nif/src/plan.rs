@@ -76,8 +76,8 @@ fn translate(name: &str, a: Term<'_>, t: DType) -> engine::Result<PlanOp> {
     })
 }
 
-/// Translates IR terms into a plan (scheduling included). `options`: `{dot_precision}` with
-/// `"exact"` (default, Nx.BinaryBackend's bits) or `"f32"` (f32 accumulation).
+/// Translates IR terms into a plan (scheduling included). `dot_precision`: `"exact"`
+/// (Nx.BinaryBackend's bits) or `"f32"` (f32 accumulation; f16/bf16 on tensor cores).
 #[rustler::nif(schedule = "DirtyCpu")]
 fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<NodeTerm<'a>>, outputs: Vec<usize>, dot_precision: String) -> Term<'a> {
     let r = (|| {
