@@ -47,6 +47,9 @@ if Code.ensure_loaded?(Nx) do
             NxVulkan.NxCases.float_math?(c) and replay(c, elem(got, 0)) == got ->
               {:engine, c.name}
 
+            ifft?(c) and complex_divides_twice?() and replay(c, elem(got, 0)) == got ->
+              {:engine, c.name}
+
             true ->
               {:backend, c.name, c.inputs, got, expected}
           end
@@ -62,6 +65,17 @@ if Code.ensure_loaded?(Nx) do
       assert backend == [],
              "seed #{seed}: #{length(backend)} differ: #{inspect(Enum.map(backend, &elem(&1, 0)))}; first: #{inspect(Enum.take(backend, 2), limit: 40)}"
     end
+
+    defp ifft?(%{call: {:fft, :ifft, _, _, _}}), do: true
+    defp ifft?(_), do: false
+
+    # BinaryBackend's ifft is conj(fft(conj x)) / n, the last step through Complex.divide.
+    # complex 0.5 (Nx 0.7.2) divides each part by a real n once, as the engine does; complex
+    # 0.6 (what Nx 0.13.1 gets here) takes the general formula, (re*n + im*0) / (n*n + 0):
+    # two roundings, so a part can be 1 ulp off the correctly rounded quotient (0.1 / 3 gives
+    # 0.03333333333333334 there). The engine's own ifft is checked against complex 0.5's
+    # answers by the golden test; here such a case is only reported.
+    defp complex_divides_twice?, do: Complex.divide(Complex.new(0.1, 0.0), 3).re != 0.1 / 3
 
     defp replay(c, type) do
       handles = for t <- c.inputs, do: NxVulkan.upload(Nx.to_binary(t), Nx.type(t), Nx.shape(t))
@@ -214,9 +228,11 @@ if Code.ensure_loaded?(Nx) do
       t = Nx.backend_transfer(Nx.tensor([1, 2, 3]), {NxVulkan.Backend, device: index})
       assert %NxVulkan.Backend{} = t.data
       assert Nx.to_flat_list(t) == [1, 2, 3]
+
       assert_raise NxVulkan.Error, ~r/not present|already in use/, fn ->
         Nx.backend_transfer(Nx.tensor([1]), {NxVulkan.Backend, device: 999})
       end
+
       assert_raise ArgumentError, ~r/unknown NxVulkan.Backend options/, fn ->
         Nx.backend_transfer(Nx.tensor([1]), {NxVulkan.Backend, colour: :red})
       end

@@ -30,7 +30,8 @@ if Code.ensure_loaded?(Nx) do
 
     Everything else runs on the device, either as one engine op or composed from them:
     `triangular_solve` and `lu` follow BinaryBackend's algorithms step by step (results equal
-    bit for bit), complex `indexed_put` scatters positions, and Nx's defn defaults for `qr`,
+    bit for bit; `lu` the installed Nx's, which changed in Nx 0.10 — answers that depend on
+    the Nx version live in `NxVulkan.NxCompat`), complex `indexed_put` scatters positions, and Nx's defn defaults for `qr`,
     `cholesky`, `svd`, `solve` and `determinant` run op by op on the device.
 
     Complex tensors (c64, c128) are native engine types: views, indexing, conversions,
@@ -182,7 +183,8 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def as_type(%T{type: type} = out, %T{type: type} = t), do: put(out, ref!(t))
 
-    def as_type(%T{type: out_type} = out, t), do: put(out, NxVulkan.as_type(ref!(t), out_type))
+    def as_type(%T{type: out_type} = out, t),
+      do: put(out, NxVulkan.NxCompat.as_type(ref!(t), out_type, nx_version()))
 
     @impl true
     def bitcast(%T{type: out_type} = out, %T{type: in_type} = t) do
@@ -345,13 +347,14 @@ if Code.ensure_loaded?(Nx) do
           host(unquote(op), out, [t, opts])
         else
           ref =
-            NxVulkan.arg_reduce(
+            NxVulkan.NxCompat.arg_reduce(
               unquote(op),
               ref!(t),
               opts[:axis],
               opts[:keep_axis] || false,
               opts[:tie_break] || :low,
-              out.type
+              out.type,
+              nx_version()
             )
 
           put(out, ref)
@@ -375,13 +378,14 @@ if Code.ensure_loaded?(Nx) do
           rank = tuple_size(window)
 
           ref =
-            NxVulkan.window_reduce(
+            NxVulkan.NxCompat.window_reduce(
               unquote(op),
               converted(t, type),
               window,
               opts[:strides] || List.duplicate(1, rank),
               opts[:padding] || List.duplicate({0, 0}, rank),
-              opts[:window_dilations] || List.duplicate(1, rank)
+              opts[:window_dilations] || List.duplicate(1, rank),
+              nx_version()
             )
 
           put(out, ref)
@@ -637,159 +641,18 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
-    ## lu: Nx.BinaryBackend's algorithm composed from device ops, vectorised over batches.
-    ## First its pre-pivoting on the input (for each column j, swap in the row at or below j
-    ## with the largest |a_ij|, the first on ties), then Doolittle on the pivoted matrix in f64,
-    ## one step per row/column: row t of U is a_tj - sum_{k<t} l_tk u_kj, column t of L is
-    ## (a_it - sum_{k<t} l_ik u_kt) / u_tt (±Inf when u_tt is 0, as BinaryBackend), each value
-    ## below `eps` in magnitude set to 0 before it is used again. Sums in index order, so the
-    ## results match BinaryBackend bit for bit. Complex matrices run the same steps in c128.
+    ## lu: the installed Nx's BinaryBackend algorithm composed from device ops, vectorised
+    ## over batches (results equal bit for bit): Doolittle with pre-pivoting in f64 up to
+    ## Nx 0.9, Gaussian elimination with partial pivoting in the output type since Nx 0.10
+    ## (see NxVulkan.NxCompat.lu/5).
 
     # A callback up to Nx 0.11, reached through block/4 since 0.12.
     @impl {:lu, 3} in @nx_callbacks
-    def lu({p_out, l_out, u_out}, %T{type: type, shape: shape} = t, opts) do
-      work = if complex?(type), do: {:c, 128}, else: {:f, 64}
-      {p, l, u} = lu_device(ref!(t), shape, p_out.type, opts[:eps] || 1.0e-10, work)
+    def lu({p_out, l_out, u_out}, %T{} = t, opts) do
+      {p, l, u} =
+        NxVulkan.NxCompat.lu(ref!(t), p_out.type, l_out.type, opts[:eps] || 1.0e-10, nx_version())
 
-      {put(p_out, p), put(l_out, NxVulkan.as_type(l, l_out.type)),
-       put(u_out, NxVulkan.as_type(u, u_out.type))}
-    end
-
-    defp lu_device(a, shape, p_type, eps, work) do
-      rank = tuple_size(shape)
-      n = elem(shape, rank - 1)
-      batch = shape |> Tuple.to_list() |> Enum.take(rank - 2)
-      br = length(batch)
-      f64 = {:f, 64}
-      s64 = {:s, 64}
-      im = if complex?(work), do: <<0.0::float-64-little>>, else: <<>>
-      scalar = fn bits -> NxVulkan.upload(<<bits::64-little>> <> im, work, {}) end
-      int = fn x -> NxVulkan.upload(<<x::signed-64-little>>, s64, {}) end
-      ones = List.duplicate(1, br + 2)
-      zeros = List.duplicate(0, br)
-      batch_axes = Enum.to_list(0..(br - 1)//1)
-      dims = fn list -> List.to_tuple(batch ++ list) end
-
-      mat = fn ref, {r0, c0}, {rows, cols} ->
-        NxVulkan.slice(ref, zeros ++ [r0, c0], batch ++ [rows, cols], ones)
-      end
-
-      # sum_k x[..., i, k] * y[..., k, j] over the batches, in index order.
-      dot = fn x, y -> NxVulkan.dot(x, [br + 1], batch_axes, y, [br], batch_axes, work) end
-
-      a = NxVulkan.as_type(a, work)
-      perm = NxVulkan.iota(s64, dims.([n]), br)
-      iota_n = NxVulkan.iota(s64, {n}, 0)
-
-      # Pre-pivoting: rows of `a` (and `perm`) swapped per batch, all on the device.
-      {a, perm} =
-        Enum.reduce(0..(n - 2)//1, {a, perm}, fn j, {a, perm} ->
-          col = NxVulkan.unary(:abs, mat.(a, {j, j}, {n - j, 1}), f64)
-          col = NxVulkan.reshape(col, dims.([n - j]))
-          m = NxVulkan.arg_reduce(:argmax, col, br, true, :low, s64)
-          m = NxVulkan.binary(:add, m, int.(j), s64)
-          at_j = NxVulkan.binary(:equal, iota_n, int.(j), {:u, 8})
-          at_m = NxVulkan.binary(:equal, iota_n, m, {:u, 8})
-          rows = NxVulkan.select(at_m, int.(j), iota_n, s64)
-          rows = NxVulkan.select(at_j, m, rows, s64)
-          rows = NxVulkan.contiguous(NxVulkan.broadcast(rows, dims.([n]), Enum.to_list(0..br)))
-          grid = NxVulkan.reshape(rows, dims.([n, 1]))
-
-          grid =
-            NxVulkan.contiguous(
-              NxVulkan.broadcast(grid, dims.([n, n]), Enum.to_list(0..(br + 1)))
-            )
-
-          {NxVulkan.take_along_axis(a, grid, br), NxVulkan.take_along_axis(perm, rows, br)}
-        end)
-
-      # p[r][c] = (r == perm[c]): the transposed row-permutation matrix.
-      p_rows = NxVulkan.iota(s64, dims.([n, n]), br)
-      p_cols = NxVulkan.broadcast(perm, dims.([n, n]), batch_axes ++ [br + 1])
-      p = NxVulkan.as_type(NxVulkan.binary(:equal, p_rows, p_cols, {:u, 8}), p_type)
-
-      zero = scalar.(0)
-      one = NxVulkan.broadcast(scalar.(0x3FF0000000000000), dims.([1, 1]), [])
-      eps = NxVulkan.upload(<<eps / 1::float-64-little>>, f64, {})
-      zeros_of = fn list -> NxVulkan.broadcast(zero, dims.(list), []) end
-
-      clean = fn v ->
-        small = NxVulkan.binary(:less, NxVulkan.unary(:abs, v, f64), eps, {:u, 8})
-        NxVulkan.select(small, zero, v, work)
-      end
-
-      {l, u} =
-        Enum.reduce(0..(n - 1)//1, {nil, nil}, fn t, {l, u} ->
-          # Row t of U, columns t..n-1.
-          a_row = mat.(a, {t, t}, {1, n - t})
-
-          urow =
-            if t == 0,
-              do: a_row,
-              else:
-                NxVulkan.binary(
-                  :subtract,
-                  a_row,
-                  dot.(mat.(l, {t, 0}, {1, t}), mat.(u, {0, t}, {t, n - t})),
-                  work
-                )
-
-          urow = clean.(urow)
-
-          urow =
-            if t == 0,
-              do: urow,
-              else: NxVulkan.concatenate([zeros_of.([1, t]), urow], br + 1, work)
-
-          u = if u, do: NxVulkan.concatenate([u, urow], br, work), else: urow
-
-          # Column t of L: 0 above the diagonal, 1 on it, then rows t+1..n-1.
-          parts = if t == 0, do: [one], else: [zeros_of.([t, 1]), one]
-
-          parts =
-            if t < n - 1 do
-              a_col = mat.(a, {t + 1, t}, {n - t - 1, 1})
-
-              {num, s} =
-                if t == 0 do
-                  {a_col, zeros_of.([n - t - 1, 1])}
-                else
-                  s = dot.(mat.(l, {t + 1, 0}, {n - t - 1, t}), mat.(u, {0, t}, {t, 1}))
-                  {NxVulkan.binary(:subtract, a_col, s, work), s}
-                end
-
-              u_tt = mat.(u, {t, t}, {1, 1})
-              value = NxVulkan.binary(:divide, num, u_tt, work)
-
-              # BinaryBackend writes ±Inf for a zero real pivot (a complex pivot never
-              # compares equal to 0 there, so it divides).
-              value =
-                if complex?(work) do
-                  value
-                else
-                  inf =
-                    NxVulkan.select(
-                      NxVulkan.binary(:greater_equal, a_col, s, {:u, 8}),
-                      scalar.(0x7FF0000000000000),
-                      scalar.(0xFFF0000000000000),
-                      work
-                    )
-
-                  pivot_zero = NxVulkan.binary(:equal, u_tt, zero, {:u, 8})
-                  NxVulkan.select(pivot_zero, inf, value, work)
-                end
-
-              parts ++ [clean.(value)]
-            else
-              parts
-            end
-
-          col = NxVulkan.concatenate(parts, br, work)
-          l = if l, do: NxVulkan.concatenate([l, col], br + 1, work), else: col
-          {l, u}
-        end)
-
-      {p, l, u}
+      {put(p_out, p), put(l_out, l), put(u_out, u)}
     end
 
     ## Optional callbacks (Nx 0.7.2) and blocks (Nx >= 0.12)
@@ -926,6 +789,23 @@ if Code.ensure_loaded?(Nx) do
     defp host_bytes(%T{data: %Nx.BinaryBackend{state: state}}), do: IO.iodata_to_binary(state)
 
     ## Helpers
+
+    @doc """
+    The installed Nx's version (a string), whose BinaryBackend answers this backend
+    reproduces where they changed between releases (see `NxVulkan.NxCompat`).
+    """
+    def nx_version do
+      case :persistent_term.get({__MODULE__, :nx_version}, nil) do
+        nil ->
+          _ = Application.load(:nx)
+          vsn = to_string(Application.spec(:nx, :vsn) || "0.0.0")
+          :persistent_term.put({__MODULE__, :nx_version}, vsn)
+          vsn
+
+        vsn ->
+          vsn
+      end
+    end
 
     defp put(%T{} = out, ref), do: %{out | data: %B{ref: ref}}
 
