@@ -79,7 +79,7 @@ if Code.ensure_loaded?(Nx) do
 
     defp replay(c, type) do
       handles = for t <- c.inputs, do: NxVulkan.upload(Nx.to_binary(t), Nx.type(t), Nx.shape(t))
-      h = NxVulkan.GoldenReplay.run(c.call, handles, type)
+      h = NxVulkan.GoldenReplay.run(c.call, handles, type, NxVulkan.Backend.nx_version())
       {t, s} = NxVulkan.describe(h)
       {t, s, NxVulkan.download(h)}
     end

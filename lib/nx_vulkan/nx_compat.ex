@@ -37,15 +37,19 @@ defmodule NxVulkan.NxCompat do
     {type, shape} = NxVulkan.describe(x)
     ordered = NxVulkan.arg_reduce(op, x, axis, keep, tie, out)
 
-    if float?(type) and at_least?(vsn, "0.8.0") do
-      nan = NxVulkan.unary(:is_nan, x, @u8)
-      last_nan = NxVulkan.arg_reduce(:argmax, nan, axis, keep, :high, out)
-      axes = if axis, do: [axis], else: Enum.to_list(0..(tuple_size(shape) - 1)//1)
-      any = NxVulkan.reduce(:any, nan, axes, keep and axis != nil, @u8)
-      NxVulkan.select(any, last_nan, ordered, out)
-    else
-      ordered
-    end
+    if float?(type) and at_least?(vsn, "0.8.0"),
+      do: nan_wins(x, shape, ordered, axis, keep, out, :high),
+      else: ordered
+  end
+
+  # `ordered` where the axis holds no NaN, else the index of its first (`:low`) or last
+  # (`:high`) NaN.
+  defp nan_wins(x, shape, ordered, axis, keep, out, which) do
+    nan = NxVulkan.unary(:is_nan, x, @u8)
+    at_nan = NxVulkan.arg_reduce(:argmax, nan, axis, keep, which, out)
+    axes = if axis, do: [axis], else: Enum.to_list(0..(tuple_size(shape) - 1)//1)
+    any = NxVulkan.reduce(:any, nan, axes, keep and axis != nil, @u8)
+    NxVulkan.select(any, at_nan, ordered, out)
   end
 
   ## s16 limits
@@ -236,7 +240,7 @@ defmodule NxVulkan.NxCompat do
   @doc """
   Nx <= 0.9 (`Nx.BinaryBackend.lu/3`), vectorised over batches: first its pre-pivoting on the
   input (for each column j, swap in the row at or below j with the largest |a_ij|, the first
-  on ties), then Doolittle on the pivoted matrix in `work` (f64 or c128), one step per
+  on ties, a NaN above all), then Doolittle on the pivoted matrix in `work` (f64 or c128), one step per
   row/column: row t of U is a_tj - sum_{k<t} l_tk u_kj, column t of L is
   (a_it - sum_{k<t} l_ik u_kt) / u_tt (±Inf when u_tt is 0, as BinaryBackend), each value
   below `eps` in magnitude set to 0 before it is used again. Sums in index order, so the
@@ -267,8 +271,11 @@ defmodule NxVulkan.NxCompat do
       Enum.reduce(0..(n - 2)//1, {a, perm}, fn j, {a, perm} ->
         col = NxVulkan.unary(:abs, mat.(a, {j, j}, {n - j, 1}), f64)
         col = NxVulkan.reshape(col, dims.([n - j]))
-        # BinaryBackend's own search here, not Nx.argmax: the first NaN-free maximum.
+        # BinaryBackend's own search here, not Nx.argmax: Enum.sort_by(rows, &abs/1, &>=/2),
+        # where a NaN is the atom :nan, above every number: the first NaN, else the first
+        # largest magnitude.
         m = NxVulkan.arg_reduce(:argmax, col, br, true, :low, @s64)
+        m = nan_wins(col, NxVulkan.describe(col) |> elem(1), m, br, true, @s64, :low)
         m = NxVulkan.binary(:add, m, int(j), @s64)
         swap_rows(a, perm, j, m, n, batch, br)
       end)
