@@ -280,8 +280,8 @@ if Code.ensure_loaded?(Nx) do
 
       assert_raise ArgumentError, ~r/does not support the type/, fn ->
         NxVulkan.Backend.from_binary(
-          %Nx.Tensor{type: {:f, 8}, shape: {1}, names: [nil]},
-          <<0>>,
+          %Nx.Tensor{type: {:u, 128}, shape: {1}, names: [nil]},
+          <<0::128>>,
           []
         )
       end
