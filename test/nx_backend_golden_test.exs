@@ -50,13 +50,13 @@ defmodule NxVulkan.BackendGoldenTest do
   end
 
   defp mismatch(%{call: call, inputs: inputs, out: {type, shape, expected}}, vsn) do
-    handles = for {t, s, bin} <- inputs, do: NxVulkan.upload(bin, t, s)
+    handles = for {t, s, bin} <- inputs, do: NxVulkan.GoldenReplay.upload(bin, t, s)
     result = NxVulkan.GoldenReplay.run(call, handles, type, vsn)
 
-    case {NxVulkan.describe(result), NxVulkan.download(result)} do
-      {{^type, ^shape}, ^expected} -> nil
-      {{^type, ^shape}, got} -> "got #{hex(got, type)}, want #{hex(expected, type)}"
-      {other, _} -> "got #{inspect(other)}, want #{inspect({type, shape})}"
+    case NxVulkan.GoldenReplay.output(result, type, shape) do
+      {^type, ^shape, ^expected} -> nil
+      {^type, ^shape, got} -> "got #{hex(got, type)}, want #{hex(expected, type)}"
+      {t, s, _} -> "got #{inspect({t, s})}, want #{inspect({type, shape})}"
     end
   rescue
     e -> "raised #{Exception.message(e)}"

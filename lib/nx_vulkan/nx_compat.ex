@@ -20,6 +20,8 @@ defmodule NxVulkan.NxCompat do
   Nothing here needs Nx.
   """
 
+  import Bitwise, only: [<<<: 2]
+
   @s64 {:s, 64}
   @u8 {:u, 8}
 
@@ -138,7 +140,7 @@ defmodule NxVulkan.NxCompat do
   defp int(x), do: NxVulkan.upload(<<x::signed-64-little>>, @s64, {})
 
   # A scalar of `type` holding the f64 with these bits (complex: imaginary part 0).
-  defp scalar(bits, type) do
+  defp f64_bits(bits, type) do
     NxVulkan.as_type(NxVulkan.upload(<<bits::64-little>>, {:f, 64}, {}), type)
   end
 
@@ -178,8 +180,8 @@ defmodule NxVulkan.NxCompat do
     ones = List.duplicate(1, br + 2)
     zeros = List.duplicate(0, br)
     real = if complex?(work), do: {:f, div(elem(work, 1), 2)}, else: work
-    neg_inf = scalar(0xFFF0000000000000, real)
-    zero = scalar(0, work)
+    neg_inf = f64_bits(0xFFF0000000000000, real)
+    zero = f64_bits(0, work)
     rows = NxVulkan.iota(@s64, {n, 1}, 0)
     cols = NxVulkan.iota(@s64, {1, n}, 1)
     row_ids = NxVulkan.iota(@s64, {n}, 0)
@@ -367,4 +369,322 @@ defmodule NxVulkan.NxCompat do
   defp float?({k, _}), do: k in [:f, :bf]
   defp complex?({:c, _}), do: true
   defp complex?(_), do: false
+
+  ## 8-bit floats and sub-byte integers (Nx >= 0.12)
+  ##
+  ## The engine has no kernels for them: NxVulkan.Backend keeps their tensors in u8 device
+  ## buffers (one byte per f8, sub-byte integers packed first-element-in-the-high-bits as Nx
+  ## packs them), widens operands for every op and narrows results, with Nx's rules:
+  ##
+  ##   * {:f, 8} (E5M2) widens to f16 (Nx.Floating.load_f8: the f16 whose high byte it is,
+  ##     but subnormal bytes read as 2^-15 * (1 + m/4), zero bytes as the folded zero literal,
+  ##     NaN canonical). Nx writes an f8 by rounding the f64 result to f16 and keeping the
+  ##     high byte — the engine's f16 result (f64 math rounded once) truncated. NaN is 0x7E.
+  ##   * {:f8_e4m3fn, 8} widens to f64, exactly, and narrows from the f64 result with
+  ##     Nx.Floating.dump_f8_e4m3fn's rule: clamp to ±448, exponent floor(log2 |x|) (taken
+  ##     from the f64's bits: the one place it can differ, for f64 values a few ulps below a
+  ##     power of two where the host's log2 rounds up), mantissa round((|x|/2^e - 1) * 8)
+  ##     capped at 7 (6 at the top exponent), subnormals round(|x| * 512) capped at 7; ±Inf
+  ##     saturate, NaN is 0x7F.
+  ##   * u2/u4 widen to u8, s2/s4 to s8 (sign-extended); results keep their low bits (Nx wraps
+  ##     the same way); ±Inf converts to the type's limits.
+
+  @stored [{:f, 8}, {:f8_e4m3fn, 8}, {:u, 2}, {:u, 4}, {:s, 2}, {:s, 4}]
+
+  @doc "Whether `type` is one the engine stores but has no kernels for."
+  def stored?(type), do: type in @stored
+
+  @doc "The type a stored type's ops run in."
+  def wide({:f, 8}), do: {:f, 16}
+  def wide({:f8_e4m3fn, 8}), do: {:f, 64}
+  def wide({:u, _}), do: {:u, 8}
+  def wide({:s, _}), do: {:s, 8}
+
+  @doc "A scalar handle of `type` (f16, f32, f64, bf16 or an integer type) holding `value`."
+  def scalar({:f, 16}, :nan), do: NxVulkan.upload(<<0x7E00::16-little>>, {:f, 16}, {})
+  def scalar({:f, 64}, :nan), do: NxVulkan.upload(<<0x7FF8000000000000::64-little>>, {:f, 64}, {})
+  def scalar({:f, 16}, :neg_zero), do: NxVulkan.upload(<<0x8000::16-little>>, {:f, 16}, {})
+  def scalar({:f, 16} = t, v), do: NxVulkan.upload(<<v / 1::float-16-little>>, t, {})
+  def scalar({:f, 64} = t, v), do: NxVulkan.upload(<<v / 1::float-64-little>>, t, {})
+  def scalar({k, bits} = t, 0) when k in [:f, :bf], do: NxVulkan.upload(<<0::size(bits)>>, t, {})
+
+  def scalar({_, bits} = t, v) when is_integer(v),
+    do: NxVulkan.upload(<<v::size(bits)-little>>, t, {})
+
+  defp u8_const(values, shape),
+    do: NxVulkan.upload(IO.iodata_to_binary(Enum.map(values, &<<&1>>)), {:u, 8}, shape)
+
+  # The stored bytes of `t` as a handle of its wide type and shape.
+  @doc """
+  The wide-type handle (`wide/1`) of a stored tensor: `raw` its u8 buffer, `type` and `shape`
+  its Nx type and shape.
+  """
+  def decode_stored(raw, type, shape) do
+    case type do
+      {:f, 8} ->
+        decode_e5m2(raw)
+
+      {:f8_e4m3fn, 8} ->
+        decode_e4m3fn(raw)
+
+      {kind, bits} ->
+        per = div(8, bits)
+        {_, bytes} = NxVulkan.describe(raw)
+        nb = elem(bytes, 0)
+        shifts = u8_const(for(j <- 0..(per - 1), do: (per - 1 - j) * bits), {1, per})
+        grid = NxVulkan.broadcast(NxVulkan.reshape(raw, {nb, 1}), {nb, per}, [0, 1])
+        v = NxVulkan.binary(:right_shift, grid, shifts, {:u, 8})
+        v = NxVulkan.binary(:bitwise_and, v, scalar({:u, 8}, (1 <<< bits) - 1), {:u, 8})
+        v = NxVulkan.reshape(NxVulkan.contiguous(v), {nb * per})
+        n = Tuple.product(shape)
+        v = NxVulkan.slice(v, [0], [n], [1])
+
+        v =
+          if kind == :s do
+            s8 = {:s, 8}
+
+            up =
+              NxVulkan.binary(
+                :left_shift,
+                NxVulkan.bitcast(NxVulkan.contiguous(v), s8),
+                scalar(s8, 8 - bits),
+                s8
+              )
+
+            NxVulkan.binary(:right_shift, up, scalar(s8, 8 - bits), s8)
+          else
+            v
+          end
+
+        NxVulkan.reshape(NxVulkan.contiguous(v), shape)
+    end
+  end
+
+  # Nx.Floating.load_f8: the f16 whose high byte it is, except that a subnormal byte
+  # (exponent 0, mantissa m != 0) reads as 2^-15 * (1 + m/4), and zero bytes read as the
+  # literal in `if(sign == 0, do: 0.0, else: -0.0)`, which the compiler folds to -0.0 on
+  # OTP < 27 (where 0.0 =:= -0.0); NaN bytes give the canonical NaN.
+  defp decode_e5m2(raw) do
+    u8 = {:u, 8}
+    f16 = {:f, 16}
+    u16 = NxVulkan.as_type(raw, {:u, 16})
+    h = NxVulkan.bitcast(NxVulkan.binary(:left_shift, u16, scalar({:u, 16}, 8), {:u, 16}), f16)
+    low = NxVulkan.binary(:bitwise_and, raw, scalar(u8, 0x7F), u8)
+    m = NxVulkan.binary(:bitwise_and, raw, scalar(u8, 3), u8)
+
+    subnormal =
+      NxVulkan.binary(:logical_and, NxVulkan.binary(:less, low, scalar(u8, 4), u8), m, u8)
+
+    four_plus_m = NxVulkan.as_type(NxVulkan.binary(:add, m, scalar(u8, 4), u8), f16)
+    sub = NxVulkan.binary(:multiply, four_plus_m, scalar(f16, :math.pow(2, -17)), f16)
+    sign = NxVulkan.binary(:greater_equal, raw, scalar(u8, 0x80), u8)
+    sub = NxVulkan.select(sign, NxVulkan.unary(:negate, sub, f16), sub, f16)
+    h = NxVulkan.select(subnormal, sub, h, f16)
+    h = NxVulkan.select(NxVulkan.unary(:is_nan, h, u8), scalar(f16, :nan), h, f16)
+
+    if otp_signed_zero_patterns?() do
+      h
+    else
+      zero = NxVulkan.binary(:equal, low, scalar(u8, 0), u8)
+      NxVulkan.select(zero, scalar(f16, :neg_zero), h, f16)
+    end
+  end
+
+  defp decode_e4m3fn(raw) do
+    u64 = {:u, 64}
+    f64 = {:f, 64}
+    b = NxVulkan.as_type(raw, u64)
+    sign = NxVulkan.binary(:greater_equal, raw, scalar({:u, 8}, 0x80), {:u, 8})
+
+    e =
+      NxVulkan.binary(
+        :bitwise_and,
+        NxVulkan.binary(:right_shift, b, scalar(u64, 3), u64),
+        scalar(u64, 15),
+        u64
+      )
+
+    m = NxVulkan.binary(:bitwise_and, b, scalar(u64, 7), u64)
+    # normal: 2^(e-7) * (1 + m/8) as f64 bits; subnormal: m * 2^-9
+    bits =
+      NxVulkan.binary(
+        :bitwise_or,
+        NxVulkan.binary(
+          :left_shift,
+          NxVulkan.binary(:add, e, scalar(u64, 1016), u64),
+          scalar(u64, 52),
+          u64
+        ),
+        NxVulkan.binary(:left_shift, m, scalar(u64, 49), u64),
+        u64
+      )
+
+    normal = NxVulkan.bitcast(bits, f64)
+    sub = NxVulkan.binary(:multiply, NxVulkan.as_type(m, f64), scalar(f64, 0.001953125), f64)
+    e_zero = NxVulkan.binary(:equal, e, scalar(u64, 0), {:u, 8})
+    v = NxVulkan.select(e_zero, sub, normal, f64)
+    v = NxVulkan.select(sign, NxVulkan.unary(:negate, v, f64), v, f64)
+
+    nan =
+      NxVulkan.binary(
+        :equal,
+        NxVulkan.binary(:bitwise_and, b, scalar(u64, 0x7F), u64),
+        scalar(u64, 0x7F),
+        {:u, 8}
+      )
+
+    NxVulkan.select(nan, scalar(f64, :nan), v, f64)
+  end
+
+  @doc "The stored u8 buffer of `type` (and `shape`) for a handle `h` of its wide type."
+  def encode_stored(h, type, shape) do
+    case type do
+      {:f, 8} ->
+        hi =
+          NxVulkan.binary(
+            :right_shift,
+            NxVulkan.bitcast(h, {:u, 16}),
+            scalar({:u, 16}, 8),
+            {:u, 16}
+          )
+
+        hi = NxVulkan.as_type(hi, {:u, 8})
+        nan = NxVulkan.unary(:is_nan, h, {:u, 8})
+        NxVulkan.select(nan, scalar({:u, 8}, 0x7E), hi, {:u, 8})
+
+      {:f8_e4m3fn, 8} ->
+        encode_e4m3fn(h)
+
+      {_, bits} ->
+        per = div(8, bits)
+        n = Tuple.product(shape)
+        nb = div(n * bits + 7, 8)
+        v = NxVulkan.reshape(NxVulkan.contiguous(h), {n})
+
+        v =
+          if wide(type) == {:s, 8}, do: NxVulkan.bitcast(NxVulkan.contiguous(v), {:u, 8}), else: v
+
+        v = NxVulkan.binary(:bitwise_and, v, scalar({:u, 8}, (1 <<< bits) - 1), {:u, 8})
+        v = NxVulkan.pad(v, scalar({:u, 8}, 0), [{0, nb * per - n, 0}])
+        v = NxVulkan.reshape(NxVulkan.contiguous(v), {nb, per})
+        shifts = u8_const(for(j <- 0..(per - 1), do: (per - 1 - j) * bits), {1, per})
+        v = NxVulkan.binary(:left_shift, v, shifts, {:u, 8})
+        NxVulkan.reduce(:sum, v, [1], false, {:u, 8})
+    end
+  end
+
+  defp encode_e4m3fn(h) do
+    f64 = {:f, 64}
+    u64 = {:u, 64}
+    u8 = {:u, 8}
+    nan = NxVulkan.unary(:is_nan, h, u8)
+    negative = NxVulkan.binary(:less, h, scalar(f64, 0), u8)
+    clamped = NxVulkan.clip(h, scalar(f64, -448.0), scalar(f64, 448.0), f64)
+    a = NxVulkan.unary(:abs, clamped, f64)
+    bits = NxVulkan.bitcast(a, u64)
+    biased = NxVulkan.binary(:right_shift, bits, scalar(u64, 52), u64)
+    # exp = floor(log2 a) + 7 = biased - 1016 (a is 0 or >= 2^-1074; 0 is handled below)
+    exp =
+      NxVulkan.binary(
+        :subtract,
+        NxVulkan.as_type(biased, {:s, 64}),
+        scalar({:s, 64}, 1016),
+        {:s, 64}
+      )
+
+    significand =
+      NxVulkan.bitcast(
+        NxVulkan.binary(
+          :bitwise_or,
+          NxVulkan.binary(:bitwise_and, bits, scalar(u64, 0x000FFFFFFFFFFFFF), u64),
+          scalar(u64, 0x3FF0000000000000),
+          u64
+        ),
+        f64
+      )
+
+    round_to = fn x -> NxVulkan.unary(:round, x, f64) end
+
+    m_norm =
+      round_to.(
+        NxVulkan.binary(
+          :multiply,
+          NxVulkan.binary(:subtract, significand, scalar(f64, 1.0), f64),
+          scalar(f64, 8.0),
+          f64
+        )
+      )
+
+    m_norm = NxVulkan.clip(m_norm, scalar(f64, 0.0), scalar(f64, 7.0), f64)
+    top = NxVulkan.binary(:equal, exp, scalar({:s, 64}, 15), u8)
+
+    m_norm =
+      NxVulkan.select(top, NxVulkan.binary(:min, m_norm, scalar(f64, 6.0), f64), m_norm, f64)
+
+    m_sub = round_to.(NxVulkan.binary(:multiply, a, scalar(f64, 512.0), f64))
+    m_sub = NxVulkan.binary(:min, m_sub, scalar(f64, 7.0), f64)
+    sub = NxVulkan.binary(:less_equal, exp, scalar({:s, 64}, 0), u8)
+    exp_bits = NxVulkan.as_type(NxVulkan.binary(:max, exp, scalar({:s, 64}, 0), {:s, 64}), u8)
+    m = NxVulkan.as_type(NxVulkan.select(sub, m_sub, m_norm, f64), u8)
+    e = NxVulkan.select(sub, scalar(u8, 0), exp_bits, u8)
+    byte = NxVulkan.binary(:bitwise_or, NxVulkan.binary(:left_shift, e, scalar(u8, 3), u8), m, u8)
+
+    byte =
+      NxVulkan.select(
+        negative,
+        NxVulkan.binary(:bitwise_or, byte, scalar(u8, 0x80), u8),
+        byte,
+        u8
+      )
+
+    # ±0: 0x00, and -0.0 0x80 where the VM tells -0.0 from +0.0 in patterns (OTP >= 27)
+    zero = NxVulkan.binary(:equal, h, scalar(f64, 0), u8)
+    sign_bit = NxVulkan.binary(:less, NxVulkan.bitcast(h, {:s, 64}), scalar({:s, 64}, 0), u8)
+    neg_zero = NxVulkan.binary(:logical_and, zero, sign_bit, u8)
+    neg_zero_byte = if otp_signed_zero_patterns?(), do: 0x80, else: 0x00
+
+    byte =
+      NxVulkan.select(
+        zero,
+        NxVulkan.select(neg_zero, scalar(u8, neg_zero_byte), scalar(u8, 0), u8),
+        byte,
+        u8
+      )
+
+    NxVulkan.select(nan, scalar(u8, 0x7F), byte, u8)
+  end
+
+  defp otp_signed_zero_patterns?,
+    do: String.to_integer(to_string(:erlang.system_info(:otp_release))) >= 27
+
+  @doc """
+  Nx.as_type from `in_type` to `out_type` where either is stored (8-bit floats, sub-byte
+  integers): `x` is the stored u8 buffer or a handle of `in_type`; the result likewise.
+  Through the wide types; ±Inf to a sub-byte type gives its limits.
+  """
+  def as_type_stored(x, in_type, out_type, shape, vsn) do
+    src = if stored?(in_type), do: decode_stored(x, in_type, shape), else: x
+    src_type = if stored?(in_type), do: wide(in_type), else: in_type
+    target = if stored?(out_type), do: wide(out_type), else: out_type
+    r = as_type(src, target, vsn)
+
+    r =
+      case out_type do
+        {k, bits} when k in [:u, :s] and bits < 8 and elem(src_type, 0) in [:f, :bf] ->
+          {lo, hi} =
+            if k == :u,
+              do: {0, (1 <<< bits) - 1},
+              else: {-(1 <<< (bits - 1)), (1 <<< (bits - 1)) - 1}
+
+          inf = NxVulkan.unary(:is_infinity, src, @u8)
+          positive = NxVulkan.binary(:greater, src, scalar(src_type, 0), @u8)
+          limit = NxVulkan.select(positive, scalar(target, hi), scalar(target, lo), target)
+          NxVulkan.select(inf, limit, r, target)
+
+        _ ->
+          r
+      end
+
+    if stored?(out_type), do: encode_stored(r, out_type, shape), else: r
+  end
 end

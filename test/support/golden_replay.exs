@@ -25,7 +25,51 @@ defmodule NxVulkan.GoldenReplay do
     x |> NxVulkan.NxCompat.lu(type, float, 1.0e-10, vsn) |> elem(part)
   end
 
+  # 8-bit floats and sub-byte integers: stored inputs widened, the op in the wide type, a
+  # stored result narrowed (NxVulkan.NxCompat), as NxVulkan.Backend runs them.
+  def run({:stored, {:as_type}, [{in_type, shape}], out_type, _}, [x], _out, vsn),
+    do: NxVulkan.NxCompat.as_type_stored(x, in_type, out_type, shape, vsn)
+
+  def run({:stored, call, specs, out_type, out_shape}, xs, _out, vsn) do
+    alias NxVulkan.NxCompat, as: C
+
+    wide =
+      Enum.zip_with(xs, specs, fn x, {t, s} ->
+        if C.stored?(t), do: C.decode_stored(x, t, s), else: x
+      end)
+
+    target = if C.stored?(out_type), do: C.wide(out_type), else: out_type
+    r = run(call, wide, target, vsn)
+    if C.stored?(out_type), do: C.encode_stored(r, out_type, out_shape), else: r
+  end
+
+  # Element moves copy an f8 tensor's bytes.
+  def run({:stored_move, call, _type}, xs, _out, vsn), do: run(call, xs, {:u, 8}, vsn)
+
   def run(call, xs, out, _vsn), do: run(call, xs, out)
+
+  @doc "A device handle for golden input bytes of Nx type `type` (stored types as u8 bytes)."
+  def upload(bin, type, shape) do
+    cond do
+      not NxVulkan.NxCompat.stored?(type) -> NxVulkan.upload(bin, type, shape)
+      elem(type, 1) == 8 -> NxVulkan.upload(bin, {:u, 8}, shape)
+      true -> NxVulkan.upload(pad_bytes(bin), {:u, 8}, {byte_size(pad_bytes(bin))})
+    end
+  end
+
+  @doc "`{type, shape, bytes}` of a result handle holding a tensor of Nx type `type`, `shape`."
+  def output(handle, type, shape) do
+    if NxVulkan.NxCompat.stored?(type) do
+      bits = Tuple.product(shape) * elem(type, 1)
+      <<bin::bitstring-size(bits), _::bitstring>> = NxVulkan.download(handle)
+      {type, shape, bin}
+    else
+      {t, s} = NxVulkan.describe(handle)
+      {t, s, NxVulkan.download(handle)}
+    end
+  end
+
+  defp pad_bytes(bin), do: <<bin::bitstring, 0::size(rem(8 - rem(bit_size(bin), 8), 8))>>
 
   defp run({:unary, op}, [x], out), do: NxVulkan.unary(op, x, out)
   defp run({:binary, op}, [a, b], out), do: NxVulkan.binary(op, a, b, out)

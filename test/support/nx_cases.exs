@@ -54,7 +54,7 @@ defmodule NxVulkan.NxCases do
     Enum.flat_map(
       [&unary/0, &binary/0, &conversions/0, &selects/0, &reductions/0, &dots/0, &views/0] ++
         [&indexing/0, &sorting/0, &windows/0, &convs/0, &ffts/0, &complex/0] ++
-        [&versioned/0],
+        [&versioned/0, &stored/0],
       & &1.()
     )
   end
@@ -555,6 +555,64 @@ defmodule NxVulkan.NxCases do
     lus ++ args ++ converts ++ windows
   end
 
+  # 8-bit floats and sub-byte integers (Nx >= 0.12): conversions both ways and a few ops,
+  # through the widening NxVulkan.Backend does (see NxVulkan.NxCompat).
+  defp stored do
+    if Version.compare(to_string(Application.spec(:nx, :vsn)), "0.12.0") == :lt do
+      []
+    else
+      stored_types = [{:f, 8}, {:f8_e4m3fn, 8}, {:u, 2}, {:u, 4}, {:s, 2}, {:s, 4}]
+
+      converts =
+        for t <- stored_types, other <- [{:f, 32}, {:f, 64}, {:f, 16}, {:s, 32}],
+            {from, to} <- [{other, t}, {t, other}] do
+          build(
+            "as_type #{name(from)} -> #{name(to)}",
+            {:stored, {:as_type}, [{from, {13}}], to, {13}},
+            [{from, {13}}],
+            fn [x] -> Nx.as_type(x, to) end
+          )
+        end
+
+      ops =
+        for t <- stored_types,
+            {op, arity} <- [add: 2, multiply: 2, divide: 2, max: 2, exp: 1, negate: 1, sum: 1],
+            not (op in [:exp, :divide] and elem(t, 0) in [:u, :s]) do
+          specs = List.duplicate({t, {3, 5}}, arity)
+
+          {call, out_type, out_shape} =
+            case op do
+              :sum -> {{:reduce, :sum, [1], false}, t, {3}}
+              _ when arity == 2 -> {{:binary, op}, t, {3, 5}}
+              _ -> {{:unary, op}, t, {3, 5}}
+            end
+
+          build(
+            "#{op} #{name(t)}",
+            {:stored, call, specs, out_type, out_shape},
+            specs,
+            fn xs ->
+              r = apply(Nx, op, xs)
+              # Nx.sum of sub-byte integers aggregates in a wider type: ask for the stored one
+              if op == :sum, do: Nx.sum(hd(xs), axes: [1]) |> Nx.as_type(t), else: r
+            end
+          )
+        end
+
+      moves =
+        for t <- [{:f, 8}, {:f8_e4m3fn, 8}] do
+          build(
+            "transpose #{name(t)} bytes",
+            {:stored_move, {:transpose, [1, 0]}, t},
+            [{t, {3, 4}, :bytes}],
+            fn [x] -> Nx.transpose(x) end
+          )
+        end
+
+      converts ++ ops ++ moves
+    end
+  end
+
   ## Building a case: draw inputs until Nx.BinaryBackend accepts them (it raises where IEEE
   ## would give NaN/Inf, e.g. sqrt(-1) or x/0); fall back to tame inputs after a few tries.
 
@@ -575,6 +633,11 @@ defmodule NxVulkan.NxCases do
   end
 
   defp input({t, shape}, mode), do: input({t, shape, nil}, mode)
+
+  defp input({type, shape, :bytes}, _mode) do
+    bin = for _ <- 1..Tuple.product(shape), into: <<>>, do: <<:rand.uniform(256) - 1>>
+    Nx.from_binary(bin, type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)
+  end
 
   defp input({type, shape, kind}, mode) do
     n = Tuple.product(shape)
@@ -642,8 +705,9 @@ defmodule NxVulkan.NxCases do
   defp int({:u, bits}), do: :rand.uniform(1 <<< min(bits, 62)) - 1
   defp int({:s, bits}), do: :rand.uniform(1 <<< min(bits, 62)) - (1 <<< (min(bits, 62) - 1))
 
-  defp float?({k, _}), do: k in [:f, :bf]
+  defp float?({k, _}), do: k in [:f, :bf, :f8_e4m3fn]
 
   def name({:bf, 16}), do: "bf16"
+  def name({:f8_e4m3fn, 8}), do: "f8_e4m3fn"
   def name({k, b}), do: "#{k}#{b}"
 end
