@@ -103,10 +103,9 @@ if Code.ensure_loaded?(Nx) do
 
     Exclusions as in the normal run. On Nx 0.7.2: 1,008 of 1,038 pass (97.1 %). The 30
     failures: `reduce` 11, `window_reduce` 5 and `map` 5 (Elixir functions), `eigh` 8 (svd,
-    norm, matrix_rank call it), complex `conv` 1. On Nx 0.13.1: 1,031 of 1,063 (97.0 %). The
-    32 failures: `reduce` 11 and `window_reduce` 5, `eigh` 11 (svd, norm, matrix_rank,
-    least_squares/3), complex `conv` 1, and the 4 that fail in the normal run too (8-bit float
-    and sub-byte types).
+    norm, matrix_rank call it), complex `conv` 1. On Nx 0.13.1: 1,035 of 1,063 (97.4 %). The
+    28 failures: `reduce` 11 and `window_reduce` 5, `eigh` 11 (svd, norm, matrix_rank,
+    least_squares/3), complex `conv` 1.
     """
     use ExUnit.Case, async: false
 

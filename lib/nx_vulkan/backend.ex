@@ -31,8 +31,13 @@ if Code.ensure_loaded?(Nx) do
     Everything else runs on the device, either as one engine op or composed from them:
     `triangular_solve` and `lu` follow BinaryBackend's algorithms step by step (results equal
     bit for bit; `lu` the installed Nx's, which changed in Nx 0.10 — answers that depend on
-    the Nx version live in `NxVulkan.NxCompat`), complex `indexed_put` scatters positions, and Nx's defn defaults for `qr`,
-    `cholesky`, `svd`, `solve` and `determinant` run op by op on the device.
+    the Nx version live in `NxVulkan.NxCompat`), complex `indexed_put` scatters positions,
+    and Nx's defn defaults for `qr`, `cholesky`, `svd`, `solve` and `determinant` run op by op
+    on the device.
+
+    Nx 0.13's 8-bit floats (`{:f, 8}`, `{:f8_e4m3fn, 8}`) and sub-byte integers (`u2`, `u4`,
+    `s2`, `s4`) live in u8 device buffers; every op widens them on the device, runs in the
+    wide type and narrows the result with Nx's conversion rules (see the section at the end).
 
     Complex tensors (c64, c128) are native engine types: views, indexing, conversions,
     `add`/`subtract`/`multiply`/`divide`/`pow`, comparisons for equality, `exp`, `log`,
