@@ -21,8 +21,9 @@ if Code.ensure_loaded?(Nx) do
       * `reduce/5`, `window_reduce/6` and `map/4`: they take Elixir functions, which cannot
         run on the device (EXLA and Torchx exclude them from Nx's doctests for the same
         reason);
-      * `eigh/3`: Nx's doctests print BinaryBackend's own algorithm's results (Nx's defn
-        default gives different, valid ones);
+      * `eigh/3` up to Nx 0.11: Nx's doctests print BinaryBackend's own algorithm's results
+        (Nx's defn default gives different, valid ones); since Nx 0.12 BinaryBackend runs
+        that defn too, and so does this backend, on the device;
       * complex operands of ops the engine has no complex kernel for: `indexed_add`,
         `cumulative_*`, window ops and scatters, `conv`, `bitcast`, `clip`, reductions other
         than `sum`/`product`, and the unary/binary ops outside `@complex_unary` and
@@ -698,8 +699,8 @@ if Code.ensure_loaded?(Nx) do
 
     # Nx's default implementations (qr, cholesky, svd, solve, determinant, ...) are defn
     # compositions of the ops above — the same code Nx.BinaryBackend runs for them — so they
-    # run on the device, one small dispatch per op. eigh needs BinaryBackend's own algorithm
-    # to print what Nx's doctests print, so it takes the host path.
+    # run on the device, one small dispatch per op. Up to Nx 0.11, eigh needs BinaryBackend's
+    # own algorithm to print what Nx's doctests print, so it takes the host path there.
     @host_optional [:eigh]
 
     if {:optional, 3} in @nx_callbacks, do: @impl(true)
@@ -725,13 +726,8 @@ if Code.ensure_loaded?(Nx) do
         native = native_block(struct, name, out, args) ->
           native
 
-        name in @host_optional ->
-          NxVulkan.Fallback.record!(name)
-
-          on_host(fn ->
-            apply(Nx.BinaryBackend, :block, [struct, out, Enum.map(args, &to_host/1), fun])
-          end)
-
+        # Since Nx 0.12 BinaryBackend runs every block's defn default itself (eigh included:
+        # Nx.LinAlg.BlockEigh), so the same defn runs here, op by op on the device.
         true ->
           apply(fun, [struct | args])
       end
