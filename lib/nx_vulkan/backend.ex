@@ -18,9 +18,10 @@ if Code.ensure_loaded?(Nx) do
     telemetry event `[:nx_vulkan, :fallback]`, and raises `NxVulkan.FallbackError` in strict
     mode — see `NxVulkan.Fallback`. What falls back today:
 
-      * `reduce/5`, `window_reduce/6` and `map/4`: they take Elixir functions, which cannot
-        run on the device (EXLA and Torchx exclude them from Nx's doctests for the same
-        reason);
+      * `map/4` (Nx 0.7): it calls an Elixir function on every element as a number (EXLA
+        and Torchx exclude it from Nx's doctests for the same reason); `reduce/5` and
+        `window_reduce/6` instead apply their function to whole device tensors, once per
+        reduced position, in BinaryBackend's order (see their section);
       * `eigh/3` up to Nx 0.11: Nx's doctests print BinaryBackend's own algorithm's results
         (Nx's defn default gives different, valid ones); since Nx 0.12 BinaryBackend runs
         that defn too, and so does this backend, on the device;
@@ -760,9 +761,63 @@ if Code.ensure_loaded?(Nx) do
 
     ## The host fallback: one path for every op the engine cannot run yet.
 
+    ## reduce and window_reduce with an Elixir function: the function is applied to whole
+    ## device tensors, once per reduced position, in the order Nx.BinaryBackend visits them
+    ## (the reduced axes in ascending order, row-major; a window row-major), so every output
+    ## element sees the same sequence of calls `fun.(element, acc)` as there — vectorised over
+    ## all outputs at once, each call's Nx ops dispatched on the device. The function must be
+    ## elementwise (as Nx requires of it: it gets scalars there).
+
+    @impl true
+    def reduce(%T{shape: out_shape, type: out_type} = out, %T{shape: shape} = t, acc, opts, fun) do
+      rank = tuple_size(shape)
+      all = Enum.to_list(0..(rank - 1)//1)
+      axes = Enum.sort(opts[:axes] || all)
+      n = Enum.reduce(axes, 1, &(elem(shape, &1) * &2))
+      rows = if n == 0, do: 0, else: div(Nx.size(shape), n)
+
+      flat =
+        %{t | names: List.duplicate(nil, rank)}
+        |> Nx.transpose(axes: (all -- axes) ++ axes)
+        |> Nx.reshape({rows, n})
+
+      result =
+        Enum.reduce(0..(n - 1)//1, acc, fn i, acc ->
+          x = flat |> Nx.slice_along_axis(i, 1, axis: 1) |> Nx.reshape(out_shape)
+          fun.(x, acc)
+        end)
+
+      put(out, ref!(result |> Nx.as_type(out_type) |> Nx.broadcast(out_shape)))
+    end
+
+    @impl true
+    def window_reduce(%T{shape: out_shape, type: out_type} = out, t, acc, window, opts, fun) do
+      rank = tuple_size(t.shape)
+      strides = opts[:strides] || List.duplicate(1, rank)
+      dilations = opts[:window_dilations] || List.duplicate(1, rank)
+      padding = opts[:padding] || List.duplicate({0, 0}, rank)
+
+      config = Enum.map(padding, fn {lo, hi} -> {lo, hi, 0} end)
+      padded = Nx.pad(%{t | names: List.duplicate(nil, rank)}, acc, config)
+
+      lengths =
+        out_shape |> Tuple.to_list() |> Enum.zip_with(strides, &max((&1 - 1) * &2 + 1, 0))
+
+      offsets =
+        window
+        |> Tuple.to_list()
+        |> Enum.reduce([[]], fn d, acc -> for o <- acc, i <- 0..(d - 1)//1, do: o ++ [i] end)
+
+      result =
+        Enum.reduce(offsets, acc, fn w, acc ->
+          start = Enum.zip_with(w, dilations, &*/2)
+          fun.(Nx.slice(padded, start, lengths, strides: strides), acc)
+        end)
+
+      put(out, ref!(result |> Nx.as_type(out_type) |> Nx.broadcast(out_shape)))
+    end
+
     host_ops = [
-      reduce: 5,
-      window_reduce: 6,
       map: 4,
       eigh: 3
     ]
