@@ -55,7 +55,7 @@ defmodule NxVulkan.MixProject do
       prune_code_paths: not nx_on_code_path?(),
       deps: deps(),
       # Nx taken from the code path is not a Mix dependency; do not warn about calls into it.
-      xref: [exclude: if(deps() == [], do: [Nx, Nx.Backend, Nx.BinaryBackend, Nx.Type], else: [])],
+      xref: [exclude: if(deps() == [], do: [Nx, Nx.Backend, Nx.BinaryBackend, Nx.Type, Nx.Defn, Nx.Defn.Composite, Nx.Defn.Evaluator], else: [])],
       description: "Nx backend, Defn compiler and model runtimes on Vulkan (vulkano)",
       package: [licenses: ["Apache-2.0"], files: ~w(lib native/engine native/nif native/cli native/Cargo.toml native/Cargo.lock native/.cargo mix.exs README.md)]
     ]

@@ -326,6 +326,26 @@ defmodule NxVulkan do
   """
   defdelegate strict(value), to: NxVulkan.Fallback
 
+  @doc """
+  Compiles a graph (the IR `NxVulkan.Compiler` lowers `defn` to) into a plan: `params` is
+  `[{type, shape}]`, `nodes` `[{op, args, shape, type, attr}]` in topological order, `outputs`
+  node indices. Returns `{plan, {nodes, fused_kernels, inlined_nodes, family_steps,
+  fused_prologues, fused_epilogues}}`.
+  """
+  def plan_compile(params, nodes, outputs, dot_precision \\ "exact") do
+    params = Enum.map(params, fn {type, shape} -> {type_name(type), Tuple.to_list(shape)} end)
+
+    nodes =
+      Enum.map(nodes, fn {op, args, shape, type, attr} ->
+        {Atom.to_string(op), args, Tuple.to_list(shape), type_name(type), attr}
+      end)
+
+    unwrap!(Native.plan_compile(params, nodes, outputs, dot_precision))
+  end
+
+  @doc "Runs a compiled plan on input handles (one recording, not waited for); output handles."
+  def plan_run(plan, handles), do: unwrap!(Native.plan_run(plan, handles))
+
   @doc false
   def type_name({:f, bits}) when bits in [16, 32, 64], do: "f#{bits}"
   def type_name({:bf, 16}), do: "bf16"

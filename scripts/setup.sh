@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing nx_vulkan needs on Debian 12 (apt), if missing:
-# Elixir/Erlang, Mesa's lavapipe (a CPU Vulkan driver), the Vulkan loader and tools, and the
-# static shaderc/glslang/SPIRV-Tools libraries the engine links (never built from source).
+# Elixir/Erlang, Mesa's lavapipe (a CPU Vulkan driver), the Vulkan loader and tools, and a C++
+# compiler: the shader compiler (glslang 16, the `glslang` crate) is built from source by cargo
+# (≈3 min once) and linked statically, so Debian's shaderc/glslang packages are not needed.
 set -euo pipefail
 pkgs=(elixir erlang-dev erlang-inets mesa-vulkan-drivers libvulkan1 libvulkan-dev vulkan-tools
-      glslc libshaderc-dev glslang-dev spirv-tools libmpfr-dev libgmp-dev pkg-config)
+      g++ libmpfr-dev libgmp-dev pkg-config)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,6 +28,26 @@ enum Command {
     Demo,
     /// Hash the outputs of every float op on a fixed input set (compare devices bit for bit).
     Digest,
+    /// GEMM throughput per type: f16/bf16 through DotPrecision::TensorCore (cooperative
+    /// matrices where the device has them), f32 as SGEMM (f32 accumulation). JSON lines; the
+    /// PyTorch side is bench/torch_gemm.py.
+    Gemm {
+        /// Types: f16, bf16, f32 (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "f16,bf16,f32")]
+        types: Vec<String>,
+        /// Problems as batch:m:n:k (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1:4096:4096:4096,1:2048:2048:2048,1:1024:1024:1024,32:512:512:512")]
+        sizes: Vec<String>,
+        /// Timed runs (median reported); each run is `calls` back-to-back dots and one wait.
+        #[arg(long, default_value_t = 7)]
+        reps: usize,
+        #[arg(long, default_value_t = 10)]
+        calls: usize,
+        /// Also time the cooperative-matrix variants of the chosen shape the device can run
+        /// (workgroup tiles 128×128/256×128/128×256, K step 32/64, and the multiply-only probe).
+        #[arg(long)]
+        coopmat_all: bool,
+    },
     /// Measure elementwise bandwidth, SGEMM and per-op latency.
     Bench {
         /// Small sizes (for lavapipe / smoke runs).
@@ -90,6 +110,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Digest => digest(&*open(&cli.device)?),
         Command::Demo => demo(&*open(&cli.device)?),
+        Command::Gemm { types, sizes, reps, calls, coopmat_all } => gemm(&*open(&cli.device)?, &types, &sizes, reps, calls, coopmat_all),
         Command::Bench { quick, elements, gemm, reps, ops, sizes, profile } => {
             let ctx = open(&cli.device)?;
             if profile {
@@ -120,6 +141,74 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Throughput of one kernel family per type and size: each timed run queues `calls` dots
+/// back to back and waits once (the device's sustained rate, as a peer's loop of launches and
+/// one synchronize measures it); the median of `reps` runs after a warm-up.
+fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: usize, coopmat_all: bool) -> Result<()> {
+    use nx_vulkan_engine::matmul::{choose_kernel, coopmat_runs_here, tensor_core_kernel, CoopStaging, MatmulKernel};
+    let bad = |what: String| nx_vulkan_engine::EngineError::InvalidArgument(what);
+    let dev = &ctx.caps.name;
+    for ty in types {
+        let t = DType::parse(ty).map_err(|_| bad(format!("unknown type {ty}")))?;
+        for spec in sizes {
+            let d: Vec<usize> = spec.split(':').map(|x| x.parse::<usize>()).collect::<std::result::Result<_, _>>().map_err(|_| bad(format!("size {spec}: want b:m:n:k")))?;
+            let [bsz, m, n, k] = d[..] else { return Err(bad(format!("size {spec}: want b:m:n:k"))) };
+            // Inputs: iota along one axis, stored as t (the values do not change the speed).
+            let a = ctx.convert(&ctx.iota(DType::F32, &[bsz, m, k], Some(2))?, t)?;
+            let b = ctx.convert(&ctx.iota(DType::F32, &[bsz, k, n], Some(1))?, t)?;
+            // (label, forced kernel): None runs the precision's own choice
+            let mut variants: Vec<(String, Option<MatmulKernel>)> = vec![];
+            if t == DType::F32 {
+                variants.push((format!("{:?}", choose_kernel(&ctx.caps, t, bsz, m, n, k)), None));
+            } else {
+                let chosen = tensor_core_kernel(&ctx.caps, t);
+                variants.push((format!("{chosen:?}"), None));
+                // Variants of the chosen shape: workgroup tiles, K steps, the multiply-only probe.
+                if let (true, MatmulKernel::CoopMat { m: tm, n: tn, k: tk, .. }) = (coopmat_all, chosen) {
+                    for (bm, bn) in [(128, 128), (256, 128), (128, 256)] {
+                        for bk in [32, 64] {
+                            for staging in [CoopStaging::SharedTyped, CoopStaging::ProbeMultiplyOnly] {
+                                let forced = MatmulKernel::CoopMat { input: t, m: tm, n: tn, k: tk, bm, bn, bk, staging };
+                                if forced != chosen && coopmat_runs_here(&ctx.caps, forced) {
+                                    variants.push((format!("{forced:?}"), Some(forced)));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for (kernel, forced) in variants {
+                let precision = if t == DType::F32 { DotPrecision::F32Accumulate } else { DotPrecision::TensorCore };
+                let run = || -> Result<()> {
+                    for _ in 0..calls {
+                        match forced {
+                            None => ctx.dot_with(precision, &a, &[2], &[0], &b, &[1], &[0], t)?,
+                            Some(kf) => ctx.dot_using(Some(kf), &a, &[2], &[0], &b, &[1], &[0], t)?,
+                        };
+                    }
+                    ctx.synchronize()
+                };
+                run()?;
+                let mut times = vec![];
+                for _ in 0..reps {
+                    let t0 = std::time::Instant::now();
+                    run()?;
+                    times.push(t0.elapsed().as_secs_f64() / calls as f64);
+                }
+                times.sort_by(|x, y| x.total_cmp(y));
+                let med = times[times.len() / 2];
+                let tflops = 2.0 * (bsz * m * n * k) as f64 / med / 1e12;
+                println!(
+                    "{{\"bench\":\"gemm\",\"type\":\"{t}\",\"batch\":{bsz},\"m\":{m},\"n\":{n},\"k\":{k},\"median_ms\":{:.4},\"tflops\":{tflops:.2},\"kernel\":{kernel:?},\"forced\":{},\"device\":{dev:?},\"reps\":{reps},\"calls\":{calls}}}",
+                    med * 1e3,
+                    forced.is_some()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -222,5 +311,53 @@ fn digest(ctx: &Context) -> Result<()> {
         }
     }
     println!("{{\"op\":\"ALL\",\"device\":{:?},\"digest\":\"{all:016x}\"}}", ctx.caps.name);
+    let more = digest_more(ctx, &x64, &x32)?;
+    println!("{{\"op\":\"ALL_MORE\",\"device\":{:?},\"digest\":\"{more:016x}\"}}", ctx.caps.name);
     Ok(())
+}
+
+/// The other kernel families on the same inputs seen as 68×68 (reductions, arg-reductions,
+/// exact dots, scans, sorts, FFT): a separate total (`ALL_MORE`) so `ALL` keeps its meaning
+/// for digests recorded before.
+fn digest_more(ctx: &Context, x64: &nx_vulkan_engine::Tensor, x32: &nx_vulkan_engine::Tensor) -> Result<u64> {
+    use nx_vulkan_engine::reduce::{ArgOp, ReduceOp, TieBreak};
+    use nx_vulkan_engine::scan::ScanOp;
+    use nx_vulkan_engine::sort::Direction;
+    let side = 68; // 68 * 68 = 4624 inputs
+    let mut all = 0u64;
+    let mut line = |name: &str, t: DType, bytes: &[u8], salt: u32| {
+        let h = fnv(bytes);
+        all ^= h.rotate_left(salt);
+        println!("{{\"op\":\"{name}\",\"type\":\"{t}\",\"digest\":\"{h:016x}\"}}");
+    };
+    let x16 = ctx.convert(x32, DType::F16)?;
+    let mut salt = 0;
+    for (t, x) in [(DType::F64, x64), (DType::F32, x32), (DType::F16, &x16)] {
+        let m = x.reshape(&[side, side])?;
+        for (name, op) in [("sum", ReduceOp::Sum), ("product", ReduceOp::Product), ("reduce_max", ReduceOp::Max), ("reduce_min", ReduceOp::Min)] {
+            salt += 1;
+            line(name, t, &ctx.download(&ctx.reduce(op, &m, &[1], false, t)?)?, salt);
+            salt += 1;
+            line(&format!("{name}_all"), t, &ctx.download(&ctx.reduce(op, &m, &[0, 1], false, t)?)?, salt);
+        }
+        for (name, op) in [("argmax", ArgOp::ArgMax), ("argmin", ArgOp::ArgMin)] {
+            salt += 1;
+            line(name, t, &ctx.download(&ctx.arg_reduce(op, &m, Some(0), false, TieBreak::Low, DType::S64)?)?, salt);
+        }
+        salt += 1;
+        line("dot", t, &ctx.download(&ctx.dot(&m, &[1], &[], &m, &[0], &[], t)?)?, salt);
+        for (name, op) in [("cumulative_sum", ScanOp::Sum), ("cumulative_max", ScanOp::Max)] {
+            salt += 1;
+            line(name, t, &ctx.download(&ctx.cumulative(op, &m, 1, false)?)?, salt);
+        }
+        salt += 1;
+        line("sort", t, &ctx.download(&ctx.sort(&m, 1, Direction::Asc)?)?, salt);
+        salt += 1;
+        line("argsort", t, &ctx.download(&ctx.argsort(&m, 1, Direction::Desc, true, DType::S64)?)?, salt);
+        if t != DType::F16 {
+            salt += 1;
+            line("fft", t, &ctx.download(&ctx.fft(&m, 1, side, 0.0)?)?, salt);
+        }
+    }
+    Ok(all)
 }

@@ -32,7 +32,23 @@ pub struct DeviceCaps {
     pub storage_8bit: bool,
     pub storage_16bit: bool,
     pub buffer_device_address: bool,
+    /// VK_KHR_cooperative_matrix with its `cooperativeMatrix` feature (enabled at creation).
     pub cooperative_matrix: bool,
+    /// The driver's cooperative-matrix property list: every M×N×K shape and type combination
+    /// it supports (tile shapes are chosen from this, never assumed).
+    pub coopmat_shapes: Vec<CoopMatShape>,
+    /// VK_KHR_shader_bfloat16: `shaderBFloat16Type`, `shaderBFloat16CooperativeMatrix`,
+    /// `shaderBFloat16DotProduct` (read through hand-chained structs: ash 0.38 predates them).
+    pub bfloat16: bool,
+    pub bfloat16_coopmat: bool,
+    pub bfloat16_dot: bool,
+    /// VK_NV_cooperative_matrix2 with its tensor-addressing and workgroup-scope features.
+    pub coopmat2: bool,
+    /// `shaderIntegerDotProduct`, and whether packed 4×8-bit signed dot products are accelerated.
+    pub integer_dot_product: bool,
+    pub int8_dot_accelerated: bool,
+    /// `vulkanMemoryModel` (cooperative-matrix shaders need it).
+    pub vulkan_memory_model: bool,
     pub subgroup_size: u32,
     pub max_workgroup_invocations: u32,
     pub max_workgroup_count: [u32; 3],
@@ -51,6 +67,7 @@ impl DeviceCaps {
         let f = physical.supported_features();
         let ext = physical.supported_extensions();
         let mem = physical.memory_properties();
+        let extra = ExtraFeatures::read(physical);
         let device_local_bytes = mem
             .memory_heaps
             .iter()
@@ -87,6 +104,14 @@ impl DeviceCaps {
             storage_16bit: f.storage_buffer16_bit_access,
             buffer_device_address: f.buffer_device_address,
             cooperative_matrix: ext.khr_cooperative_matrix && f.cooperative_matrix,
+            coopmat_shapes: if ext.khr_cooperative_matrix && f.cooperative_matrix { coopmat_properties(physical) } else { vec![] },
+            bfloat16: extra.bfloat16_type,
+            bfloat16_coopmat: extra.bfloat16_coopmat,
+            bfloat16_dot: extra.bfloat16_dot,
+            coopmat2: extra.coopmat2,
+            integer_dot_product: f.shader_integer_dot_product,
+            int8_dot_accelerated: p.integer_dot_product4x8_bit_packed_signed_accelerated.unwrap_or(false),
+            vulkan_memory_model: f.vulkan_memory_model,
             subgroup_size: p.subgroup_size.unwrap_or(1),
             max_workgroup_invocations: p.max_compute_work_group_invocations,
             max_workgroup_count: p.max_compute_work_group_count,
@@ -122,6 +147,27 @@ impl DeviceCaps {
         missing
     }
 
+    /// The best subgroup-scope cooperative-matrix shape for `input`×`input` products
+    /// accumulated in f32 (largest M·N·K; ties: larger K), if the device has one and can
+    /// compile for it (bf16 needs `shaderBFloat16CooperativeMatrix`, f16 `shaderFloat16`).
+    pub fn coopmat_shape(&self, input: CoopMatType) -> Option<CoopMatShape> {
+        if !self.cooperative_matrix || !self.vulkan_memory_model || !self.float16 {
+            return None;
+        }
+        if input == CoopMatType::BF16 && !(self.bfloat16 && self.bfloat16_coopmat) {
+            return None;
+        }
+        self.coopmat_shapes
+            .iter()
+            .filter(|s| {
+                s.a == input && s.b == input && s.c == CoopMatType::F32 && s.result == CoopMatType::F32 && s.scope == "subgroup"
+            })
+            // shapes the kernel's 2×4 / 2×2 subgroup grid can tile (at most 64×64 per subgroup)
+            .filter(|s| (8..=32).contains(&s.m) && (8..=32).contains(&s.n) && (8..=32).contains(&s.k))
+            .max_by_key(|s| (s.m * s.n * s.k, s.k))
+            .cloned()
+    }
+
     /// `vendor:device` in hex, as the pipeline cache header records it.
     pub fn pci_id(&self) -> String {
         format!("{:04x}:{:04x}", self.vendor_id, self.device_id)
@@ -130,6 +176,375 @@ impl DeviceCaps {
     pub fn uuid_hex(&self) -> String {
         self.device_uuid.iter().map(|b| format!("{b:02x}")).collect()
     }
+}
+
+/// A component type in VK_KHR_cooperative_matrix's property list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoopMatType {
+    F16,
+    F32,
+    F64,
+    BF16,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    /// A type this build does not name (fp8 and later additions): its raw enum value.
+    Other(i32),
+}
+
+impl CoopMatType {
+    fn from_raw(v: i32) -> CoopMatType {
+        use CoopMatType::*;
+        match v {
+            0 => F16,
+            1 => F32,
+            2 => F64,
+            3 => I8,
+            4 => I16,
+            5 => I32,
+            6 => I64,
+            7 => U8,
+            8 => U16,
+            9 => U32,
+            10 => U64,
+            1000141000 => BF16,
+            other => Other(other),
+        }
+    }
+
+    pub fn name(self) -> String {
+        use CoopMatType::*;
+        match self {
+            F16 => "f16".into(),
+            F32 => "f32".into(),
+            F64 => "f64".into(),
+            BF16 => "bf16".into(),
+            I8 => "s8".into(),
+            I16 => "s16".into(),
+            I32 => "s32".into(),
+            I64 => "s64".into(),
+            U8 => "u8".into(),
+            U16 => "u16".into(),
+            U32 => "u32".into(),
+            U64 => "u64".into(),
+            Other(v) => format!("type{v}"),
+        }
+    }
+}
+
+/// One entry of the cooperative-matrix property list: `result = A(m×k) · B(k×n) + C(m×n)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoopMatShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub a: CoopMatType,
+    pub b: CoopMatType,
+    pub c: CoopMatType,
+    pub result: CoopMatType,
+    pub saturating: bool,
+    /// "subgroup", "workgroup", "device", "queue-family" or the raw value.
+    pub scope: String,
+}
+
+impl std::fmt::Display for CoopMatShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x{}x{} {}*{}+{}->{}{} ({})",
+            self.m,
+            self.n,
+            self.k,
+            self.a.name(),
+            self.b.name(),
+            self.c.name(),
+            self.result.name(),
+            if self.saturating { " sat" } else { "" },
+            self.scope
+        )
+    }
+}
+
+/// vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR (only called when the device lists the
+/// extension: the loader's entry point exists then).
+fn coopmat_properties(physical: &PhysicalDevice) -> Vec<CoopMatShape> {
+    use vulkano::VulkanObject;
+    let fns = physical.instance().fns();
+    let get = fns.khr_cooperative_matrix.get_physical_device_cooperative_matrix_properties_khr;
+    let mut count = 0u32;
+    // SAFETY: a valid physical device; a null array asks for the count.
+    if unsafe { get(physical.handle(), &mut count, std::ptr::null_mut()) } != ash::vk::Result::SUCCESS {
+        return vec![];
+    }
+    let mut props = vec![ash::vk::CooperativeMatrixPropertiesKHR::default(); count as usize];
+    // SAFETY: `props` holds `count` initialised structs with their sType set.
+    let r = unsafe { get(physical.handle(), &mut count, props.as_mut_ptr()) };
+    if r != ash::vk::Result::SUCCESS && r != ash::vk::Result::INCOMPLETE {
+        return vec![];
+    }
+    props.truncate(count as usize);
+    props
+        .iter()
+        .map(|p| CoopMatShape {
+            m: p.m_size,
+            n: p.n_size,
+            k: p.k_size,
+            a: CoopMatType::from_raw(p.a_type.as_raw()),
+            b: CoopMatType::from_raw(p.b_type.as_raw()),
+            c: CoopMatType::from_raw(p.c_type.as_raw()),
+            result: CoopMatType::from_raw(p.result_type.as_raw()),
+            saturating: p.saturating_accumulation != 0,
+            scope: match p.scope.as_raw() {
+                1 => "device".into(),
+                2 => "workgroup".into(),
+                3 => "subgroup".into(),
+                5 => "queue-family".into(),
+                v => format!("scope{v}"),
+            },
+        })
+        .collect()
+}
+
+/// VkPhysicalDeviceShaderBfloat16FeaturesKHR (VK_KHR_shader_bfloat16; not in ash 0.38).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Bfloat16Features {
+    pub s_type: i32,
+    pub p_next: *mut std::ffi::c_void,
+    pub shader_bfloat16_type: u32,
+    pub shader_bfloat16_dot_product: u32,
+    pub shader_bfloat16_cooperative_matrix: u32,
+}
+pub(crate) const STYPE_BFLOAT16_FEATURES: i32 = 1000141000;
+
+/// VkPhysicalDeviceCooperativeMatrix2FeaturesNV (VK_NV_cooperative_matrix2; not in ash 0.38).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CoopMat2Features {
+    pub s_type: i32,
+    pub p_next: *mut std::ffi::c_void,
+    pub workgroup_scope: u32,
+    pub flexible_dimensions: u32,
+    pub reductions: u32,
+    pub conversions: u32,
+    pub per_element_operations: u32,
+    pub tensor_addressing: u32,
+    pub block_loads: u32,
+}
+pub(crate) const STYPE_COOPMAT2_FEATURES: i32 = 1000593000;
+pub(crate) const EXT_BFLOAT16: &str = "VK_KHR_shader_bfloat16";
+pub(crate) const EXT_COOPMAT2: &str = "VK_NV_cooperative_matrix2";
+
+/// Features vulkano 0.35 does not know, read with vkGetPhysicalDeviceFeatures2 and
+/// hand-chained structs (only for extensions the device lists).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct ExtraFeatures {
+    pub has_bfloat16_ext: bool,
+    pub has_coopmat2_ext: bool,
+    pub bfloat16_type: bool,
+    pub bfloat16_coopmat: bool,
+    pub bfloat16_dot: bool,
+    pub coopmat2: bool,
+}
+
+impl ExtraFeatures {
+    pub(crate) fn read(physical: &PhysicalDevice) -> ExtraFeatures {
+        use vulkano::VulkanObject;
+        let names = raw_extension_names(physical);
+        let mut x = ExtraFeatures {
+            has_bfloat16_ext: names.iter().any(|n| n == EXT_BFLOAT16),
+            has_coopmat2_ext: names.iter().any(|n| n == EXT_COOPMAT2),
+            ..Default::default()
+        };
+        // Below Vulkan 1.3 `create_device` does not chain these structs, so they are not
+        // reported as usable either.
+        if !(x.has_bfloat16_ext || x.has_coopmat2_ext) || physical.api_version() < vulkano::Version::V1_3 {
+            return x;
+        }
+        let mut bf = Bfloat16Features {
+            s_type: STYPE_BFLOAT16_FEATURES,
+            p_next: std::ptr::null_mut(),
+            shader_bfloat16_type: 0,
+            shader_bfloat16_dot_product: 0,
+            shader_bfloat16_cooperative_matrix: 0,
+        };
+        let mut cm2 = CoopMat2Features {
+            s_type: STYPE_COOPMAT2_FEATURES,
+            p_next: std::ptr::null_mut(),
+            workgroup_scope: 0,
+            flexible_dimensions: 0,
+            reductions: 0,
+            conversions: 0,
+            per_element_operations: 0,
+            tensor_addressing: 0,
+            block_loads: 0,
+        };
+        let mut head: *mut std::ffi::c_void = std::ptr::null_mut();
+        if x.has_bfloat16_ext {
+            bf.p_next = head;
+            head = &mut bf as *mut _ as *mut _;
+        }
+        if x.has_coopmat2_ext {
+            cm2.p_next = head;
+            head = &mut cm2 as *mut _ as *mut _;
+        }
+        let mut f2 = ash::vk::PhysicalDeviceFeatures2 { p_next: head, ..Default::default() };
+        let fns = physical.instance().fns();
+        // SAFETY: every struct in the chain is #[repr(C)] with its registry sType, lives until
+        // the call returns, and belongs to an extension the device lists.
+        unsafe { (fns.v1_1.get_physical_device_features2)(physical.handle(), &mut f2) };
+        x.bfloat16_type = x.has_bfloat16_ext && bf.shader_bfloat16_type != 0;
+        x.bfloat16_coopmat = x.has_bfloat16_ext && bf.shader_bfloat16_cooperative_matrix != 0;
+        x.bfloat16_dot = x.has_bfloat16_ext && bf.shader_bfloat16_dot_product != 0;
+        x.coopmat2 = x.has_coopmat2_ext && cm2.tensor_addressing != 0 && cm2.workgroup_scope != 0;
+        x
+    }
+}
+
+/// Every device extension name the driver lists (vulkano's list omits ones it does not know).
+fn raw_extension_names(physical: &PhysicalDevice) -> Vec<String> {
+    use vulkano::VulkanObject;
+    let fns = physical.instance().fns();
+    let mut count = 0u32;
+    // SAFETY: a valid physical device; null layer name and array ask for the count.
+    unsafe {
+        if (fns.v1_0.enumerate_device_extension_properties)(physical.handle(), std::ptr::null(), &mut count, std::ptr::null_mut())
+            != ash::vk::Result::SUCCESS
+        {
+            return vec![];
+        }
+    }
+    let mut props = vec![ash::vk::ExtensionProperties::default(); count as usize];
+    // SAFETY: `props` holds `count` entries.
+    let r = unsafe {
+        (fns.v1_0.enumerate_device_extension_properties)(physical.handle(), std::ptr::null(), &mut count, props.as_mut_ptr())
+    };
+    if r != ash::vk::Result::SUCCESS && r != ash::vk::Result::INCOMPLETE {
+        return vec![];
+    }
+    props.truncate(count as usize);
+    props.iter().filter_map(|p| p.extension_name_as_c_str().ok().map(|c| c.to_string_lossy().into_owned())).collect()
+}
+
+/// Creates the logical device with what the engine needs, plus cooperative-matrix, bf16,
+/// coopmat2, integer-dot-product and memory-model features where the device has them.
+/// Devices without VK_KHR_shader_bfloat16 and VK_NV_cooperative_matrix2 (lavapipe) go through
+/// vulkano as before; the others need structs vulkano does not know, so the device is created
+/// with ash (the same features plus the hand-chained ones) and handed to vulkano.
+pub(crate) fn create_device(
+    physical: Arc<PhysicalDevice>,
+    family: u32,
+    caps: &DeviceCaps,
+) -> Result<(Arc<vulkano::device::Device>, Arc<vulkano::device::Queue>)> {
+    use vulkano::device::{Device, DeviceCreateInfo, DeviceExtensions, DeviceFeatures, QueueCreateInfo};
+    use vulkano::VulkanObject;
+    let supported = physical.supported_features();
+    let features = DeviceFeatures {
+        buffer_device_address: true,
+        shader_int64: true,
+        shader_float64: true,
+        shader_int8: true,
+        shader_int16: true,
+        storage_buffer8_bit_access: true,
+        storage_buffer16_bit_access: true,
+        shader_float16: caps.float16,
+        vulkan_memory_model: supported.vulkan_memory_model,
+        vulkan_memory_model_device_scope: supported.vulkan_memory_model_device_scope,
+        cooperative_matrix: caps.cooperative_matrix,
+        shader_integer_dot_product: supported.shader_integer_dot_product,
+        ..DeviceFeatures::empty()
+    };
+    let extensions = DeviceExtensions { khr_cooperative_matrix: caps.cooperative_matrix, ..DeviceExtensions::empty() };
+    let create_info = || DeviceCreateInfo {
+        queue_create_infos: vec![QueueCreateInfo { queue_family_index: family, ..Default::default() }],
+        enabled_extensions: extensions,
+        enabled_features: features,
+        ..Default::default()
+    };
+    let extra = ExtraFeatures::read(&physical);
+    let hand_chained = extra.bfloat16_type || extra.coopmat2;
+    if !hand_chained || physical.api_version() < vulkano::Version::V1_3 {
+        let (device, mut queues) = Device::new(physical, create_info()).map_err(|e| EngineError::vk("creating the device", e))?;
+        let queue = queues.next().ok_or_else(|| EngineError::Vulkan("no queue".into()))?;
+        return Ok((device, queue));
+    }
+    let vk = ash::vk::TRUE;
+    let b = |x: bool| if x { vk } else { ash::vk::FALSE };
+    let mut bf = Bfloat16Features {
+        s_type: STYPE_BFLOAT16_FEATURES,
+        p_next: std::ptr::null_mut(),
+        shader_bfloat16_type: b(extra.bfloat16_type),
+        shader_bfloat16_dot_product: b(extra.bfloat16_dot),
+        shader_bfloat16_cooperative_matrix: b(extra.bfloat16_coopmat),
+    };
+    let mut cm2 = CoopMat2Features {
+        s_type: STYPE_COOPMAT2_FEATURES,
+        p_next: std::ptr::null_mut(),
+        workgroup_scope: b(extra.coopmat2),
+        flexible_dimensions: 0,
+        reductions: 0,
+        conversions: 0,
+        per_element_operations: 0,
+        tensor_addressing: b(extra.coopmat2),
+        block_loads: 0,
+    };
+    let mut coop = ash::vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(caps.cooperative_matrix);
+    let mut v13 = ash::vk::PhysicalDeviceVulkan13Features::default().shader_integer_dot_product(features.shader_integer_dot_product);
+    let mut v12 = ash::vk::PhysicalDeviceVulkan12Features::default()
+        .buffer_device_address(true)
+        .shader_int8(true)
+        .shader_float16(features.shader_float16)
+        .storage_buffer8_bit_access(true)
+        .vulkan_memory_model(features.vulkan_memory_model)
+        .vulkan_memory_model_device_scope(features.vulkan_memory_model_device_scope);
+    let mut v11 = ash::vk::PhysicalDeviceVulkan11Features::default().storage_buffer16_bit_access(true);
+    let core = ash::vk::PhysicalDeviceFeatures::default().shader_int64(true).shader_float64(true).shader_int16(true);
+    let mut f2 = ash::vk::PhysicalDeviceFeatures2::default().features(core);
+    // Chain: f2 → v11 → v12 → v13 → coop → [bf16] → [coopmat2]
+    let mut tail: *mut std::ffi::c_void = std::ptr::null_mut();
+    let mut ext_names: Vec<std::ffi::CString> = vec![];
+    if extra.coopmat2 {
+        cm2.p_next = tail;
+        tail = &mut cm2 as *mut _ as *mut _;
+        ext_names.push(std::ffi::CString::new(EXT_COOPMAT2).unwrap_or_default());
+    }
+    if extra.bfloat16_type {
+        bf.p_next = tail;
+        tail = &mut bf as *mut _ as *mut _;
+        ext_names.push(std::ffi::CString::new(EXT_BFLOAT16).unwrap_or_default());
+    }
+    if caps.cooperative_matrix {
+        coop.p_next = tail;
+        tail = &mut coop as *mut _ as *mut _;
+        ext_names.push(std::ffi::CString::new("VK_KHR_cooperative_matrix").unwrap_or_default());
+    }
+    v13.p_next = tail;
+    v12.p_next = &mut v13 as *mut _ as *mut _;
+    v11.p_next = &mut v12 as *mut _ as *mut _;
+    f2.p_next = &mut v11 as *mut _ as *mut _;
+    let ext_ptrs: Vec<*const std::ffi::c_char> = ext_names.iter().map(|c| c.as_ptr()).collect();
+    let priorities = [1.0f32];
+    let queue_info = [ash::vk::DeviceQueueCreateInfo::default().queue_family_index(family).queue_priorities(&priorities)];
+    let mut info = ash::vk::DeviceCreateInfo::default().queue_create_infos(&queue_info).enabled_extension_names(&ext_ptrs);
+    info.p_next = &f2 as *const _ as *const _;
+    let fns = physical.instance().fns();
+    let mut handle = ash::vk::Device::null();
+    // SAFETY: every chained struct is live until the call returns, each feature is one the
+    // device reports, and each extension is one it lists.
+    let r = unsafe { (fns.v1_0.create_device)(physical.handle(), &info, std::ptr::null(), &mut handle) };
+    if r != ash::vk::Result::SUCCESS {
+        return Err(EngineError::vk("creating the device (with cooperative-matrix features)", format!("{r:?}")));
+    }
+    // SAFETY: `handle` was created from `physical` with exactly `create_info()`'s queues,
+    // features and vulkano-known extensions (plus the hand-chained ones vulkano ignores).
+    let (device, mut queues) = unsafe { Device::from_handle(physical, handle, create_info()) };
+    let queue = queues.next().ok_or_else(|| EngineError::Vulkan("no queue".into()))?;
+    Ok((device, queue))
 }
 
 pub(crate) fn instance() -> Result<Arc<Instance>> {
@@ -267,6 +682,21 @@ pub fn info_report() -> Result<String> {
             c.device_local_bytes >> 20
         )
         .unwrap();
+        writeln!(
+            s,
+            "      tensor cores: coopmat={} bf16={} bf16-coopmat={} bf16-dot={} coopmat2={} int-dot={} int8-dot-accelerated={} memory-model={}",
+            c.cooperative_matrix, c.bfloat16, c.bfloat16_coopmat, c.bfloat16_dot, c.coopmat2, c.integer_dot_product, c.int8_dot_accelerated, c.vulkan_memory_model
+        )
+        .unwrap();
+        if !c.coopmat_shapes.is_empty() {
+            let shapes: Vec<String> = c.coopmat_shapes.iter().map(|x| x.to_string()).collect();
+            writeln!(s, "      coopmat shapes: {}", shapes.join(", ")).unwrap();
+        }
+        for t in [CoopMatType::F16, CoopMatType::BF16] {
+            if let Some(shape) = c.coopmat_shape(t) {
+                writeln!(s, "      gemm tile for {}: {}x{}x{}", t.name(), shape.m, shape.n, shape.k).unwrap();
+            }
+        }
         let missing = c.missing_requirements();
         if missing.is_empty() {
             writeln!(s, "      usable: yes").unwrap();

@@ -334,6 +334,36 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     Ok(Generated { key, source: src })
 }
 
+/// Expressions turned into GLSL statements for another kernel family to embed (a reduction's
+/// prologue and epilogue): the statements `generate` emits for the same expressions, so every
+/// node is rounded to its own type exactly as in an elementwise kernel.
+pub(crate) struct EmbeddedExprs {
+    /// Declarations of the intermediate nodes (`precise <type> tN = ...;`).
+    pub body: String,
+    /// Each expression's value: a GLSL expression in its type's compute domain.
+    pub values: Vec<String>,
+    /// The GLSL libraries the statements call (our f64 libm, complex functions), to include
+    /// after the numeric prelude and `OPS`.
+    pub libraries: String,
+}
+
+/// `exprs` as statements reading input `j` from a variable `x{j}_` (decoded: its type's compute
+/// domain), `Iota { axis: None }` from `uint i` and `Iota { axis: Some(d) }` from `uint c{d}`;
+/// the embedding kernel declares those.
+pub(crate) fn embed_exprs(exprs: &[Expr], in_types: &[DType]) -> Result<EmbeddedExprs> {
+    let inputs: Vec<(DType, Access)> = in_types.iter().map(|t| (*t, Access::Strided)).collect();
+    let mut g = Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs: &inputs, in_types, used_coords: false };
+    let values = exprs.iter().map(|e| g.node(e)).collect::<Result<Vec<_>>>()?;
+    let mut libraries = String::new();
+    if g.body.contains("m_") {
+        libraries.push_str(crate::kernels::MATH_F64);
+        if g.body.contains("nx_cm_") {
+            libraries.push_str(COMPLEX_GLSL);
+        }
+    }
+    Ok(EmbeddedExprs { body: g.body, values, libraries })
+}
+
 /// A native-f32 fast path for the commonest kernel, one f32 add/subtract/multiply of two f32
 /// inputs. Vulkan requires these three to be correctly rounded, so the f32 result equals the
 /// f64 result rounded once — except where a driver flushes subnormals (the H200 does not

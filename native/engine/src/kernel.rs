@@ -1,5 +1,6 @@
-//! Kernels: GLSL compiled to SPIR-V by shaderc at run time, pipelines cached by identity, and
-//! the on-disk Vulkan pipeline cache guarded by our own header.
+//! Kernels: GLSL compiled to SPIR-V at run time by glslang 16 (the `glslang` crate, built from
+//! source and linked statically; no SPIR-V optimizer), pipelines cached by identity, and the
+//! on-disk Vulkan pipeline cache guarded by our own header.
 //!
 //! Every kernel shares one pipeline layout: no descriptor sets, one push-constant block
 //! (`PushConstants`: the device address of a parameter block and an item count). Kernels reach
@@ -24,7 +25,7 @@ use vulkano::VulkanObject;
 
 /// A compiled compute pipeline and how it maps work items to workgroups.
 pub struct Kernel {
-    pipeline: Arc<ComputePipeline>,
+    pipeline: Pipeline,
     name: String,
     local_size: u32,
     items_per_thread: u32,
@@ -32,7 +33,10 @@ pub struct Kernel {
 
 impl Kernel {
     pub(crate) fn pipeline_handle(&self) -> vk::Pipeline {
-        self.pipeline.handle()
+        match &self.pipeline {
+            Pipeline::Vulkano(p) => p.handle(),
+            Pipeline::Raw(r) => r.pipeline,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -42,6 +46,31 @@ impl Kernel {
     /// Work items one workgroup covers in one pass of the kernel's loop.
     pub fn items_per_group(&self) -> u32 {
         self.local_size * self.items_per_thread
+    }
+}
+
+enum Pipeline {
+    Vulkano(Arc<ComputePipeline>),
+    /// Created with the function table: vulkano 0.35's SPIR-V parser does not know the
+    /// bf16 (`BFloat16TypeKHR`) and coopmat2 capabilities, so it cannot wrap those modules.
+    Raw(RawPipeline),
+}
+
+struct RawPipeline {
+    device: Arc<Device>,
+    module: vk::ShaderModule,
+    pipeline: vk::Pipeline,
+}
+
+impl Drop for RawPipeline {
+    fn drop(&mut self) {
+        let fns = self.device.fns();
+        // SAFETY: both objects were created from this device and a kernel is dropped only
+        // when no submission that uses it is pending (the stream keeps kernels alive).
+        unsafe {
+            (fns.v1_0.destroy_pipeline)(self.device.handle(), self.pipeline, std::ptr::null());
+            (fns.v1_0.destroy_shader_module)(self.device.handle(), self.module, std::ptr::null());
+        }
     }
 }
 
@@ -72,18 +101,27 @@ layout(push_constant) uniform PushConstants { uint64_t params; uint count; uint 
 pub(crate) struct KernelStats {
     pub compiled: std::sync::atomic::AtomicU64,
     pub lookups: std::sync::atomic::AtomicU64,
+    /// SPIR-V read from the on-disk cache instead of compiled.
+    pub spirv_hits: std::sync::atomic::AtomicU64,
+    /// SPIR-V compiled (and written to the cache when it is on).
+    pub spirv_misses: std::sync::atomic::AtomicU64,
+    /// Cache files ignored because they were damaged, truncated or for other source.
+    pub spirv_rejected: std::sync::atomic::AtomicU64,
 }
 
 pub struct KernelCache {
     device: Arc<Device>,
     layout: Arc<PipelineLayout>,
-    compiler: Mutex<shaderc::Compiler>,
+    /// glslang's compiler is process-wide; compiles are serialised through this lock.
+    compiler: Mutex<&'static glslang::Compiler>,
     kernels: Mutex<HashMap<String, Arc<Kernel>>>,
     /// Serialises builds so two threads never compile the same key twice.
     building: Mutex<()>,
     pipeline_cache: Arc<PipelineCache>,
     cache_file: Option<PathBuf>,
     cache_header: CacheHeader,
+    /// Where generated SPIR-V is kept across VMs (None: off).
+    spirv_dir: Option<PathBuf>,
     pub(crate) stats: KernelStats,
 }
 
@@ -101,8 +139,8 @@ impl KernelCache {
             },
         )
         .map_err(|e| EngineError::vk("pipeline layout", e))?;
-        let compiler = shaderc::Compiler::new()
-            .ok_or_else(|| EngineError::ShaderCompile { name: "-".into(), message: "shaderc unavailable".into() })?;
+        let compiler = glslang::Compiler::acquire()
+            .ok_or_else(|| EngineError::ShaderCompile { name: "-".into(), message: "glslang did not initialise".into() })?;
         let cache_header = CacheHeader::for_device(caps);
         let cache_file = pipeline_cache_path(caps);
         let initial_data = cache_file
@@ -125,6 +163,7 @@ impl KernelCache {
             pipeline_cache,
             cache_file,
             cache_header,
+            spirv_dir: spirv_cache_dir(),
             stats: KernelStats::default(),
         })
     }
@@ -161,6 +200,18 @@ impl KernelCache {
         items_per_thread: u32,
         source: impl FnOnce() -> String,
     ) -> Result<Arc<Kernel>> {
+        self.get_for(ShaderTarget::Vulkan12, key, local_size, items_per_thread, source)
+    }
+
+    /// `get` for a given SPIR-V target (cooperative-matrix kernels need Vulkan 1.3).
+    pub(crate) fn get_for(
+        &self,
+        target: ShaderTarget,
+        key: &str,
+        local_size: u32,
+        items_per_thread: u32,
+        source: impl FnOnce() -> String,
+    ) -> Result<Arc<Kernel>> {
         self.stats.lookups.fetch_add(1, Relaxed);
         if let Some(k) = self.kernels.lock().get(key) {
             return Ok(k.clone());
@@ -171,20 +222,11 @@ impl KernelCache {
             return Ok(k.clone());
         }
         let source = source();
-        let spirv = self.compile(key, &source)?;
-        // SAFETY: the SPIR-V was produced by shaderc from our own GLSL just now.
-        let module = unsafe { ShaderModule::new(self.device.clone(), ShaderModuleCreateInfo::new(&spirv)) }
-            .map_err(|e| EngineError::vk(&format!("shader module {key}"), format!("{e:?}")))?;
-        let entry = module
-            .entry_point("main")
-            .ok_or_else(|| EngineError::ShaderCompile { name: key.into(), message: "no main".into() })?;
-        let stage = PipelineShaderStageCreateInfo::new(entry);
-        let pipeline = ComputePipeline::new(
-            self.device.clone(),
-            Some(self.pipeline_cache.clone()),
-            ComputePipelineCreateInfo::stage_layout(stage, self.layout.clone()),
-        )
-        .map_err(|e| EngineError::vk(&format!("compute pipeline {key}"), format!("{e:?}")))?;
+        let spirv = self.spirv(key, &source, target)?;
+        let pipeline = match target {
+            ShaderTarget::Vulkan12 => Pipeline::Vulkano(self.vulkano_pipeline(key, &spirv)?),
+            ShaderTarget::Vulkan13 => Pipeline::Raw(self.raw_pipeline(key, &spirv)?),
+        };
         let kernel = Arc::new(Kernel { pipeline, name: key.to_string(), local_size, items_per_thread });
         self.kernels.lock().insert(key.to_string(), kernel.clone());
         self.stats.compiled.fetch_add(1, Relaxed);
@@ -192,22 +234,79 @@ impl KernelCache {
         Ok(kernel)
     }
 
-    fn compile(&self, name: &str, source: &str) -> Result<Vec<u32>> {
-        let mut options = shaderc::CompileOptions::new()
-            .ok_or_else(|| EngineError::ShaderCompile { name: name.into(), message: "no options".into() })?;
-        options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
-        // No spirv-opt: it rewrites float arithmetic (x/3.0 into a multiply) even where exact
-        // results matter. The driver's compiler optimises the rest.
-        options.set_optimization_level(shaderc::OptimizationLevel::Zero);
-        let artifact = self
-            .compiler
-            .lock()
-            .compile_into_spirv(source, shaderc::ShaderKind::Compute, name, "main", Some(&options))
-            .map_err(|e| EngineError::ShaderCompile {
-                name: name.into(),
-                message: format!("{e}\n--- source ---\n{}", numbered(source)),
-            })?;
-        Ok(artifact.as_binary().to_vec())
+    /// SPIR-V for `source`: from the on-disk cache when a file there holds exactly this
+    /// source for this target and compiler, else compiled by glslang and written there.
+    fn spirv(&self, key: &str, source: &str, target: ShaderTarget) -> Result<Vec<u32>> {
+        let path = self.spirv_dir.as_ref().map(|d| d.join(format!("{:016x}{:016x}.spv", fnv1a64_seeded(source.as_bytes(), 0), fnv1a64_seeded(source.as_bytes(), 1))));
+        let tag = format!("{SHADER_COMPILER} {target:?}");
+        if let Some(p) = &path {
+            match std::fs::read(p) {
+                Ok(bytes) => match read_spirv_entry(&bytes, &tag, source) {
+                    Some(words) => {
+                        self.stats.spirv_hits.fetch_add(1, Relaxed);
+                        return Ok(words);
+                    }
+                    None => {
+                        self.stats.spirv_rejected.fetch_add(1, Relaxed);
+                        eprintln!("nx_vulkan: ignoring damaged or foreign SPIR-V cache file {} (rebuilt)", p.display());
+                    }
+                },
+                Err(_) => {}
+            }
+        }
+        self.stats.spirv_misses.fetch_add(1, Relaxed);
+        let words = compile_glsl(&self.compiler.lock(), key, source, target)?;
+        if let Some(p) = &path {
+            // Written to a temporary and renamed: a reader never sees half a file.
+            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            let ok = p.parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+                && std::fs::write(&tmp, spirv_entry(&tag, source, &words)).is_ok()
+                && std::fs::rename(&tmp, p).is_ok();
+            if !ok {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Ok(words)
+    }
+
+    fn vulkano_pipeline(&self, key: &str, spirv: &[u32]) -> Result<Arc<ComputePipeline>> {
+        // SAFETY: the SPIR-V was produced by glslang from our own GLSL just now.
+        let module = unsafe { ShaderModule::new(self.device.clone(), ShaderModuleCreateInfo::new(spirv)) }
+            .map_err(|e| EngineError::vk(&format!("shader module {key}"), format!("{e:?}")))?;
+        let entry = module
+            .entry_point("main")
+            .ok_or_else(|| EngineError::ShaderCompile { name: key.into(), message: "no main".into() })?;
+        let stage = PipelineShaderStageCreateInfo::new(entry);
+        ComputePipeline::new(
+            self.device.clone(),
+            Some(self.pipeline_cache.clone()),
+            ComputePipelineCreateInfo::stage_layout(stage, self.layout.clone()),
+        )
+        .map_err(|e| EngineError::vk(&format!("compute pipeline {key}"), format!("{e:?}")))
+    }
+
+    fn raw_pipeline(&self, key: &str, spirv: &[u32]) -> Result<RawPipeline> {
+        let fns = self.device.fns();
+        let dev = self.device.handle();
+        let info = vk::ShaderModuleCreateInfo::default().code(spirv);
+        let mut module = vk::ShaderModule::null();
+        // SAFETY: valid SPIR-V words from glslang; the device outlives the module (RawPipeline
+        // holds it).
+        let r = unsafe { (fns.v1_0.create_shader_module)(dev, &info, std::ptr::null(), &mut module) };
+        if r != vk::Result::SUCCESS {
+            return Err(EngineError::vk(&format!("shader module {key}"), format!("{r:?}")));
+        }
+        let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
+        let info = vk::ComputePipelineCreateInfo::default().stage(stage).layout(self.layout.handle());
+        let mut pipeline = vk::Pipeline::null();
+        // SAFETY: module, layout and cache belong to this device; one create info, one output.
+        let r = unsafe { (fns.v1_0.create_compute_pipelines)(dev, self.pipeline_cache.handle(), 1, &info, std::ptr::null(), &mut pipeline) };
+        if r != vk::Result::SUCCESS {
+            // SAFETY: the module was created above and nothing uses it.
+            unsafe { (fns.v1_0.destroy_shader_module)(dev, module, std::ptr::null()) };
+            return Err(EngineError::vk(&format!("compute pipeline {key}"), format!("{r:?}")));
+        }
+        Ok(RawPipeline { device: self.device.clone(), module, pipeline })
     }
 
     /// Writes the driver's pipeline cache to disk with our header (atomically; errors ignored:
@@ -226,6 +325,118 @@ impl KernelCache {
     }
 }
 
+/// The SPIR-V environment a kernel is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShaderTarget {
+    /// Vulkan 1.2 / SPIR-V 1.5: every portable kernel (what shaderc produced before).
+    Vulkan12,
+    /// Vulkan 1.3 / SPIR-V 1.6: cooperative-matrix and bf16 kernels (their extensions need it).
+    Vulkan13,
+}
+
+/// The shader compiler's identity, part of the on-disk cache's name: SPIR-V from another
+/// compiler version is a different pipeline, so its cache entries are never looked up again.
+pub const SHADER_COMPILER: &str = "glslang-16.6.0";
+
+/// GLSL → SPIR-V with glslang (no optimizer: glslang-sys is built with ENABLE_OPT off, so
+/// exact float code is never rewritten). Errors carry glslang's log and the numbered source.
+pub(crate) fn compile_glsl(compiler: &glslang::Compiler, name: &str, source: &str, target: ShaderTarget) -> Result<Vec<u32>> {
+    use glslang::{CompilerOptions, ShaderInput, ShaderSource, ShaderStage, SpirvVersion, Target, VulkanVersion};
+    let fail = |message: String| EngineError::ShaderCompile { name: name.into(), message: format!("{message}\n--- source ---\n{}", numbered(source)) };
+    if source.contains('\0') {
+        return Err(fail("source contains a NUL byte".into()));
+    }
+    let (version, spirv_version) = match target {
+        ShaderTarget::Vulkan12 => (VulkanVersion::Vulkan1_2, SpirvVersion::SPIRV1_5),
+        ShaderTarget::Vulkan13 => (VulkanVersion::Vulkan1_3, SpirvVersion::SPIRV1_6),
+    };
+    let options = CompilerOptions { target: Target::Vulkan { version, spirv_version }, ..Default::default() };
+    let src = ShaderSource::from(source);
+    let input = ShaderInput::new(&src, ShaderStage::Compute, &options, None::<&[(&str, Option<&str>)]>, None)
+        .map_err(|e| fail(format!("{e}")))?;
+    let shader = compiler.create_shader(input).map_err(|e| fail(glslang_message(&e)))?;
+    shader.compile().map_err(|e| fail(glslang_message(&e)))
+}
+
+fn glslang_message(e: &glslang::error::GlslangError) -> String {
+    use glslang::error::GlslangError::*;
+    match e {
+        PreprocessError(log) | ParseError(log) | MapIoError(log) | LinkError(log) => {
+            log.log.trim_end().to_string()
+        }
+        other => format!("{other}"),
+    }
+}
+
+/// The SPIR-V cache directory: `$NX_VULKAN_CACHE_DIR/spirv` (or the user cache dir), off with
+/// `NX_VULKAN_SPIRV_CACHE=off`. Keyed by the compiler version in each file, not the device:
+/// SPIR-V is device-independent.
+fn spirv_cache_dir() -> Option<PathBuf> {
+    if std::env::var("NX_VULKAN_SPIRV_CACHE").as_deref() == Ok("off") {
+        return None;
+    }
+    let dir = match std::env::var_os("NX_VULKAN_CACHE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => dirs::cache_dir()?.join("nx_vulkan"),
+    };
+    Some(dir.join("spirv"))
+}
+
+const SPIRV_MAGIC: &[u8; 8] = b"NXVKSPV1";
+
+/// One cache file: magic, tag (compiler and target), the full GLSL source (compared byte for
+/// byte on read, so a hash collision can never hand back another shader's code), the SPIR-V
+/// words and a checksum over everything before it.
+pub fn spirv_entry(tag: &str, source: &str, words: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + tag.len() + source.len() + 4 * words.len());
+    out.extend_from_slice(SPIRV_MAGIC);
+    for part in [tag.as_bytes(), source.as_bytes()] {
+        out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        out.extend_from_slice(part);
+    }
+    out.extend_from_slice(&(words.len() as u64).to_le_bytes());
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    let sum = fnv1a64(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// The SPIR-V in a cache file if it is whole and was made from `source` for `tag`.
+pub fn read_spirv_entry(bytes: &[u8], tag: &str, source: &str) -> Option<Vec<u32>> {
+    let body = bytes.get(..bytes.len().checked_sub(8)?)?;
+    let sum = u64::from_le_bytes(bytes[body.len()..].try_into().ok()?);
+    if fnv1a64(body) != sum || body.get(..8)? != SPIRV_MAGIC {
+        return None;
+    }
+    let mut at = 8;
+    let mut part = |at: &mut usize| -> Option<&[u8]> {
+        let len = usize::try_from(u64::from_le_bytes(body.get(*at..*at + 8)?.try_into().ok()?)).ok()?;
+        let p = body.get(*at + 8..(*at + 8).checked_add(len)?)?;
+        *at += 8 + len;
+        Some(p)
+    };
+    if part(&mut at)? != tag.as_bytes() || part(&mut at)? != source.as_bytes() {
+        return None;
+    }
+    let n = usize::try_from(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?)).ok()?;
+    let words = body.get(at + 8..)?;
+    if words.len() != n.checked_mul(4)? || n == 0 {
+        return None;
+    }
+    Some(words.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect())
+}
+
+fn fnv1a64_seeded(data: &[u8], seed: u64) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325 ^ seed.wrapping_mul(0x9e3779b97f4a7c15);
+    for b in data {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
 fn numbered(source: &str) -> String {
     source.lines().enumerate().map(|(i, l)| format!("{:4} {l}\n", i + 1)).collect()
 }
@@ -238,7 +449,7 @@ fn pipeline_cache_path(caps: &crate::DeviceCaps) -> Option<PathBuf> {
         Some(d) => PathBuf::from(d),
         None => dirs::cache_dir()?.join("nx_vulkan"),
     };
-    Some(dir.join(format!("pipelines-{}-{}.bin", caps.pci_id().replace(':', "-"), caps.uuid_hex())))
+    Some(dir.join(format!("pipelines-{}-{}-{SHADER_COMPILER}.bin", caps.pci_id().replace(':', "-"), caps.uuid_hex())))
 }
 
 /// Our header in front of the driver's pipeline-cache blob. A file whose header does not match
@@ -334,11 +545,55 @@ mod tests {
         d
     }
 
+    /// glslang's errors come back as ShaderCompile with its message and the numbered source;
+    /// a NUL byte is an error, not a panic.
+    #[test]
+    fn compile_errors_name_the_line() {
+        let compiler = glslang::Compiler::acquire().expect("glslang");
+        let bad = "#version 460\nlayout(local_size_x = 1) in;\nvoid main() {\n    undeclared_thing = 1;\n}\n";
+        match compile_glsl(compiler, "broken kernel", bad, ShaderTarget::Vulkan12) {
+            Err(EngineError::ShaderCompile { name, message }) => {
+                assert_eq!(name, "broken kernel");
+                assert!(message.contains("undeclared_thing") && message.contains("0:4"), "{message}");
+                assert!(message.contains("   4     undeclared_thing = 1;"), "numbered source: {message}");
+            }
+            other => panic!("expected ShaderCompile, got {other:?}"),
+        }
+        assert!(matches!(compile_glsl(compiler, "nul", "#version 460\0", ShaderTarget::Vulkan13), Err(EngineError::ShaderCompile { .. })));
+        let good = "#version 460\nlayout(local_size_x = 1) in;\nvoid main() {}\n";
+        for target in [ShaderTarget::Vulkan12, ShaderTarget::Vulkan13] {
+            let spirv = compile_glsl(compiler, "empty", good, target).expect("compiles");
+            // SPIR-V version word: 1.5 for Vulkan 1.2, 1.6 for Vulkan 1.3
+            let want = if target == ShaderTarget::Vulkan12 { 0x0001_0500 } else { 0x0001_0600 };
+            assert_eq!((spirv[0], spirv[1]), (0x0723_0203, want));
+        }
+    }
+
     #[test]
     fn a_matching_file_round_trips() {
         let h = header();
         let blob = driver_blob(&h);
         assert_eq!(h.validate(&h.wrap(&blob)), Some(&blob[..]));
+    }
+
+    #[test]
+    fn spirv_entries_round_trip_and_reject_damage() {
+        let words = [0x0723_0203u32, 7, 8, 9];
+        let e = spirv_entry("glslang-16 Vulkan12", "void main() {}", &words);
+        assert_eq!(read_spirv_entry(&e, "glslang-16 Vulkan12", "void main() {}").as_deref(), Some(&words[..]));
+        // other source, other tag (compiler version, target), truncation, a flipped bit, junk
+        assert!(read_spirv_entry(&e, "glslang-16 Vulkan12", "void main() { }").is_none());
+        assert!(read_spirv_entry(&e, "glslang-17 Vulkan12", "void main() {}").is_none());
+        assert!(read_spirv_entry(&e, "glslang-16 Vulkan13", "void main() {}").is_none());
+        for cut in [0, 1, 8, 20, e.len() - 9, e.len() - 1] {
+            assert!(read_spirv_entry(&e[..cut], "glslang-16 Vulkan12", "void main() {}").is_none(), "cut {cut}");
+        }
+        for i in 0..e.len() {
+            let mut d = e.clone();
+            d[i] ^= 0x10;
+            assert!(read_spirv_entry(&d, "glslang-16 Vulkan12", "void main() {}").is_none(), "flip {i}");
+        }
+        assert!(read_spirv_entry(&[0xffu8; 100], "t", "s").is_none());
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod matmul;
 pub mod memory;
 pub mod ops;
 pub mod params;
+pub mod plan;
 pub mod reduce;
 pub mod scan;
 pub mod sort;
@@ -47,7 +48,7 @@ pub use vulkano;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use vulkano::device::{Device, DeviceCreateInfo, DeviceExtensions, DeviceFeatures, QueueCreateInfo, QueueFlags};
+use vulkano::device::QueueFlags;
 use vulkano::memory::allocator::StandardMemoryAllocator;
 
 /// Counters that show where work ran: tests assert on them.
@@ -80,6 +81,11 @@ pub struct EngineStats {
     pub pipelines: u64,
     /// Kernel lookups (hits and builds).
     pub kernel_lookups: u64,
+    /// Pipelines whose SPIR-V came from the on-disk cache / was compiled / whose cache file was
+    /// damaged or foreign (ignored and rebuilt).
+    pub spirv_disk_hits: u64,
+    pub spirv_disk_misses: u64,
+    pub spirv_disk_rejected: u64,
     /// Submitters (command pool + command buffer + fence) created so far.
     pub submitters: u64,
     /// Submissions queued or running on the device now.
@@ -122,28 +128,7 @@ impl Context {
             .ok_or_else(|| EngineError::Unsupported { device: caps.name.clone(), what: "no compute queue".into() })?
             as u32;
         let timestamps = physical.queue_family_properties()[family as usize].timestamp_valid_bits.is_some();
-        let features = DeviceFeatures {
-            buffer_device_address: true,
-            shader_int64: true,
-            shader_float64: true,
-            shader_int8: true,
-            shader_int16: true,
-            storage_buffer8_bit_access: true,
-            storage_buffer16_bit_access: true,
-            shader_float16: caps.float16,
-            ..DeviceFeatures::empty()
-        };
-        let (device, mut queues) = Device::new(
-            physical,
-            DeviceCreateInfo {
-                queue_create_infos: vec![QueueCreateInfo { queue_family_index: family, ..Default::default() }],
-                enabled_extensions: DeviceExtensions::empty(),
-                enabled_features: features,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| EngineError::vk("creating the device", e))?;
-        let queue = queues.next().ok_or_else(|| EngineError::Vulkan("no queue".into()))?;
+        let (device, queue) = device::create_device(physical, family, &caps)?;
         let memory_allocator = Arc::new(StandardMemoryAllocator::new_default(device.clone()));
         let clock = Arc::new(stream::StreamClock::new());
         let pool = memory::BufferPool::new(memory_allocator.clone(), caps.device_local_bytes, caps.max_allocation_size, clock.clone());
@@ -208,6 +193,9 @@ impl Context {
             downloads: self.stats.downloads.load(Relaxed),
             pipelines: self.kernels.stats.compiled.load(Relaxed),
             kernel_lookups: self.kernels.stats.lookups.load(Relaxed),
+            spirv_disk_hits: self.kernels.stats.spirv_hits.load(Relaxed),
+            spirv_disk_misses: self.kernels.stats.spirv_misses.load(Relaxed),
+            spirv_disk_rejected: self.kernels.stats.spirv_rejected.load(Relaxed),
             submitters: self.stats.submitters.load(Relaxed),
             in_flight: self.stream.in_flight() as u64,
             pool: self.pool.stats(),

@@ -375,17 +375,7 @@ impl Context {
     pub fn clip(&self, x: &Tensor, lo: &Tensor, hi: &Tensor, out: DType) -> Result<Tensor> {
         let shape = x.shape.clone();
         let ins = [x.clone(), lo.broadcast_to(&shape)?, hi.broadcast_to(&shape)?];
-        // BinaryBackend: `t = x > lo ? x : lo; t < hi ? t : hi`, comparing the original values
-        // (so a NaN x gives lo, a NaN lo gives hi, and lo > hi gives hi).
-        let (x, l, h) = (Expr::Input(0), Expr::Input(1), Expr::Input(2));
-        let gt = Expr::binary(BinaryOp::Greater, x.clone(), l.clone(), DType::U8);
-        let t_below_hi = Expr::select(
-            gt.clone(),
-            Expr::binary(BinaryOp::Less, x.clone(), h.clone(), DType::U8),
-            Expr::binary(BinaryOp::Less, l.clone(), h.clone(), DType::U8),
-            DType::U8,
-        );
-        let e = Expr::select(t_below_hi, Expr::select(gt, x, l, out), h, out);
+        let e = clip_expr(Expr::Input(0), Expr::Input(1), Expr::Input(2), out);
         Ok(self.map_multi(&[e], &[&ins[0], &ins[1], &ins[2]], &shape)?.remove(0))
     }
 
@@ -518,6 +508,20 @@ impl Context {
         let v = value.reshape_view_scalar().broadcast_to(&out.shape)?;
         self.record_map(batch, &[Expr::convert(Expr::Input(0), out.dtype)], &[&v], &[out])
     }
+}
+
+/// Nx.clip as one expression over `x`, `lo` and `hi`. BinaryBackend computes
+/// `t = x > lo ? x : lo; t < hi ? t : hi`, comparing the original values (so a NaN x gives lo,
+/// a NaN lo gives hi, and lo > hi gives hi).
+pub fn clip_expr(x: Expr, l: Expr, h: Expr, out: DType) -> Expr {
+    let gt = Expr::binary(BinaryOp::Greater, x.clone(), l.clone(), DType::U8);
+    let t_below_hi = Expr::select(
+        gt.clone(),
+        Expr::binary(BinaryOp::Less, x.clone(), h.clone(), DType::U8),
+        Expr::binary(BinaryOp::Less, l.clone(), h.clone(), DType::U8),
+        DType::U8,
+    );
+    Expr::select(t_below_hi, Expr::select(gt, x, l, out), h, out)
 }
 
 impl Tensor {

@@ -1,10 +1,35 @@
 //! Reductions (sum, product, max, min, all, any) and arg-reductions (argmax, argmin) over any
-//! set of axes of any tensor view.
+//! set of axes of any tensor view, alone or fused with the elementwise work around them.
 //!
-//! The input view is regrouped as `[kept axes..., reduced axes...]` (adjacent axes merged where
-//! their strides allow), so output element `o` (row-major over the kept axes) reduces the
-//! elements `r = 0..R` (row-major over the reduced axes, in their original order). Kernels read
-//! the view through its strides: no copy is made.
+//! **Recording.** `record_reduce`/`record_arg_reduce` record into a caller's `Batch` and write a
+//! caller-allocated output (contiguous from the start of its buffer, one element per kept
+//! position); `reduce`/`arg_reduce` allocate it and record into a batch of their own.
+//! `record_reduce_fused` ([`FusedReduce`]) reduces an elementwise *prologue* over several input
+//! views (what `record_map` would write into a temporary) and may write elementwise *epilogue*
+//! outputs of the input shape that read the reduced value broadcast back: softmax is a max, then
+//! one fused sum whose prologue is `exp(x - max)` and whose epilogue is `exp(x - max) / sum`
+//! (2 dispatches). A *finish* ([`Finish`]) maps the reduced value (with inputs constant along
+//! the reduced axes) before it is written: logsumexp is a max, then a sum of `exp(x - max)`
+//! finished as `log(sum) + max`; mean and variance are a sum finished as `/ n`, then a sum of
+//! `(x - mean)^2` finished as `/ n` (2 dispatches each). A plain reduction is the fused one with
+//! the prologue `Input(0)`: one kernel generator serves both, so the folding order below is
+//! literally shared. The fused result is
+//! bit-identical to the unfused sequence (map, plain reduction, map): each prologue value is
+//! encoded to the prologue's type and decoded again before it is folded, and the epilogue reads
+//! the reduced value from its stored bits (a finish likewise reads the reduced value's bits, and
+//! the epilogue the finished value's). Under `PerOutput` and `PerGroup` the finish and the
+//! epilogue run in the reduction kernel (the invocation or workgroup that finished output `o`
+//! then walks `o`'s elements); under `Split` each is one more elementwise dispatch after pass 2
+//! ([`epilogue_in_kernel`], [`fused_reduce_dispatches`]).
+//!
+//! The input views (and the iotas a prologue or epilogue reads, and the row-major index where
+//! epilogue outputs are written — all linear in the coordinates) are regrouped as
+//! `[kept axes..., reduced axes...]` (adjacent axes merged where every view's strides allow), so
+//! output element `o` (row-major over the kept axes) reduces the elements `r = 0..R` (row-major
+//! over the reduced axes, in their original order). Kernels read the views through their
+//! strides: no copy is made; a view constant along every reduced axis (a row maximum broadcast
+//! back) is read once per output. Kernels are keyed by the expressions, types, strategy kind,
+//! merged ranks and which views are row-constant — never by sizes.
 //!
 //! **Fixed order.** The strategy is chosen from the shape alone (never from the device, its
 //! subgroup size or its timing), and each strategy combines in a fixed order, so reruns are
@@ -63,9 +88,12 @@
 //! for argmax/argmin.
 
 use crate::dtype::{DType, Kind};
+use crate::elementwise::{embed_exprs, Expr};
 pub(crate) use crate::elementwise::{buf_type, decode, encode, storage_type, to_domain, wrap};
 use crate::error::{invalid, Result};
-use crate::tensor::{numel, Tensor, MAX_ELEMENTS};
+use crate::params::ParamBlock;
+use crate::submit::Batch;
+use crate::tensor::{checked_numel, contiguous_strides, Tensor};
 use crate::Context;
 use std::fmt::Write;
 
@@ -94,6 +122,99 @@ pub enum ArgOp {
 pub enum TieBreak {
     Low,
     High,
+}
+
+/// What a fused reduction computes: a reduction, or an arg-reduction (the row-major index over
+/// the reduced axes, in their original order, of the extreme element).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    Reduce(ReduceOp),
+    Arg { op: ArgOp, tie_break: TieBreak },
+}
+
+impl From<ReduceOp> for Reduction {
+    fn from(op: ReduceOp) -> Reduction {
+        Reduction::Reduce(op)
+    }
+}
+
+impl Reduction {
+    fn comb(self) -> Comb {
+        match self {
+            Reduction::Reduce(ReduceOp::Sum) => Comb::Sum,
+            Reduction::Reduce(ReduceOp::Product) => Comb::Product,
+            Reduction::Reduce(ReduceOp::Max) => Comb::Extreme { max: true, arg: false, high: false },
+            Reduction::Reduce(ReduceOp::Min) => Comb::Extreme { max: false, arg: false, high: false },
+            Reduction::Reduce(ReduceOp::All) => Comb::All,
+            Reduction::Reduce(ReduceOp::Any) => Comb::Any,
+            Reduction::Arg { op, tie_break } => Comb::Extreme { max: op == ArgOp::ArgMax, arg: true, high: tie_break == TieBreak::High },
+        }
+    }
+}
+
+/// A reduction with the elementwise work feeding it (prologue) and consuming it (epilogue) in
+/// its own kernels: [`Context::record_reduce_fused`].
+///
+/// **Exactness contract.** The results are bit-identical to the unfused sequence: `record_map`
+/// of `prologue` into a temporary of the prologue's type and `shape`, the plain reduction
+/// ([`Context::record_reduce`] / [`Context::record_arg_reduce`]) of that temporary over `axes`
+/// into `out`, then `record_map` of each epilogue expression with `out` broadcast back to
+/// `shape` as input `inputs.len()` (with a [`Finish`], the plain reduction writes a temporary
+/// of `Finish::reduced` and `record_map` of the finish over the kept positions writes `out`).
+/// The fused kernel picks the same [`Strategy`] from the same
+/// (outputs, reduced length) and folds in the same order; every prologue value is encoded to the
+/// prologue's type and decoded again, and the epilogue reads the reduced value from its encoded
+/// bits, exactly as the temporaries would be written and read.
+pub struct FusedReduce<'a> {
+    pub op: Reduction,
+    /// The value reduced: an elementwise expression over `inputs` (and `Expr::Iota` over
+    /// `shape`), evaluated at each element of `shape` exactly as `Context::record_map` would
+    /// (every node rounded to its own type).
+    pub prologue: Expr,
+    /// Views of shape `shape` (broadcast axes have stride 0, transposes/slices any strides).
+    pub inputs: Vec<&'a Tensor>,
+    pub shape: Vec<usize>,
+    /// Reduced axes of `shape` (any set, any order; empty means none).
+    pub axes: Vec<usize>,
+    /// Contiguous from the start of its buffer (a new tensor), numel = product of the kept axes
+    /// (any shape: with or without the reduced axes as 1s), dtype = the reduction's output type.
+    /// Must not overlap `inputs`.
+    pub out: &'a Tensor,
+    /// Elementwise expressions over `inputs` plus `Expr::Input(inputs.len())` = this element's
+    /// reduced value (as read back from `out`), each written to its tensor: contiguous from the
+    /// start of its buffer, shape `shape`, the expression's type. Must not overlap `inputs`
+    /// or `out`. Runs in the reduction's kernel unless the strategy is `Split`
+    /// ([`epilogue_in_kernel`]); then it is one more elementwise dispatch.
+    pub epilogue: Vec<(Expr, &'a Tensor)>,
+}
+
+impl<'a> FusedReduce<'a> {
+    /// The plain reduction of `x` over `axes` into `out`: no prologue, epilogue or finish.
+    pub fn plain(op: Reduction, x: &'a Tensor, axes: &[usize], out: &'a Tensor) -> FusedReduce<'a> {
+        FusedReduce {
+            op,
+            prologue: Expr::Input(0),
+            inputs: vec![x],
+            shape: x.shape.clone(),
+            axes: axes.to_vec(),
+            out,
+            epilogue: vec![],
+        }
+    }
+}
+
+/// The elementwise step between a reduction and its output
+/// ([`Context::record_reduce_finished`]), evaluated once per output element:
+/// `expr` over `FusedReduce::inputs` (only inputs constant along every reduced axis — stride 0
+/// there, like a kept-shape tensor broadcast back — read at the output's position) plus
+/// `Expr::Input(inputs.len())` = the reduced value rounded to `reduced` (as the unfused
+/// reduction would write it). `expr`'s type is `out`'s. Unfused, it is `record_map` over the
+/// kept positions. No iota.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finish {
+    /// The type the reduction itself writes (Nx's reduction result type).
+    pub reduced: DType,
+    pub expr: Expr,
 }
 
 /// How a reduction is mapped onto the device (a function of the shape only).
@@ -139,6 +260,73 @@ pub fn split_len(len: usize, segments: u32) -> usize {
     len.div_ceil(segments as usize).next_multiple_of(ROUND)
 }
 
+/// The strategy a reduction (fused or not) of a tensor of `shape` over `axes` into type `out`
+/// takes: [`choose_strategy`] of (kept elements, reduced elements), except that complex outputs
+/// never split (a complex partial does not fit the split strategy's 64-bit scratch slots).
+pub fn reduction_strategy(shape: &[usize], axes: &[usize], out: DType) -> Result<Strategy> {
+    let reduced = reduced_axes(shape, axes)?;
+    let (outputs, len) = sizes(shape, &reduced);
+    Ok(strategy_for(outputs, len, out))
+}
+
+/// Whether a fused reduction's epilogue (and finish) runs inside the reduction kernel
+/// (`PerOutput` and `PerGroup`: the invocation or workgroup that finishes an output writes its
+/// elements). Under `Split` the epilogue needs the finished value of every segment, so it is a
+/// separate elementwise dispatch after the two passes, and so is the finish (both still
+/// recorded by `record_reduce_fused`). `out` as for [`fused_reduce_dispatches`].
+pub fn epilogue_in_kernel(shape: &[usize], axes: &[usize], out: DType) -> Result<bool> {
+    Ok(!matches!(reduction_strategy(shape, axes, out)?, Strategy::Split { .. }))
+}
+
+/// The dispatches `record_reduce_fused` records: 1 (`PerOutput`, `PerGroup`) or 2 (`Split`),
+/// plus, under `Split`, 1 for a finish and 1 for an epilogue; 0 when there is nothing to write.
+/// `out` is the type the reduction itself writes (`Finish::reduced` when finishing).
+pub fn fused_reduce_dispatches(shape: &[usize], axes: &[usize], out: DType, epilogue: bool, finish: bool) -> Result<usize> {
+    let reduced = reduced_axes(shape, axes)?;
+    let (outputs, len) = sizes(shape, &reduced);
+    if outputs == 0 {
+        return Ok(0);
+    }
+    Ok(match strategy_for(outputs, len, out) {
+        Strategy::Split { .. } => 2 + epilogue as usize + finish as usize,
+        _ => 1,
+    })
+}
+
+fn strategy_for(outputs: usize, len: usize, out: DType) -> Strategy {
+    match choose_strategy(outputs, len) {
+        Strategy::Split { .. } if out.is_complex() => Strategy::PerGroup,
+        s => s,
+    }
+}
+
+/// Which axes of `shape` are reduced; repeated or out-of-range axes are errors.
+fn reduced_axes(shape: &[usize], axes: &[usize]) -> Result<Vec<bool>> {
+    let mut reduced = vec![false; shape.len()];
+    for &a in axes {
+        if a >= shape.len() {
+            return Err(invalid!("reduction axis {a} out of range for shape {shape:?}"));
+        }
+        if std::mem::replace(&mut reduced[a], true) {
+            return Err(invalid!("reduction axes {axes:?} repeat axis {a}"));
+        }
+    }
+    Ok(reduced)
+}
+
+/// (outputs, reduced length).
+fn sizes(shape: &[usize], reduced: &[bool]) -> (usize, usize) {
+    let kept: usize = shape.iter().zip(reduced).filter(|(_, &r)| !r).map(|(n, _)| n).product();
+    let len: usize = shape.iter().zip(reduced).filter(|(_, &r)| r).map(|(n, _)| n).product();
+    (kept, len)
+}
+
+/// The result shape of reducing `shape` over `axes` (reduced axes dropped, or kept as 1s).
+pub fn reduced_shape(shape: &[usize], axes: &[usize], keep_axes: bool) -> Result<Vec<usize>> {
+    let reduced = reduced_axes(shape, axes)?;
+    Ok((0..shape.len()).filter_map(|d| if reduced[d] { keep_axes.then_some(1) } else { Some(shape[d]) }).collect())
+}
+
 /// The combine rule a kernel is generated for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Comb {
@@ -150,127 +338,51 @@ enum Comb {
     Extreme { max: bool, arg: bool, high: bool },
 }
 
-impl Context {
-    /// Reduces `x` over `axes` (any set, any order; empty means none) with `op`, writing `out`.
-    /// With `keep_axes` the reduced axes stay as size 1.
-    pub fn reduce(&self, op: ReduceOp, x: &Tensor, axes: &[usize], keep_axes: bool, out: DType) -> Result<Tensor> {
-        let comb = match op {
-            ReduceOp::Sum => Comb::Sum,
-            ReduceOp::Product => Comb::Product,
-            ReduceOp::Max => Comb::Extreme { max: true, arg: false, high: false },
-            ReduceOp::Min => Comb::Extreme { max: false, arg: false, high: false },
-            ReduceOp::All => Comb::All,
-            ReduceOp::Any => Comb::Any,
-        };
-        self.reduce_impl(comb, x, axes, keep_axes, out)
-    }
+/// An index sequence a fused kernel walks alongside the reduction: an input view's element
+/// index, or an iota's value (the flat row-major index over `shape`, which is also where an
+/// epilogue output is written, or one coordinate). All are linear in the coordinates of
+/// `shape`, so one (offset, strides) description — merged like the input's strides — serves all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum StreamKind {
+    Input(usize),
+    Flat,
+    Coord(usize),
+}
 
-    /// Argmax/argmin along `axis`, or over the flattened tensor (row-major index) when `None`.
-    pub fn arg_reduce(
-        &self,
-        op: ArgOp,
-        x: &Tensor,
-        axis: Option<usize>,
-        keep_axis: bool,
-        tie_break: TieBreak,
-        out: DType,
-    ) -> Result<Tensor> {
-        if !out.is_integer() {
-            return Err(invalid!("{op:?} returns indices: output type must be an integer type, got {out}"));
-        }
-        let comb = Comb::Extreme { max: op == ArgOp::ArgMax, arg: true, high: tie_break == TieBreak::High };
-        let axes: Vec<usize> = match axis {
-            Some(a) => vec![a],
-            None => (0..x.shape.len()).collect(),
-        };
-        self.reduce_impl(comb, x, &axes, keep_axis, out)
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Stream {
+    kind: StreamKind,
+    /// The same index for every reduced element of an output (all reduced strides 0, e.g. a
+    /// row maximum broadcast back): read once per output, not per element.
+    row_const: bool,
+}
 
-    fn reduce_impl(&self, comb: Comb, x: &Tensor, axes: &[usize], keep_axes: bool, out: DType) -> Result<Tensor> {
-        if matches!(comb, Comb::Extreme { .. }) && (x.dtype.is_complex() || out.is_complex()) {
-            return Err(invalid!("complex numbers are not ordered: max/min/argmax/argmin of {} are not defined", x.dtype));
-        }
-        if matches!(comb, Comb::Sum | Comb::Product) && x.dtype.is_complex() && !out.is_complex() {
-            return Err(invalid!("sum/product of {} needs a complex output type, got {out}", x.dtype));
-        }
-        let rank = x.shape.len();
-        let mut reduced = vec![false; rank];
-        for &a in axes {
-            if a >= rank {
-                return Err(invalid!("reduction axis {a} out of range for shape {:?}", x.shape));
-            }
-            if std::mem::replace(&mut reduced[a], true) {
-                return Err(invalid!("reduction axes {axes:?} repeat axis {a}"));
+/// Marks the inputs `e` reads (indices beyond `inputs` are ignored: an epilogue's reduced
+/// value), whether it reads the flat iota, and the iota coordinates it reads.
+fn expr_uses(e: &Expr, inputs: &mut [bool], flat: &mut bool, coords: &mut Vec<usize>) {
+    match e {
+        Expr::Input(j) => {
+            if let Some(u) = inputs.get_mut(*j) {
+                *u = true;
             }
         }
-        let out_shape: Vec<usize> = (0..rank)
-            .filter_map(|d| if reduced[d] { keep_axes.then_some(1) } else { Some(x.shape[d]) })
-            .collect();
-        let kept: Vec<(usize, isize)> = (0..rank).filter(|&d| !reduced[d]).map(|d| (x.shape[d], x.strides[d])).collect();
-        let red: Vec<(usize, isize)> = (0..rank).filter(|&d| reduced[d]).map(|d| (x.shape[d], x.strides[d])).collect();
-        let outputs = numel(&kept.iter().map(|k| k.0).collect::<Vec<_>>());
-        let len = numel(&red.iter().map(|k| k.0).collect::<Vec<_>>());
-        let result = self.empty(out, &out_shape)?;
-        if outputs == 0 {
-            return Ok(result);
-        }
-        if x.numel() > MAX_ELEMENTS {
-            return Err(invalid!("reduction input of {} elements exceeds {MAX_ELEMENTS}", x.numel()));
-        }
-        let kept = merge_dims(&kept);
-        let red = merge_dims(&red);
-        let mut strategy = choose_strategy(outputs, len);
-        if out.is_complex() && matches!(strategy, Strategy::Split { .. }) {
-            // a complex partial does not fit the split strategy's 64-bit scratch slots
-            strategy = Strategy::PerGroup;
-        }
-        let mut batch = self.batch()?;
-        batch.keep(&x.buffer);
-        batch.keep(&result.buffer);
-        let in_addr = x.buffer.address();
-        let out_addr = result.buffer.address();
-        match strategy {
-            Strategy::PerOutput | Strategy::PerGroup => {
-                let spec = Spec { comb, in_t: x.dtype, out, src_partial: false, sink_partial: false, strategy, kept: kept.len(), red: red.len() };
-                let kernel = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
-                let params = params(in_addr, out_addr, len, x.offset, 1, len, 0, &kept, &red)?;
-                if strategy == Strategy::PerOutput {
-                    batch.dispatch(&kernel, &params, outputs as u64)?;
-                } else {
-                    let groups = (outputs as u32).min(self.caps.max_workgroup_count[0].min(65535));
-                    batch.dispatch_grid(&kernel, &params, outputs as u32, [groups, 1, 1])?;
-                }
-            }
-            Strategy::Split { segments } => {
-                let s = segments as usize;
-                let seg_len = split_len(len, segments);
-                let partials = outputs * s;
-                let scratch = self.pool.alloc((partials * 12) as u64)?;
-                batch.keep(&scratch);
-                let p1 = Spec { comb, in_t: x.dtype, out, src_partial: false, sink_partial: true, strategy, kept: kept.len(), red: red.len() };
-                let k1 = self.kernels.get(&p1.key(), LOCAL, 1, || p1.source())?;
-                let params1 = params(in_addr, scratch.address(), len, x.offset, s, seg_len, partials, &kept, &red)?;
-                let groups = (partials as u32).min(self.caps.max_workgroup_count[0].min(65535));
-                batch.dispatch_grid(&k1, &params1, partials as u32, [groups, 1, 1])?;
-                // pass 2: a workgroup per output folds its `s` partials like PerGroup
-                let p2 = Spec {
-                    comb,
-                    in_t: x.dtype,
-                    out,
-                    src_partial: true,
-                    sink_partial: false,
-                    strategy: Strategy::PerGroup,
-                    kept: 0,
-                    red: 0,
-                };
-                let k2 = self.kernels.get(&p2.key(), LOCAL, 1, || p2.source())?;
-                let params2 = params(scratch.address(), out_addr, s, 0, 1, s, partials, &[], &[])?;
-                let groups = (outputs as u32).min(self.caps.max_workgroup_count[0].min(65535));
-                batch.dispatch_grid(&k2, &params2, outputs as u32, [groups, 1, 1])?;
+        Expr::Const { .. } => {}
+        Expr::Iota { axis: None, .. } => *flat = true,
+        Expr::Iota { axis: Some(a), .. } => {
+            if !coords.contains(a) {
+                coords.push(*a);
             }
         }
-        batch.finish()?;
-        Ok(result)
+        Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => expr_uses(arg, inputs, flat, coords),
+        Expr::Binary { lhs, rhs, .. } => {
+            expr_uses(lhs, inputs, flat, coords);
+            expr_uses(rhs, inputs, flat, coords);
+        }
+        Expr::Select { pred, on_true, on_false, .. } => {
+            expr_uses(pred, inputs, flat, coords);
+            expr_uses(on_true, inputs, flat, coords);
+            expr_uses(on_false, inputs, flat, coords);
+        }
     }
 }
 
@@ -287,41 +399,324 @@ pub(crate) fn merge_dims(dims: &[(usize, isize)]) -> Vec<(usize, isize)> {
     out
 }
 
-#[allow(clippy::too_many_arguments)]
-fn params(
-    in_addr: u64,
-    out_addr: u64,
-    len: usize,
-    offset: usize,
-    segments: usize,
-    seg_len: usize,
-    partials: usize,
-    kept: &[(usize, isize)],
-    red: &[(usize, isize)],
-) -> Result<Vec<u8>> {
-    let mut p = Vec::with_capacity(16 + 4 * (5 + 2 * (kept.len() + red.len())));
-    p.extend_from_slice(&in_addr.to_le_bytes());
-    p.extend_from_slice(&out_addr.to_le_bytes());
-    let mut push = |v: isize| -> Result<()> {
-        let v = i32::try_from(v).map_err(|_| invalid!("reduction index {v} exceeds 32 bits"))?;
-        p.extend_from_slice(&v.to_le_bytes());
+/// [`merge_dims`] for several index streams at once: neighbours merge only where every
+/// stream's strides allow it (one stream: exactly `merge_dims`).
+fn merge_joint(dims: Vec<(usize, Vec<isize>)>) -> Vec<(usize, Vec<isize>)> {
+    let mut out: Vec<(usize, Vec<isize>)> = vec![];
+    for (n, s) in dims.into_iter().filter(|d| d.0 != 1) {
+        match out.last_mut() {
+            Some(last) if last.1.iter().zip(&s).all(|(a, b)| *a == b * n as isize) => {
+                last.0 *= n;
+                last.1 = s;
+            }
+            _ => out.push((n, s)),
+        }
+    }
+    out
+}
+
+impl Context {
+    /// Reduces `x` over `axes` (any set, any order; empty means none) with `op`, writing `out`.
+    /// With `keep_axes` the reduced axes stay as size 1.
+    pub fn reduce(&self, op: ReduceOp, x: &Tensor, axes: &[usize], keep_axes: bool, out: DType) -> Result<Tensor> {
+        let result = self.empty(out, &reduced_shape(&x.shape, axes, keep_axes)?)?;
+        self.recorded(result, |batch, result| self.record_reduce(batch, op, x, axes, result))
+    }
+
+    /// Records the reduction of `x` over `axes` into `out`: contiguous from the start of its
+    /// buffer (a new tensor), of the output type, with one element per kept position (the kept
+    /// axes' shape, with or without the reduced axes as 1s: only the element count is checked).
+    pub fn record_reduce(&self, batch: &mut Batch<'_>, op: ReduceOp, x: &Tensor, axes: &[usize], out: &Tensor) -> Result<()> {
+        self.record_reduce_fused(batch, &FusedReduce::plain(op.into(), x, axes, out))
+    }
+
+    /// Argmax/argmin along `axis`, or over the flattened tensor (row-major index) when `None`.
+    pub fn arg_reduce(
+        &self,
+        op: ArgOp,
+        x: &Tensor,
+        axis: Option<usize>,
+        keep_axis: bool,
+        tie_break: TieBreak,
+        out: DType,
+    ) -> Result<Tensor> {
+        let axes = arg_axes(&x.shape, axis);
+        let result = self.empty(out, &reduced_shape(&x.shape, &axes, keep_axis)?)?;
+        self.recorded(result, |batch, result| self.record_arg_reduce(batch, op, x, axis, tie_break, result))
+    }
+
+    /// Records argmax/argmin of `x` along `axis` (or over all axes) into `out` (an integer
+    /// tensor laid out as for [`Context::record_reduce`]).
+    pub fn record_arg_reduce(&self, batch: &mut Batch<'_>, op: ArgOp, x: &Tensor, axis: Option<usize>, tie_break: TieBreak, out: &Tensor) -> Result<()> {
+        let axes = arg_axes(&x.shape, axis);
+        self.record_reduce_fused(batch, &FusedReduce::plain(Reduction::Arg { op, tie_break }, x, &axes, out))
+    }
+
+    /// Records a reduction with its prologue and epilogue fused (see [`FusedReduce`] for the
+    /// contract). Dispatches: [`fused_reduce_dispatches`]. Kernels are keyed by the
+    /// expressions, types, strategy, access patterns and merged ranks, never by sizes.
+    pub fn record_reduce_fused(&self, batch: &mut Batch<'_>, r: &FusedReduce<'_>) -> Result<()> {
+        self.record_reduce_finished(batch, r, None)
+    }
+
+    /// As [`Context::record_reduce_fused`], with `finish` (when given) mapping the reduced
+    /// value before it is written to `r.out` (whose type is then the finish's): logsumexp's
+    /// `log(sum) + max`, a mean's `sum / n`. The epilogue reads the finished value.
+    pub fn record_reduce_finished(&self, batch: &mut Batch<'_>, r: &FusedReduce<'_>, finish: Option<&Finish>) -> Result<()> {
+        let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue } = r;
+        let (out, op, shape, axes) = (*out, *op, shape.as_slice(), axes.as_slice());
+        let comb = op.comb();
+        checked_numel(shape)?;
+        for t in inputs {
+            if t.shape != shape {
+                return Err(invalid!("fused reduction: input of shape {:?} given for shape {shape:?}", t.shape));
+            }
+        }
+        let in_types: Vec<DType> = inputs.iter().map(|t| t.dtype).collect();
+        let val_t = prologue.dtype(&in_types)?;
+        let out_t = out.dtype;
+        // the type the reduction itself writes
+        let red_t = finish.map_or(out_t, |f| f.reduced);
+        if let Reduction::Arg { op, .. } = op {
+            if !red_t.is_integer() {
+                return Err(invalid!("{op:?} returns indices: output type must be an integer type, got {red_t}"));
+            }
+        }
+        if matches!(comb, Comb::Extreme { .. }) && (val_t.is_complex() || red_t.is_complex()) {
+            return Err(invalid!("complex numbers are not ordered: max/min/argmax/argmin of {val_t} are not defined"));
+        }
+        if matches!(comb, Comb::Sum | Comb::Product) && val_t.is_complex() && !red_t.is_complex() {
+            return Err(invalid!("sum/product of {val_t} needs a complex output type, got {red_t}"));
+        }
+        let reduced = reduced_axes(shape, axes)?;
+        let mut finish_used = vec![false; inputs.len()];
+        if let Some(f) = finish {
+            let mut fin_types = in_types.clone();
+            fin_types.push(red_t);
+            let ft = f.expr.dtype(&fin_types)?;
+            if ft != out_t {
+                return Err(invalid!("fused reduction finish gives {ft}, but the output is {out_t}"));
+            }
+            let (mut flat, mut coords) = (false, vec![]);
+            expr_uses(&f.expr, &mut finish_used, &mut flat, &mut coords);
+            if flat || !coords.is_empty() {
+                return Err(invalid!("fused reduction finish reads an iota: not supported"));
+            }
+            for (j, _) in finish_used.iter().enumerate().filter(|u| *u.1) {
+                if (0..shape.len()).any(|d| reduced[d] && shape[d] != 1 && inputs[j].strides[d] != 0) {
+                    return Err(invalid!("fused reduction finish reads input {j}, which varies along the reduced axes {axes:?}"));
+                }
+            }
+        }
+        let (outputs, len) = sizes(shape, &reduced);
+        if out.numel() != outputs || !out.is_contiguous() || out.offset != 0 {
+            return Err(invalid!(
+                "reduction output must be a new (contiguous) tensor of {outputs} elements, got shape {:?} strides {:?} offset {}",
+                out.shape, out.strides, out.offset
+            ));
+        }
+        let mut epi_types = in_types.clone();
+        epi_types.push(out_t);
+        for (e, t) in epilogue {
+            let et = e.dtype(&epi_types)?;
+            if t.dtype != et || t.shape != shape || !t.is_contiguous() || t.offset != 0 {
+                return Err(invalid!(
+                    "fused reduction epilogue output must be a new {et} tensor of shape {shape:?}, got {} {:?} strides {:?} offset {}",
+                    t.dtype, t.shape, t.strides, t.offset
+                ));
+            }
+        }
+        if outputs == 0 {
+            return Ok(()); // no output element, and `shape` is empty: nothing to write
+        }
+        let strategy = strategy_for(outputs, len, red_t);
+        let epi_in_kernel = !epilogue.is_empty() && !matches!(strategy, Strategy::Split { .. });
+
+        // The index streams: the inputs the expressions read, then the iotas (and the flat
+        // index, where epilogue outputs are written).
+        let n_in = inputs.len();
+        let (mut used, mut flat, mut coords) = (vec![false; n_in], false, vec![]);
+        expr_uses(prologue, &mut used, &mut flat, &mut coords);
+        let split = matches!(strategy, Strategy::Split { .. });
+        if !split {
+            for (u, f) in used.iter_mut().zip(&finish_used) {
+                *u |= *f;
+            }
+        }
+        if epi_in_kernel {
+            flat = true;
+            for (e, _) in epilogue {
+                expr_uses(e, &mut used, &mut flat, &mut coords);
+            }
+        }
+        if let Some(a) = coords.iter().find(|&&a| a >= shape.len()) {
+            return Err(invalid!("iota axis {a} out of range for shape {shape:?}"));
+        }
+        coords.sort_unstable();
+        let mut kinds: Vec<StreamKind> = (0..n_in).filter(|&j| used[j]).map(StreamKind::Input).collect();
+        if flat {
+            kinds.push(StreamKind::Flat);
+        }
+        kinds.extend(coords.iter().map(|&a| StreamKind::Coord(a)));
+        let rank = shape.len();
+        let layout: Vec<(Vec<isize>, usize)> = kinds
+            .iter()
+            .map(|k| match *k {
+                StreamKind::Input(j) => (inputs[j].strides.clone(), inputs[j].offset),
+                StreamKind::Flat => (contiguous_strides(shape), 0),
+                StreamKind::Coord(a) => ((0..rank).map(|d| (d == a) as isize).collect(), 0),
+            })
+            .collect();
+        let dims = |want: bool| -> Vec<(usize, Vec<isize>)> {
+            let d = (0..rank).filter(|&d| reduced[d] == want).map(|d| (shape[d], layout.iter().map(|l| l.0[d]).collect())).collect();
+            merge_joint(d)
+        };
+        let (kept, red) = (dims(false), dims(true));
+        let streams: Vec<Stream> =
+            kinds.iter().enumerate().map(|(s, &kind)| Stream { kind, row_const: red.iter().all(|d| d.1[s] == 0) }).collect();
+
+        for t in inputs.iter().map(|t| &t.buffer).chain([&out.buffer]).chain(epilogue.iter().map(|(_, t)| &t.buffer)) {
+            batch.keep(t);
+        }
+        let spec = |src_partial: bool, sink_partial: bool, strategy: Strategy, epi: bool| Spec {
+            comb,
+            val_t,
+            red_t,
+            out: if split { red_t } else { out_t },
+            finish: if split { None } else { finish.map(|f| f.expr.clone()) },
+            src_partial,
+            sink_partial,
+            strategy,
+            kept: kept.len(),
+            red: red.len(),
+            streams: streams.clone(),
+            in_types: in_types.clone(),
+            prologue: prologue.clone(),
+            epilogue: if epi { epilogue.iter().map(|(e, t)| (e.clone(), t.dtype)).collect() } else { vec![] },
+        };
+        // The parameter block of a pass over the input: destination, input addresses and
+        // epilogue outputs, then R, segments, segment length, partials, stream offsets and the
+        // merged (size, strides per stream) of the kept then the reduced axes.
+        let block = |dst: u64, segments: usize, seg_len: usize, partials: usize, epi: bool| -> Result<ParamBlock> {
+            let mut p = ParamBlock::new("reduction");
+            p.addr(dst);
+            p.addrs(kinds.iter().filter_map(|k| if let StreamKind::Input(j) = k { Some(inputs[*j].buffer.address()) } else { None }));
+            if epi {
+                p.addrs(epilogue.iter().map(|(_, t)| t.buffer.address()));
+            }
+            p.i32s([len, segments, seg_len, partials])?;
+            p.i32s(layout.iter().map(|l| l.1))?;
+            for (n, strides) in kept.iter().chain(&red) {
+                p.i32(*n)?.i32s(strides.iter().copied())?;
+            }
+            Ok(p)
+        };
+        let groups_for = |n: usize| (n as u32).min(self.caps.max_workgroup_count[0].min(65535));
+        match strategy {
+            Strategy::PerOutput | Strategy::PerGroup => {
+                let spec = spec(false, false, strategy, epi_in_kernel);
+                let kernel = self.reduction_kernel(&spec)?;
+                let p = block(out.buffer.address(), 1, len, 0, epi_in_kernel)?;
+                if strategy == Strategy::PerOutput {
+                    batch.dispatch(&kernel, p.bytes(), outputs as u64)?;
+                } else {
+                    batch.dispatch_grid(&kernel, p.bytes(), outputs as u32, [groups_for(outputs), 1, 1])?;
+                }
+            }
+            Strategy::Split { segments } => {
+                let s = segments as usize;
+                let seg_len = split_len(len, segments);
+                let partials = outputs * s;
+                // (value, index) partials: 8 bytes of value each, then 4 of index each
+                let scratch = self.pool.alloc((partials * 12) as u64)?;
+                batch.keep(&scratch);
+                let k1 = self.reduction_kernel(&spec(false, true, strategy, false))?;
+                let p1 = block(scratch.address(), s, seg_len, partials, false)?;
+                batch.dispatch_grid(&k1, p1.bytes(), partials as u32, [groups_for(partials), 1, 1])?;
+                // pass 2: a workgroup per output folds its `s` partials like PerGroup
+                let p2_spec = Spec {
+                    comb,
+                    val_t,
+                    red_t,
+                    out: red_t,
+                    finish: None,
+                    src_partial: true,
+                    sink_partial: false,
+                    strategy: Strategy::PerGroup,
+                    kept: 0,
+                    red: 0,
+                    streams: vec![],
+                    in_types: vec![],
+                    prologue: Expr::Input(0),
+                    epilogue: vec![],
+                };
+                let k2 = self.reduction_kernel(&p2_spec)?;
+                // With a finish, the reduction goes to a temporary and the finish writes `out`.
+                let reduced_to = match finish {
+                    Some(_) => Some(self.empty(red_t, &[outputs])?),
+                    None => None,
+                };
+                let mut p2 = ParamBlock::new("reduction");
+                p2.addr(reduced_to.as_ref().unwrap_or(out).buffer.address()).addr(scratch.address());
+                p2.i32s([s, 1, s, partials])?;
+                batch.dispatch_grid(&k2, p2.bytes(), outputs as u32, [groups_for(outputs), 1, 1])?;
+                // Kept-position views (reduced axes as 1s): of an input, and of a contiguous
+                // kept-shape buffer.
+                let keep1: Vec<usize> = (0..rank).map(|d| if reduced[d] { 1 } else { shape[d] }).collect();
+                let dense = |t: &Tensor| Tensor { shape: keep1.clone(), strides: contiguous_strides(&keep1), offset: 0, ..t.clone() };
+                if let (Some(f), Some(tmp)) = (finish, &reduced_to) {
+                    batch.keep(&tmp.buffer);
+                    let mut at_kept: Vec<Tensor> = inputs.iter().map(|t| Tensor { shape: keep1.clone(), ..(*t).clone() }).collect();
+                    at_kept.push(dense(tmp));
+                    let dst = dense(out);
+                    self.record_map(batch, std::slice::from_ref(&f.expr), &at_kept.iter().collect::<Vec<_>>(), &[&dst])?;
+                }
+                if !epilogue.is_empty() {
+                    // The finished value broadcast back over `shape`: `out` read with the kept
+                    // axes' row-major strides and stride 0 along the reduced axes.
+                    let back = dense(out);
+                    let strides = (0..rank).map(|d| if reduced[d] { 0 } else { back.strides[d] }).collect();
+                    let back = Tensor { shape: shape.to_vec(), strides, ..back };
+                    let mut all: Vec<&Tensor> = inputs.to_vec();
+                    all.push(&back);
+                    let exprs: Vec<Expr> = epilogue.iter().map(|(e, _)| e.clone()).collect();
+                    let outs: Vec<&Tensor> = epilogue.iter().map(|(_, t)| *t).collect();
+                    self.record_map(batch, &exprs, &all, &outs)?;
+                }
+            }
+        }
         Ok(())
-    };
-    for v in [len, offset, segments, seg_len, partials] {
-        push(v as isize)?;
     }
-    for &(n, s) in kept.iter().chain(red) {
-        push(n as isize)?;
-        push(s)?;
+
+    fn reduction_kernel(&self, spec: &Spec) -> Result<std::sync::Arc<crate::kernel::Kernel>> {
+        let key = spec.key();
+        if let Some(k) = self.kernels.cached(&key) {
+            return Ok(k);
+        }
+        let source = spec.source()?;
+        self.kernels.get(&key, LOCAL, 1, || source)
     }
-    Ok(p)
+}
+
+/// The axes an arg-reduction over `axis` (or all axes) reduces.
+fn arg_axes(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+    match axis {
+        Some(a) => vec![a],
+        None => (0..shape.len()).collect(),
+    }
 }
 
 /// Everything a reduction kernel's source depends on (its cache key).
 struct Spec {
     comb: Comb,
-    in_t: DType,
+    /// The type of the values reduced (the prologue's type; the input's in a plain reduction).
+    val_t: DType,
+    /// The type the reduction rounds its result to.
+    red_t: DType,
+    /// The type written to the output: `red_t`, or the finish's type.
     out: DType,
+    /// In-kernel finish (over inputs and `Input(in_types.len())` = the reduced value).
+    finish: Option<Expr>,
     /// Reads (value, index) partials of pass 1 instead of tensor elements.
     src_partial: bool,
     /// Writes (value, index) partials instead of output elements.
@@ -329,6 +724,11 @@ struct Spec {
     strategy: Strategy,
     kept: usize,
     red: usize,
+    streams: Vec<Stream>,
+    in_types: Vec<DType>,
+    prologue: Expr,
+    /// In-kernel epilogue: (expression, output type).
+    epilogue: Vec<(Expr, DType)>,
 }
 
 impl Spec {
@@ -337,15 +737,25 @@ impl Spec {
             Strategy::Split { .. } => "split".to_string(),
             s => format!("{s:?}"),
         };
-        format!(
+        let mut key = format!(
             "reduce {:?} {}->{} src_partial:{} sink_partial:{} {strategy} k{} r{}",
-            self.comb, self.in_t, self.out, self.src_partial, self.sink_partial, self.kept, self.red
-        )
+            self.comb, self.val_t, self.red_t, self.src_partial, self.sink_partial, self.kept, self.red
+        );
+        if let Some(f) = &self.finish {
+            write!(key, " fin:{}:{f:?}", self.out).unwrap();
+        }
+        if !self.src_partial {
+            write!(key, " in{:?} streams{:?} pro:{:?}", self.in_types, self.streams, self.prologue).unwrap();
+            for (e, t) in &self.epilogue {
+                write!(key, " epi:{t}:{e:?}").unwrap();
+            }
+        }
+        key
     }
 
     /// Float argmax/argmin: candidates are filtered by whether the group's first element is NaN.
     fn nan_seeded(&self) -> bool {
-        matches!(self.comb, Comb::Extreme { arg: true, .. }) && self.in_t.is_float()
+        matches!(self.comb, Comb::Extreme { arg: true, .. }) && self.val_t.is_float()
     }
 
     /// The type partial results are held in: sums and products accumulate in the output's
@@ -353,17 +763,125 @@ impl Spec {
     fn acc_type(&self) -> &'static str {
         match self.comb {
             Comb::All | Comb::Any => "uint64_t",
-            Comb::Extreme { .. } => self.in_t.glsl_compute(),
-            Comb::Sum | Comb::Product => self.out.glsl_compute(),
+            Comb::Extreme { .. } => self.val_t.glsl_compute(),
+            Comb::Sum | Comb::Product => self.red_t.glsl_compute(),
         }
     }
 
-    fn source(&self) -> String {
+    /// Stream `s`'s index (or loaded bits) for the candidate with suffix `k`.
+    fn stream_var(&self, s: usize, k: &str) -> String {
+        if self.streams[s].row_const {
+            format!("rc{s}")
+        } else if matches!(self.streams[s].kind, StreamKind::Input(_)) {
+            format!("w{k}_{s}")
+        } else {
+            format!("uint(e{k}_{s})")
+        }
+    }
+
+    /// The streams expression `e` reads (its inputs below `in_types.len()`, its iotas).
+    fn streams_of(&self, e: &Expr) -> Vec<usize> {
+        let (mut used, mut flat, mut coords) = (vec![false; self.in_types.len()], false, vec![]);
+        expr_uses(e, &mut used, &mut flat, &mut coords);
+        (0..self.streams.len())
+            .filter(|&s| match self.streams[s].kind {
+                StreamKind::Input(j) => used[j],
+                StreamKind::Flat => flat,
+                StreamKind::Coord(a) => coords.contains(&a),
+            })
+            .collect()
+    }
+
+    /// Parameters of a function evaluating embedded expressions over streams `used`:
+    /// `nx_raw{j}_` (input j's stored bits), `i` (flat index), `c{a}` (coordinate a).
+    fn stream_params(&self, used: &[usize]) -> Vec<String> {
+        used.iter()
+            .map(|&s| match self.streams[s].kind {
+                StreamKind::Input(j) => format!("{} nx_raw{j}_", storage_type(self.in_types[j])),
+                StreamKind::Flat => "uint i".to_string(),
+                StreamKind::Coord(a) => format!("uint c{a}"),
+            })
+            .collect()
+    }
+
+    /// Decodes the stored bits of the inputs among `used` into `x{j}_`.
+    fn stream_decodes(&self, used: &[usize], s: &mut String) {
+        for &u in used {
+            if let StreamKind::Input(j) = self.streams[u].kind {
+                let t = self.in_types[j];
+                writeln!(s, "        {} x{j}_ = {};", t.glsl_compute(), decode(t, &format!("nx_raw{j}_"))).unwrap();
+            }
+        }
+    }
+
+    /// The stored bits of the value reduced at candidate `k` (of type `RAW`).
+    fn value(&self, pro_streams: &[usize], k: &str) -> String {
+        match self.prologue {
+            Expr::Input(j) => {
+                let s = self.streams.iter().position(|st| st.kind == StreamKind::Input(j)).unwrap_or(0);
+                self.stream_var(s, k)
+            }
+            _ => {
+                let args: Vec<String> = pro_streams.iter().map(|&s| self.stream_var(s, k)).collect();
+                format!("pro({})", args.join(", "))
+            }
+        }
+    }
+
+    /// Statements computing, for the candidate in `uint c{k}`, the element index of every
+    /// stream among `need` that is not row-constant (`e{k}_{s}`) and loading the inputs'
+    /// bits (`w{k}_{s}`).
+    fn fetch(&self, need: &[usize], k: &str, indent: &str, s: &mut String) {
+        let walk: Vec<usize> = need.iter().copied().filter(|&u| !self.streams[u].row_const).collect();
+        if walk.is_empty() {
+            return;
+        }
+        for &u in &walk {
+            writeln!(s, "{indent}int e{k}_{u} = b{u};").unwrap();
+        }
+        writeln!(s, "{indent}{{ uint rr = c{k};").unwrap();
+        for d in (0..self.red).rev() {
+            if d == 0 {
+                writeln!(s, "{indent}    uint q0 = rr;").unwrap();
+            } else {
+                writeln!(s, "{indent}    uint q{d} = rr % rd{d}; rr /= rd{d};").unwrap();
+            }
+            for &u in &walk {
+                writeln!(s, "{indent}    e{k}_{u} += int(q{d}) * rs{u}_{d};").unwrap();
+            }
+        }
+        writeln!(s, "{indent}}}").unwrap();
+        for &u in &walk {
+            if let StreamKind::Input(j) = self.streams[u].kind {
+                writeln!(s, "{indent}{} w{k}_{u} = in{u}.v[e{k}_{u}];", storage_type(self.in_types[j])).unwrap();
+            }
+        }
+    }
+
+    fn source(&self) -> Result<String> {
         let mut s = String::new();
         s.push_str(&crate::kernels::numeric_prelude());
         s.push_str(crate::kernels::OPS);
+        let fused = !self.src_partial;
+        let pro = match (&self.prologue, fused) {
+            (Expr::Input(_), _) | (_, false) => None,
+            (p, true) => Some(embed_exprs(std::slice::from_ref(p), &self.in_types)?),
+        };
+        let mut epi_types = self.in_types.clone();
+        epi_types.push(self.out);
+        let epi_exprs: Vec<Expr> = self.epilogue.iter().map(|(e, _)| e.clone()).collect();
+        let epi = if self.epilogue.is_empty() { None } else { Some(embed_exprs(&epi_exprs, &epi_types)?) };
+        let mut fin_types = self.in_types.clone();
+        fin_types.push(self.red_t);
+        let fin = match &self.finish {
+            Some(f) => Some(embed_exprs(std::slice::from_ref(f), &fin_types)?),
+            None => None,
+        };
+        // the libraries are "", libm, or libm then complex: the longest covers all
+        let libs = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.libraries.clone())).max_by_key(|l| l.len());
+        s.push_str(&libs.unwrap_or_default());
         let acc = self.acc_type();
-        let in_t = self.in_t;
+        let in_t = self.val_t;
         writeln!(s, "#define ACC {acc}").unwrap();
         s.push_str("#define NONE 0xFFFFFFFFu\n");
         // from/to the 64-bit scratch representation
@@ -416,34 +934,87 @@ impl Spec {
             }
         }
         s.push_str("}\n");
-        // element -> candidate value (the input's address is read once, into `g_src`)
-        // `fetch` is the bare memory read (straight-line code, so reads can be issued back to
-        // back), `cand` the decoding (which branches).
-        s.push_str("uint64_t g_src;\n");
-        if !self.src_partial {
-            let t = in_t;
-            let raw_t = storage_type(t);
-            writeln!(s, "#define RAW {raw_t}").unwrap();
-            writeln!(s, "RAW fetch(int e) {{ return {}(g_src).v[e]; }}", buf_type(t)).unwrap();
-            let v = decode(t, "w");
+        // The value reduced arrives as the stored bits of `val_t` (what the unfused prologue
+        // would have written); `cand` decodes them as the plain reduction would read them.
+        let pro_streams = if fused { self.streams_of(&self.prologue) } else { vec![] };
+        if fused {
+            writeln!(s, "#define RAW {}", storage_type(in_t)).unwrap();
+            let v = decode(in_t, "w");
             let cand = match self.comb {
-                Comb::All | Comb::Any => nonzero(t, &v),
+                Comb::All | Comb::Any => nonzero(in_t, &v),
                 Comb::Extreme { .. } => v,
-                Comb::Sum | Comb::Product => to_domain(t, self.out, &v),
+                Comb::Sum | Comb::Product => to_domain(in_t, self.red_t, &v),
             };
             writeln!(s, "ACC cand(RAW w) {{ return {cand}; }}").unwrap();
+            if let Some(pro) = &pro {
+                writeln!(s, "RAW pro({}) {{", self.stream_params(&pro_streams).join(", ")).unwrap();
+                self.stream_decodes(&pro_streams, &mut s);
+                s.push_str(&pro.body);
+                writeln!(s, "        return {};\n}}", encode(in_t, &pro.values[0])).unwrap();
+            }
+        }
+        let epi_streams: Vec<usize> = epi_exprs.iter().flat_map(|e| self.streams_of(e)).collect();
+        let mut epi_streams: Vec<usize> = (0..self.streams.len()).filter(|u| epi_streams.contains(u)).collect();
+        let flat = self.streams.iter().position(|st| st.kind == StreamKind::Flat);
+        let fin_streams = self.finish.as_ref().map(|f| self.streams_of(f)).unwrap_or_default();
+        if let Some(fe) = &fin {
+            // The finish at one output: the reduced value arrives as the stored bits of `red_t`.
+            let n = self.in_types.len();
+            let mut params = self.stream_params(&fin_streams);
+            params.push(format!("{} nx_raw{n}_", storage_type(self.red_t)));
+            writeln!(s, "{} fin({}) {{", storage_type(self.out), params.join(", ")).unwrap();
+            self.stream_decodes(&fin_streams, &mut s);
+            writeln!(s, "        {} x{n}_ = {};", self.red_t.glsl_compute(), decode(self.red_t, &format!("nx_raw{n}_"))).unwrap();
+            s.push_str(&fe.body);
+            writeln!(s, "        return {};\n}}", encode(self.out, &fe.values[0])).unwrap();
+        }
+        if let Some(epi) = &epi {
+            // Evaluates the epilogue at one element: the reduced value arrives as the stored
+            // bits of `out`, as the unfused epilogue would read them back.
+            let n = self.in_types.len();
+            let mut params = self.stream_params(&epi_streams);
+            params.push(format!("{} nx_raw{n}_", storage_type(self.out)));
+            for (q, (_, t)) in self.epilogue.iter().enumerate() {
+                params.push(format!("out {} y{q}", storage_type(*t)));
+            }
+            writeln!(s, "void epi({}) {{", params.join(", ")).unwrap();
+            self.stream_decodes(&epi_streams, &mut s);
+            writeln!(s, "        {} x{n}_ = {};", self.out.glsl_compute(), decode(self.out, &format!("nx_raw{n}_"))).unwrap();
+            s.push_str(&epi.body);
+            for (q, (_, t)) in self.epilogue.iter().enumerate() {
+                writeln!(s, "        y{q} = {};", encode(*t, &epi.values[q])).unwrap();
+            }
+            s.push_str("}\n");
         }
         s.push_str("shared ACC s_v[256];\nshared uint s_i[256];\n");
         s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
-        s.push_str("    g_src = ParamsU64(pc.params).v[0];\n");
-        s.push_str("    ParamsI32 meta = ParamsI32(pc.params + 16ul);\n");
-        s.push_str("    int R = meta.v[0]; int off = meta.v[1]; uint S = uint(meta.v[2]); int L = meta.v[3]; uint P = uint(meta.v[4]);\n");
-        for d in 0..self.kept {
-            writeln!(s, "    uint kd{d} = uint(meta.v[{}]); int ks{d} = meta.v[{}];", 5 + 2 * d, 6 + 2 * d).unwrap();
+        let ns = self.streams.len();
+        let n_mem = self.streams.iter().filter(|st| matches!(st.kind, StreamKind::Input(_))).count();
+        let n_addr = if fused { 1 + n_mem + self.epilogue.len() } else { 2 };
+        writeln!(s, "    ParamsI32 meta = ParamsI32(pc.params + {}ul);", 8 * n_addr).unwrap();
+        s.push_str("    int R = meta.v[0]; uint S = uint(meta.v[1]); int L = meta.v[2]; uint P = uint(meta.v[3]);\n");
+        if !fused {
+            s.push_str("    uint64_t g_src = ParamsU64(pc.params).v[1];\n");
         }
-        for d in 0..self.red {
-            let b = 5 + 2 * (self.kept + d);
-            writeln!(s, "    uint rd{d} = uint(meta.v[{b}]); int rs{d} = meta.v[{}];", b + 1).unwrap();
+        for (u, st) in self.streams.iter().enumerate() {
+            writeln!(s, "    int off{u} = meta.v[{}];", 4 + u).unwrap();
+            if let StreamKind::Input(j) = st.kind {
+                let b = buf_type(self.in_types[j]);
+                writeln!(s, "    {b} in{u} = {b}(ParamsU64(pc.params).v[{}]);", 1 + u).unwrap();
+            }
+        }
+        for (q, (_, t)) in self.epilogue.iter().enumerate() {
+            let b = buf_type(*t);
+            writeln!(s, "    {b} eo{q} = {b}(ParamsU64(pc.params).v[{}]);", 1 + n_mem + q).unwrap();
+        }
+        for d in 0..self.kept + self.red {
+            let at = 4 + ns + d * (1 + ns);
+            let (dn, sn, dd) = if d < self.kept { ("kd", "ks", d) } else { ("rd", "rs", d - self.kept) };
+            write!(s, "    uint {dn}{dd} = uint(meta.v[{at}]);").unwrap();
+            for u in 0..ns {
+                write!(s, " int {sn}{u}_{dd} = meta.v[{}];", at + 1 + u).unwrap();
+            }
+            s.push('\n');
         }
         s.push_str("    uint t = gl_LocalInvocationID.x;\n");
         // Output loop header, per strategy; [r0, r1) is the range this invocation's group folds
@@ -461,49 +1032,73 @@ impl Spec {
                 s.push_str("        uint o = g; uint r0 = 0u; uint r1 = uint(R);\n");
             }
         }
-        // Base element offset of output o.
-        s.push_str("        int base = off; uint rest = o;\n");
-        for d in (0..self.kept).rev() {
-            if d == 0 {
-                s.push_str("        base += int(rest) * ks0;\n");
-            } else {
-                writeln!(s, "        base += int(rest % kd{d}) * ks{d}; rest /= kd{d};").unwrap();
+        // Each stream's index at output o's first element, and the row-constant ones' values.
+        for u in 0..ns {
+            writeln!(s, "        int b{u} = off{u};").unwrap();
+        }
+        if self.kept > 0 && ns > 0 {
+            s.push_str("        { uint rest = o;\n");
+            for d in (0..self.kept).rev() {
+                if d == 0 {
+                    s.push_str("            uint q0 = rest;\n");
+                } else {
+                    writeln!(s, "            uint q{d} = rest % kd{d}; rest /= kd{d};").unwrap();
+                }
+                for u in 0..ns {
+                    writeln!(s, "            b{u} += int(q{d}) * ks{u}_{d};").unwrap();
+                }
+            }
+            s.push_str("        }\n");
+        }
+        for (u, st) in self.streams.iter().enumerate() {
+            if !st.row_const {
+                continue;
+            }
+            match st.kind {
+                // R == 0: an empty input may have no element to read
+                StreamKind::Input(j) => {
+                    let raw = storage_type(self.in_types[j]);
+                    if fin_streams.contains(&u) {
+                        // read at the output's position whatever R (checked: constant along
+                        // the reduced axes, so it is a kept-shape tensor broadcast back)
+                        writeln!(s, "        {raw} rc{u} = in{u}.v[b{u}];").unwrap();
+                    } else {
+                        writeln!(s, "        {raw} rc{u} = R > 0 ? in{u}.v[b{u}] : {raw}(0);").unwrap();
+                    }
+                }
+                _ => writeln!(s, "        uint rc{u} = uint(b{u});").unwrap(),
             }
         }
         s.push_str("        ACC av = ident(); uint ai = NONE;\n");
-        if self.nan_seeded() && !self.src_partial {
+        if self.nan_seeded() && fused {
             // Nx.BinaryBackend: comparisons with NaN are false, so a NaN first element is never
             // beaten (only later NaNs tie with it) and any other NaN is never taken.
-            s.push_str("        bool nan_seed = R > 0 && nx_isnan(cand(fetch(base)));\n");
+            s.push_str("        bool nan_seed = false;\n        if (R > 0) {\n            uint cz = 0u;\n");
+            self.fetch(&pro_streams, "z", "            ", &mut s);
+            writeln!(s, "            nan_seed = nx_isnan(cand({}));\n        }}", self.value(&pro_streams, "z")).unwrap();
         }
-        // Reads candidate `c{k}`'s raw bits into `w{k}` (and, for partials, its index into `x{k}`).
+        // Reads candidate `c{k}`'s raw bits (and, for partials, its index into `x{k}`).
         let fetch = |s: &mut String, k: usize, indent: &str| {
-            match self.src_partial {
-                false => {
-                    writeln!(s, "{indent}RAW w{k}; {{ int e = base; uint rr = c{k};").unwrap();
-                    for d in (0..self.red).rev() {
-                        if d == 0 {
-                            writeln!(s, "{indent}    e += int(rr) * rs0;").unwrap();
-                        } else {
-                            writeln!(s, "{indent}    e += int(rr % rd{d}) * rs{d}; rr /= rd{d};").unwrap();
-                        }
-                    }
-                    writeln!(s, "{indent}    w{k} = fetch(e); }}").unwrap();
-                }
-                true => {
-                    // partials of output o sit at o*R .. o*R+R-1; their indices after all P values
-                    writeln!(s, "{indent}uint j{k} = o * uint(R) + c{k};").unwrap();
-                    writeln!(s, "{indent}uint64_t w{k} = BufU64(g_src).v[j{k}]; uint x{k} = BufU32(g_src + uint64_t(P) * 8ul).v[j{k}];").unwrap();
-                }
+            if fused {
+                self.fetch(&pro_streams, &k.to_string(), indent, s);
+            } else {
+                // partials of output o sit at o*R .. o*R+R-1; their indices after all P values
+                writeln!(s, "{indent}uint j{k} = o * uint(R) + c{k};").unwrap();
+                writeln!(s, "{indent}uint64_t w{k} = BufU64(g_src).v[j{k}]; uint x{k} = BufU32(g_src + uint64_t(P) * 8ul).v[j{k}];").unwrap();
             }
         };
         // Decodes candidate k and combines it into (av, ai).
-        let combine = |s: &mut String, k: usize, indent: &str| match self.src_partial {
-            false if self.nan_seeded() => {
-                writeln!(s, "{indent}{{ ACC v = cand(w{k}); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
+        let combine = |s: &mut String, k: usize, indent: &str| {
+            if !fused {
+                writeln!(s, "{indent}comb(av, ai, acc_from(w{k}), x{k});").unwrap();
+                return;
             }
-            false => writeln!(s, "{indent}comb(av, ai, cand(w{k}), c{k});").unwrap(),
-            true => writeln!(s, "{indent}comb(av, ai, acc_from(w{k}), x{k});").unwrap(),
+            let v = self.value(&pro_streams, &k.to_string());
+            if self.nan_seeded() {
+                writeln!(s, "{indent}{{ ACC v = cand({v}); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
+            } else {
+                writeln!(s, "{indent}comb(av, ai, cand({v}), c{k});").unwrap();
+            }
         };
         // The invocation folds r = first, first + step, ... < r1 in that order: a round reads
         // UNROLL candidates (independent loads in flight) before it decodes and combines them
@@ -535,26 +1130,61 @@ impl Spec {
         }
         // Store.
         let store_guard = if per_output { "" } else { "if (t == 0u) " };
-        match self.sink_partial {
-            true => {
-                writeln!(s, "        {store_guard}{{ BufU64(ParamsU64(pc.params).v[1]).v[g] = acc_bits(av); BufU32(ParamsU64(pc.params).v[1] + uint64_t(P) * 8ul).v[g] = ai; }}").unwrap();
+        if self.sink_partial {
+            writeln!(s, "        {store_guard}{{ BufU64(ParamsU64(pc.params).v[0]).v[g] = acc_bits(av); BufU32(ParamsU64(pc.params).v[0] + uint64_t(P) * 8ul).v[g] = ai; }}").unwrap();
+        } else {
+            let out = self.red_t;
+            // Values are rounded/wrapped to `out` by the shared rule, which also writes every
+            // NaN as the canonical positive quiet NaN (BinaryBackend holds NaN as an atom).
+            let value = match self.comb {
+                Comb::Extreme { arg: true, .. } => to_domain(DType::U64, out, "uint64_t(ai == NONE ? 0u : ai)"),
+                Comb::Extreme { .. } => wrap(out, &to_domain(in_t, out, "av")),
+                Comb::All | Comb::Any => to_domain(DType::U64, out, "av"),
+                Comb::Sum | Comb::Product => wrap(out, "av"),
+            };
+            match &self.finish {
+                None => writeln!(s, "        {} res = {};", storage_type(out), encode(out, &value)).unwrap(),
+                Some(f) => {
+                    let args: Vec<String> = self.streams_of(f).iter().map(|&u| self.stream_var(u, "f")).collect();
+                    writeln!(s, "        {} res = fin({}{});", storage_type(self.out), args.iter().map(|a| format!("{a}, ")).collect::<String>(), encode(out, &value)).unwrap();
+                }
             }
-            false => {
-                let out = self.out;
-                // Values are rounded/wrapped to `out` by the shared rule, which also writes every
-                // NaN as the canonical positive quiet NaN (BinaryBackend holds NaN as an atom).
-                let value = match self.comb {
-                    Comb::Extreme { arg: true, .. } => to_domain(DType::U64, out, "uint64_t(ai == NONE ? 0u : ai)"),
-                    Comb::Extreme { .. } => wrap(out, &to_domain(in_t, out, "av")),
-                    Comb::All | Comb::Any => to_domain(DType::U64, out, "av"),
-                    Comb::Sum | Comb::Product => wrap(out, "av"),
-                };
-                let enc = encode(out, &value);
-                writeln!(s, "        {store_guard}{}(ParamsU64(pc.params).v[1]).v[o] = {enc};", buf_type(out)).unwrap();
+            writeln!(s, "        {store_guard}{}(ParamsU64(pc.params).v[0]).v[o] = res;", buf_type(self.out)).unwrap();
+        }
+        if epi.is_some() {
+            // The epilogue over output o's elements: every invocation of the group (or the
+            // one invocation of PerOutput) takes r = first, first + step, ...
+            let flat = flat.ok_or_else(|| invalid!("fused reduction epilogue without an output index"))?;
+            if !epi_streams.contains(&flat) {
+                epi_streams.push(flat);
             }
+            let (first, step) = if per_output { ("0u", 1) } else { ("t", LOCAL as usize) };
+            writeln!(s, "        for (uint cy = {first}; cy < uint(R); cy += {step}u) {{").unwrap();
+            self.fetch(&epi_streams, "y", "            ", &mut s);
+            let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, "y")).collect();
+            args.push("res".to_string());
+            for (q, (_, t)) in self.epilogue.iter().enumerate() {
+                writeln!(s, "            {} y{q};", storage_type(*t)).unwrap();
+                args.push(format!("y{q}"));
+            }
+            writeln!(s, "            epi({});", args.join(", ")).unwrap();
+            let at = self.stream_var(flat, "y");
+            for q in 0..self.epilogue.len() {
+                writeln!(s, "            eo{q}.v[{at}] = y{q};").unwrap();
+            }
+            s.push_str("        }\n");
         }
         s.push_str("    }\n}\n");
-        s
+        if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
+            eprintln!("// ---- {}\n{s}", self.key());
+        }
+        Ok(s)
+    }
+
+    /// The streams any of `exprs` reads, in stream order.
+    fn streams_of_exprs(&self, exprs: &[Expr]) -> Vec<usize> {
+        let all: Vec<usize> = exprs.iter().flat_map(|e| self.streams_of(e)).collect();
+        (0..self.streams.len()).filter(|u| all.contains(u)).collect()
     }
 }
 

@@ -334,7 +334,9 @@ fn every_tiled_variant() {
     let bad = Some(MatmulKernel::Tiled { dtype: t, bm: 32, bn: 32, bk: 8 });
     let a = ctx.upload(t, &[2, 2], &[0; 16]).unwrap();
     assert!(ctx.dot_using(bad, &a, &[1], &[], &a, &[0], &[], t).is_err());
-    assert!(ctx.dot_using(Some(MatmulKernel::CoopMat), &a, &[1], &[], &a, &[0], &[], t).is_err());
+    // a cooperative-matrix kernel for f16 operands cannot take f32 ones (tests/coopmat.rs)
+    let coop = MatmulKernel::CoopMat { input: DType::F16, m: 16, n: 16, k: 16, bm: 128, bn: 128, bk: 32, staging: nx_vulkan_engine::matmul::CoopStaging::SharedTyped };
+    assert!(ctx.dot_using(Some(coop), &a, &[1], &[], &a, &[0], &[], t).is_err());
 }
 
 #[test]
@@ -592,4 +594,29 @@ fn f32_dot_is_exact_by_default_and_sgemm_on_request() {
         }
     }
     eprintln!("f32 accumulation differs from the exact dot in {differ} of {} elements", m * n);
+}
+
+/// A NaN computed by a dot (Inf × 0) is stored as the canonical positive quiet NaN, whatever
+/// the hardware made (x86 makes a negative one, NVIDIA a positive one): the exact paths are
+/// the same bits on every device, as BinaryBackend writes NaN.
+#[test]
+fn computed_nans_are_canonical() {
+    let ctx = ctx();
+    for t in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+        let a = ctx.upload(t, &[1, 2], &bytes(t, &[V::F(f64::INFINITY), V::F(1.0)])).unwrap();
+        let b = ctx.upload(t, &[2, 1], &bytes(t, &[V::F(0.0), V::F(1.0)])).unwrap();
+        let got = ctx.download(&ctx.dot(&a, &[1], &[], &b, &[0], &[], t).unwrap()).unwrap();
+        let bits = u64::from_le_bytes({
+            let mut w = [0u8; 8];
+            w[..got.len()].copy_from_slice(&got);
+            w
+        });
+        let want: u64 = match t {
+            DType::F64 => 0x7FF8_0000_0000_0000,
+            DType::F32 => 0x7FC0_0000,
+            DType::F16 => 0x7E00,
+            _ => 0x7FC0,
+        };
+        assert_eq!(bits, want, "{t}: canonical NaN, got {bits:#x}");
+    }
 }

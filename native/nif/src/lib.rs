@@ -13,10 +13,11 @@ use std::panic::RefUnwindSafe;
 
 mod complex;
 mod indexing;
+mod plan;
 mod sort;
 mod window;
 
-mod atoms {
+pub(crate) mod atoms {
     rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc, busy }
 }
 
@@ -34,7 +35,7 @@ impl rustler::Resource for TensorRef {}
 
 pub(crate) type Handle = ResourceArc<TensorRef>;
 
-fn handle(t: Tensor) -> Handle {
+pub(crate) fn handle(t: Tensor) -> Handle {
     ResourceArc::new(TensorRef { tensor: RwLock::new(Some(t)) })
 }
 
@@ -53,7 +54,7 @@ fn kind(e: &EngineError) -> Atom {
     }
 }
 
-fn encode_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
+pub(crate) fn encode_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
     match r {
         Ok(v) => (atoms::ok(), ok(env, v)).encode(env),
         Err(e) => (atoms::error(), (kind(&e), e.to_string())).encode(env),
@@ -169,6 +170,9 @@ fn stats(env: Env<'_>) -> NifResult<Term<'_>> {
                 (Atom::from_str(env, "downloads")?, s.downloads),
                 (Atom::from_str(env, "pipelines")?, s.pipelines),
                 (Atom::from_str(env, "kernel_lookups")?, s.kernel_lookups),
+                (Atom::from_str(env, "spirv_disk_hits")?, s.spirv_disk_hits),
+                (Atom::from_str(env, "spirv_disk_misses")?, s.spirv_disk_misses),
+                (Atom::from_str(env, "spirv_disk_rejected")?, s.spirv_disk_rejected),
                 (Atom::from_str(env, "submitters")?, s.submitters),
                 (Atom::from_str(env, "live_buffers")?, s.pool.live_buffers),
                 (Atom::from_str(env, "live_bytes")?, s.pool.live_bytes),

@@ -1,0 +1,18 @@
+"""Sets `nx-vulkan gemm` beside bench/torch_gemm.py (same GPU, same run): a Markdown table."""
+import json, sys
+
+def rows(path):
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            yield json.loads(line)
+
+key = lambda r: (r["type"], r["batch"], r["m"], r["n"], r["k"])
+peer = {key(r): r for r in rows(sys.argv[2])}
+print("| type | batch×m×n×k | nx_vulkan TFLOP/s | PyTorch TFLOP/s | ratio | kernel |")
+print("|---|---|---|---|---|---|")
+for r in rows(sys.argv[1]):
+    p = peer.get(key(r))
+    t = p["tflops"] if p else float("nan")
+    forced = " (forced)" if r.get("forced") else ""
+    print(f"| {r['type']} | {r['batch']}×{r['m']}×{r['n']}×{r['k']} | {r['tflops']:.1f} | {t:.1f} | {r['tflops'] / t:.2f}× | {r['kernel']}{forced} |")

@@ -1,0 +1,496 @@
+//! Compiled plans (plan.rs, the Defn compiler's back end): fused results equal the node-by-node
+//! (eager) results bit for bit on many random graphs, a CPU reference checks a chain, and the
+//! dispatch counts that fusion promises are asserted.
+//!
+//! Run: VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json cargo test --release -p nx_vulkan_engine --test plan
+
+mod common;
+use common::*;
+use nx_vulkan_engine::elementwise::Scalar;
+use nx_vulkan_engine::plan::*;
+use nx_vulkan_engine::reduce::{ArgOp, ReduceOp, TieBreak};
+use nx_vulkan_engine::*;
+
+/// Builds graphs node by node.
+#[derive(Default)]
+struct G {
+    g: Graph,
+}
+
+impl G {
+    fn param(&mut self, t: DType, shape: &[usize]) -> usize {
+        let p = self.g.params.len();
+        self.g.params.push((t, shape.to_vec()));
+        self.node(PlanOp::Parameter(p), &[], shape, t)
+    }
+    fn node(&mut self, op: PlanOp, args: &[usize], shape: &[usize], t: DType) -> usize {
+        self.g.nodes.push(PlanNode { op, args: args.to_vec(), shape: shape.to_vec(), dtype: t });
+        self.g.nodes.len() - 1
+    }
+    fn shape(&self, n: usize) -> Vec<usize> {
+        self.g.nodes[n].shape.clone()
+    }
+    fn t(&self, n: usize) -> DType {
+        self.g.nodes[n].dtype
+    }
+    fn un(&mut self, op: UnaryOp, a: usize) -> usize {
+        let (s, t) = (self.shape(a), self.t(a));
+        self.node(PlanOp::Unary(op), &[a], &s, t)
+    }
+    /// Binary with Nx's broadcast of the result shape; type `t`.
+    fn bin_t(&mut self, op: BinaryOp, a: usize, b: usize, t: DType) -> usize {
+        let s = ops::broadcast_shapes(&self.shape(a), &self.shape(b)).unwrap();
+        self.node(PlanOp::Binary(op), &[a, b], &s, t)
+    }
+    fn bin(&mut self, op: BinaryOp, a: usize, b: usize) -> usize {
+        let t = self.t(a);
+        self.bin_t(op, a, b, t)
+    }
+    fn constant(&mut self, v: f64, t: DType) -> usize {
+        let value = if t.is_float() { Scalar::F(v) } else { Scalar::I(v as i64) };
+        self.node(PlanOp::Constant(value), &[], &[], t)
+    }
+    fn out(&mut self, n: usize) {
+        self.g.outputs.push(n);
+    }
+}
+
+/// Runs `g` as a plan and node by node; the dispatch count is only meaningful for tests that
+/// run alone.
+fn run_both(ctx: &Context, g: &Graph, inputs: &[Tensor]) -> (Vec<Vec<u64>>, Vec<Vec<u64>>, PlanSummary, u64) {
+    let plan = Plan::new(g.clone(), PlanOptions::default()).expect("plan");
+    let before = ctx.stats();
+    let fused = plan.run(ctx, inputs).expect("run");
+    let after = ctx.stats();
+    let unfused = g.eval_unfused(ctx, inputs).expect("unfused");
+    let bits = |ts: &[Tensor]| ts.iter().map(|t| download(ctx, t)).collect::<Vec<_>>();
+    (bits(&fused), bits(&unfused), plan.summary(), after.dispatches - before.dispatches)
+}
+
+fn values(t: DType, n: usize, rng: &mut Rng) -> Vec<u64> {
+    let mut v = random_values(t, n, rng);
+    let sp = specials(t);
+    for (i, s) in sp.iter().enumerate() {
+        if i * 7 < n && rng.below(2) == 0 {
+            v[i * 7] = *s;
+        }
+    }
+    v
+}
+
+#[test]
+fn ten_op_chain_is_one_dispatch_and_matches_a_cpu_reference() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(7);
+        for t in [F32, F64, F16, BF16] {
+            let n = 1001;
+            let mut b = G::default();
+            let x = b.param(t, &[n]);
+            let y = b.param(t, &[n]);
+            let two = b.constant(2.0, t);
+            let mut v = b.bin(BinaryOp::Multiply, x, two);
+            v = b.bin(BinaryOp::Add, v, y);
+            v = b.un(UnaryOp::Sqrt, v);
+            v = b.bin(BinaryOp::Subtract, v, x);
+            v = b.un(UnaryOp::Abs, v);
+            v = b.bin(BinaryOp::Max, v, y);
+            v = b.un(UnaryOp::Floor, v);
+            v = b.bin(BinaryOp::Divide, v, two);
+            v = b.un(UnaryOp::Negate, v);
+            v = b.bin(BinaryOp::Min, v, x);
+            b.out(v);
+            let (xb, yb) = (values(t, n, &mut rng), values(t, n, &mut rng));
+            let ins = [upload(ctx, t, &[n], &xb), upload(ctx, t, &[n], &yb)];
+            let before_recordings = ctx.stats().recordings;
+            let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+            assert_eq!(dispatches, 1, "{t}: a 10-op chain is one dispatch");
+            assert_eq!(ctx.stats().recordings - before_recordings, 2, "{t}: one recording each for the plan and the unfused run");
+            assert_eq!(summary.fused_kernels, 1);
+            assert_eq!(summary.inlined_nodes, 10, "{t}: every op but the output inlined (constant included)");
+            assert_eq!(fused, unfused, "{t}: fused == unfused");
+            // CPU reference, node by node with rounding to t at each step
+            let mut f = Failures::default();
+            for i in 0..n {
+                let (xv, yv) = (read(t, xb[i]), read(t, yb[i]));
+                let r = |v: N| read(t, write(t, v));
+                let two = r(N::F(2.0));
+                let mut v = r(ref_binary(BinaryOp::Multiply, xv, two));
+                v = r(ref_binary(BinaryOp::Add, v, yv));
+                v = r(ref_unary(UnaryOp::Sqrt, t, v));
+                v = r(ref_binary(BinaryOp::Subtract, v, xv));
+                v = r(ref_unary(UnaryOp::Abs, t, v));
+                v = r(ref_binary(BinaryOp::Max, v, yv));
+                v = r(ref_unary(UnaryOp::Floor, t, v));
+                v = r(ref_binary(BinaryOp::Divide, v, two));
+                v = r(ref_unary(UnaryOp::Negate, t, v));
+                v = r(ref_binary(BinaryOp::Min, v, xv));
+                f.check(|| format!("{t} chain at {i}: x={} y={}", show(t, xb[i]), show(t, yb[i])), fused[0][i], write(t, v));
+            }
+            f.finish("ten-op chain");
+        }
+    });
+}
+
+#[test]
+fn broadcasts_transposes_and_multiple_outputs_share_one_kernel() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(11);
+        let t = F32;
+        let mut b = G::default();
+        let x = b.param(t, &[37, 5]);
+        let y = b.param(t, &[5, 37]);
+        let bias = b.param(t, &[5]);
+        let yt = b.node(PlanOp::Transpose(vec![1, 0]), &[y], &[37, 5], t);
+        let s = b.bin(BinaryOp::Add, x, yt); // transposed view read in place
+        let s = b.bin(BinaryOp::Multiply, s, bias); // implicit broadcast of [5]
+        let e = b.un(UnaryOp::Exp, s); // shared by both outputs
+        let o1 = b.bin(BinaryOp::Add, e, x);
+        let o2 = b.bin(BinaryOp::Subtract, e, o1); // reads output o1 of the same kernel
+        let cmp = b.bin_t(BinaryOp::Greater, o2, x, U8);
+        let zero = b.constant(0.0, t);
+        let o3 = b.node(PlanOp::Select, &[cmp, o2, zero], &[37, 5], t);
+        b.out(o1);
+        b.out(o2);
+        b.out(o3);
+        let ins = [
+            upload(ctx, t, &[37, 5], &values(t, 185, &mut rng)),
+            upload(ctx, t, &[5, 37], &values(t, 185, &mut rng)),
+            upload(ctx, t, &[5], &values(t, 5, &mut rng)),
+        ];
+        let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+        assert_eq!((dispatches, summary.fused_kernels), (1, 1), "three outputs, one kernel");
+        assert_eq!(fused, unfused);
+    });
+}
+
+#[test]
+fn reductions_and_dots_are_boundaries_between_fused_regions() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(5);
+        let t = F32;
+        // softmax over the last axis, then a dot with a weight and a bias + relu epilogue
+        let mut b = G::default();
+        let x = b.param(t, &[33, 70]);
+        let w = b.param(t, &[70, 9]);
+        let bias = b.param(t, &[9]);
+        let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[33, 1], t);
+        let d = b.bin(BinaryOp::Subtract, x, m);
+        let e = b.un(UnaryOp::Exp, d);
+        let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[33, 1], t);
+        let sm = b.bin(BinaryOp::Divide, e, s);
+        let dot = b.node(
+            PlanOp::Dot { contract_a: vec![1], batch_a: vec![], contract_b: vec![0], batch_b: vec![] },
+            &[sm, w],
+            &[33, 9],
+            t,
+        );
+        let z = b.bin(BinaryOp::Add, dot, bias);
+        let zero = b.constant(0.0, t);
+        let relu = b.bin(BinaryOp::Max, z, zero);
+        let am = b.node(PlanOp::ArgReduce { op: ArgOp::ArgMax, axis: Some(1), tie_break: TieBreak::Low }, &[relu], &[33], S64);
+        b.out(relu);
+        b.out(am);
+        let ins = [
+            upload(ctx, t, &[33, 70], &values(t, 33 * 70, &mut rng)),
+            upload(ctx, t, &[70, 9], &random_values(t, 630, &mut rng)),
+            upload(ctx, t, &[9], &random_values(t, 9, &mut rng)),
+        ];
+        let (fused, unfused, summary, _) = run_both(ctx, &b.g, &ins);
+        assert_eq!(fused, unfused);
+        // max; sum with exp(x - m) as prologue and e / s as epilogue; the dot; bias + relu (the
+        // one generated elementwise kernel); argmax
+        assert_eq!((summary.fused_kernels, summary.fused_prologues, summary.fused_epilogues), (1, 1, 1), "{summary:?}");
+    });
+}
+
+/// Softmax and layernorm over the last axis: two dispatches each (a reduction, then a
+/// reduction with its prologue and the normalised output as its epilogue), same bits as
+/// node by node.
+#[test]
+fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(17);
+        for (rows, cols) in [(64, 1000), (3, 7), (300, 129)] {
+            for t in [F32, F16] {
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
+                let d = b.bin(BinaryOp::Subtract, x, m);
+                let e = b.un(UnaryOp::Exp, d);
+                let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+                let sm = b.bin(BinaryOp::Divide, e, s);
+                b.out(sm);
+                let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "softmax {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_kernels), (2, 0), "softmax {t} {rows}x{cols}: {summary:?}");
+
+                // layernorm: mean = sum / n; var = sum((x - mean)^2) / n; (x - mean) * rsqrt(var + eps) * g + bias
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let g = b.param(t, &[cols]);
+                let bias = b.param(t, &[cols]);
+                let n = b.constant(cols as f64, t);
+                let sum = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[rows, 1], t);
+                let mean = b.bin(BinaryOp::Divide, sum, n);
+                let dx = b.bin(BinaryOp::Subtract, x, mean);
+                let sq = b.bin(BinaryOp::Multiply, dx, dx);
+                let ss = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[sq], &[rows, 1], t);
+                let var = b.bin(BinaryOp::Divide, ss, n);
+                let eps = b.constant(1e-5, t);
+                let ve = b.bin(BinaryOp::Add, var, eps);
+                let rs = b.un(UnaryOp::Rsqrt, ve);
+                let y = b.bin(BinaryOp::Multiply, dx, rs);
+                let y = b.bin(BinaryOp::Multiply, y, g);
+                let y = b.bin(BinaryOp::Add, y, bias);
+                b.out(y);
+                let ins = [
+                    upload(ctx, t, &[rows, cols], &random_values(t, rows * cols, &mut rng)),
+                    upload(ctx, t, &[cols], &random_values(t, cols, &mut rng)),
+                    upload(ctx, t, &[cols], &random_values(t, cols, &mut rng)),
+                ];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "layernorm {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_epilogues), (2, 1), "layernorm {t} {rows}x{cols}: {summary:?}");
+
+                // logsumexp (keep form): log(sum(exp(x - m))) + m, the sum finished in its kernel
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
+                let d = b.bin(BinaryOp::Subtract, x, m);
+                let e = b.un(UnaryOp::Exp, d);
+                let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+                let l = b.un(UnaryOp::Log, s);
+                let lse = b.bin(BinaryOp::Add, l, m);
+                b.out(lse);
+                let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "logsumexp {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_kernels), (2, 0), "logsumexp {t} {rows}x{cols}: {summary:?}");
+
+                // mean without kept axes (finish) and the centred values (an epilogue reading it)
+                let mut b = G::default();
+                let x = b.param(t, &[rows, cols]);
+                let n = b.constant(cols as f64, t);
+                let sum = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[rows], t);
+                let mean = b.bin(BinaryOp::Divide, sum, n);
+                let mb = b.node(PlanOp::Broadcast(vec![0]), &[mean], &[rows, cols], t);
+                let centred = b.bin(BinaryOp::Subtract, x, mb);
+                b.out(mean);
+                b.out(centred);
+                let ins = [upload(ctx, t, &[rows, cols], &random_values(t, rows * cols, &mut rng))];
+                let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
+                assert_eq!(fused, unfused, "mean {t} {rows}x{cols}");
+                assert_eq!((dispatches, summary.fused_kernels), (2, 1), "mean {t} {rows}x{cols}: {summary:?}");
+            }
+        }
+    });
+}
+
+/// Random graphs: elementwise ops of every arity over broadcast and transposed inputs,
+/// constants, iota, converts, comparisons and selects, reductions and dots between regions,
+/// several outputs and shared subexpressions. Fused == unfused, bit for bit.
+#[test]
+fn random_graphs_fused_equal_unfused() {
+    let cases: u64 = std::env::var("NX_VULKAN_PLAN_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    on_engine(move |ctx| {
+        let mut total_kernels = 0;
+        let mut total_unfused = 0;
+        for case in 0..cases {
+            let mut rng = Rng(1000 + case);
+            let t = [F32, F64, F16, BF16, S32][rng.below(5) as usize];
+            let float = t.is_float();
+            let (r, c) = (1 + rng.below(40) as usize, 1 + rng.below(40) as usize);
+            let mut b = G::default();
+            let mut pool = vec![b.param(t, &[r, c]), b.param(t, &[r, c])];
+            pool.push(b.param(t, &[c])); // a row broadcast
+            pool.push(b.param(t, &[r, 1])); // a column broadcast
+            let yt = b.param(t, &[c, r]);
+            pool.push(b.node(PlanOp::Transpose(vec![1, 0]), &[yt], &[r, c], t));
+            let n_ops = 4 + rng.below(20) as usize;
+            let mut last = pool[0];
+            for _ in 0..n_ops {
+                let pick = |rng: &mut Rng, pool: &[usize]| pool[rng.below(pool.len() as u64) as usize];
+                let a = if rng.below(2) == 0 { last } else { pick(&mut rng, &pool) };
+                let other = pick(&mut rng, &pool);
+                let node = match rng.below(12) {
+                    0..=3 => {
+                        let ops: &[BinaryOp] = if float {
+                            &[BinaryOp::Add, BinaryOp::Subtract, BinaryOp::Multiply, BinaryOp::Divide, BinaryOp::Max, BinaryOp::Min, BinaryOp::Pow, BinaryOp::Atan2]
+                        } else {
+                            &[BinaryOp::Add, BinaryOp::Subtract, BinaryOp::Multiply, BinaryOp::Max, BinaryOp::BitwiseXor, BinaryOp::Quotient]
+                        };
+                        let op = ops[rng.below(ops.len() as u64) as usize];
+                        b.bin(op, a, other)
+                    }
+                    4 | 5 => {
+                        let ops: &[UnaryOp] = if float {
+                            &[UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sin, UnaryOp::Tanh, UnaryOp::Sqrt, UnaryOp::Abs, UnaryOp::Negate, UnaryOp::Sigmoid, UnaryOp::Floor]
+                        } else {
+                            &[UnaryOp::Abs, UnaryOp::Negate, UnaryOp::BitwiseNot, UnaryOp::Sign]
+                        };
+                        b.un(ops[rng.below(ops.len() as u64) as usize], a)
+                    }
+                    6 => {
+                        let k = b.constant([0.5, -3.0, 7.0][rng.below(3) as usize], t);
+                        b.bin(BinaryOp::Multiply, a, k)
+                    }
+                    7 => {
+                        let cmp = b.bin_t(BinaryOp::Less, a, other, U8);
+                        let s = ops::broadcast_shapes(&b.shape(a), &b.shape(other)).unwrap();
+                        b.node(PlanOp::Select, &[cmp, other, a], &s, t)
+                    }
+                    8 => {
+                        // a round trip through another type
+                        let mid = if t == F64 { F32 } else { F64 };
+                        let s = b.shape(a);
+                        let cv = b.node(PlanOp::Convert, &[a], &s, mid);
+                        b.node(PlanOp::Convert, &[cv], &s, t)
+                    }
+                    9 => {
+                        // a reduction over the last axis, broadcast back by the next op
+                        let s = b.shape(a);
+                        let op = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min][rng.below(3) as usize];
+                        let keep: Vec<usize> = s.iter().enumerate().map(|(d, &x)| if d + 1 == s.len() { 1 } else { x }).collect();
+                        let red = b.node(PlanOp::Reduce { op, axes: vec![s.len() - 1] }, &[a], &keep, t);
+                        if rng.below(2) == 0 {
+                            // a stored function of the reduction: its finish
+                            let f = b.un(if float { UnaryOp::Abs } else { UnaryOp::Negate }, red);
+                            b.out(f);
+                            b.bin(BinaryOp::Subtract, a, f)
+                        } else {
+                            b.bin(BinaryOp::Subtract, a, red)
+                        }
+                    }
+                    10 => {
+                        let s = b.shape(a);
+                        let io = b.node(PlanOp::Iota(Some(s.len() - 1)), &[], &s, t);
+                        b.bin(BinaryOp::Add, a, io)
+                    }
+                    _ => {
+                        // [r, c] x [c, c] dot where shapes allow, else a transpose round trip
+                        let s = b.shape(a);
+                        if float {
+                            // [r, k] x [k, c] with k = min(r, c), from full-shape nodes
+                            let k = r.min(c);
+                            let w = b.node(PlanOp::Slice { start: vec![0, 0], steps: vec![1, 1] }, &[pool[1]], &[k, c], t);
+                            let sa = b.node(PlanOp::Slice { start: vec![0, 0], steps: vec![1, 1] }, &[last], &[r, k], t);
+                            let d = b.node(
+                                PlanOp::Dot { contract_a: vec![1], batch_a: vec![], contract_b: vec![0], batch_b: vec![] },
+                                &[sa, w],
+                                &[r, c],
+                                t,
+                            );
+                            b.bin(BinaryOp::Add, d, last)
+                        } else {
+                            let tr = b.node(PlanOp::Transpose(vec![1, 0]), &[a], &[s[1], s[0]], t);
+                            b.node(PlanOp::Transpose(vec![1, 0]), &[tr], &s, t)
+                        }
+                    }
+                };
+                if b.shape(node) == vec![r, c] {
+                    pool.push(node);
+                    last = node;
+                }
+            }
+            // one to three outputs, the last node always among them
+            b.out(last);
+            for _ in 0..rng.below(3) {
+                let o = pool[rng.below(pool.len() as u64) as usize];
+                if !b.g.outputs.contains(&o) {
+                    b.out(o);
+                }
+            }
+            let ins: Vec<Tensor> = b.g.params.clone().iter().map(|(t, s)| upload(ctx, *t, s, &values(*t, s.iter().product(), &mut rng))).collect();
+            let (fused, unfused, summary, _) = run_both(ctx, &b.g, &ins);
+            for (k, (f, u)) in fused.iter().zip(&unfused).enumerate() {
+                let mut fails = Failures::default();
+                for i in 0..f.len() {
+                    fails.check(|| format!("case {case} ({t}, {r}x{c}) output {k} at {i}"), f[i], u[i]);
+                }
+                fails.finish("fused vs unfused");
+            }
+            total_kernels += summary.fused_kernels;
+            total_unfused += b.g.nodes.iter().filter(|n| !matches!(n.op, PlanOp::Parameter(_) | PlanOp::Transpose(_) | PlanOp::Slice { .. })).count();
+        }
+        assert!(total_kernels * 2 < total_unfused, "fusion should remove most kernels: {total_kernels} of {total_unfused}");
+    });
+}
+
+#[test]
+fn bad_graphs_and_inputs_are_errors() {
+    on_engine(|ctx| {
+        let bad = |nodes: Vec<PlanNode>, params: Vec<(DType, Vec<usize>)>| {
+            let g = Graph { params, nodes, outputs: vec![0] };
+            Plan::new(g, PlanOptions::default()).map(|_| ()).unwrap_err().to_string()
+        };
+        let node = |op, args: &[usize], shape: &[usize]| PlanNode { op, args: args.to_vec(), shape: shape.to_vec(), dtype: F32 };
+        assert!(bad(vec![node(PlanOp::Unary(UnaryOp::Exp), &[0], &[2])], vec![]).contains("after their arguments"));
+        assert!(bad(vec![node(PlanOp::Parameter(0), &[], &[2])], vec![]).contains("parameter 0 of 0"));
+        assert!(bad(vec![node(PlanOp::Parameter(0), &[], &[2])], vec![(F32, vec![3])]).contains("parameter 0 is f32[3]"));
+        let two = vec![node(PlanOp::Parameter(0), &[], &[2]), node(PlanOp::Binary(BinaryOp::Add), &[0], &[2])];
+        assert!(bad(two, vec![(F32, vec![2])]).contains("takes 2 arguments"));
+        let bc = vec![node(PlanOp::Parameter(0), &[], &[3]), node(PlanOp::Unary(UnaryOp::Exp), &[0], &[2])];
+        assert!(bad(bc, vec![(F32, vec![3])]).contains("cannot broadcast"));
+        assert!(bad(vec![node(PlanOp::Iota(None), &[], &[usize::MAX, 4])], vec![]).contains("elements"));
+
+        let mut b = G::default();
+        let x = b.param(F32, &[4]);
+        let e = b.un(UnaryOp::Exp, x);
+        b.out(e);
+        let plan = Plan::new(b.g, PlanOptions::default()).unwrap();
+        let wrong = ctx.upload(F32, &[5], &[0u8; 20]).unwrap();
+        assert!(plan.run(ctx, &[wrong]).unwrap_err().to_string().contains("compiled for f32[4]"));
+        assert!(plan.run(ctx, &[]).unwrap_err().to_string().contains("takes 1 inputs"));
+        // a node whose stated shape the op does not produce
+        let mut b = G::default();
+        let x = b.param(F32, &[4, 3]);
+        let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[3], F32);
+        b.out(s);
+        let e = Plan::new(b.g, PlanOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("graph node 1") && e.contains("gives [4]"), "{e}");
+    });
+}
+
+/// Host time of recording a plan (not a test of correctness): `cargo test --release --test plan
+/// host_time -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn host_time_of_runs() {
+    on_engine_alone(|ctx| {
+        let t = F32;
+        let (rows, cols) = (64, 128);
+        let mut b = G::default();
+        let x = b.param(t, &[rows, cols]);
+        let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
+        let d = b.bin(BinaryOp::Subtract, x, m);
+        let e = b.un(UnaryOp::Exp, d);
+        let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+        let sm = b.bin(BinaryOp::Divide, e, s);
+        b.out(sm);
+        let plan = Plan::new(b.g, PlanOptions::default()).unwrap();
+        let xin = ctx.upload(t, &[rows, cols], &vec![0u8; rows * cols * 4]).unwrap();
+        for _ in 0..5 {
+            plan.run(ctx, std::slice::from_ref(&xin)).unwrap();
+        }
+        ctx.synchronize().unwrap();
+        let n = 200;
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            plan.run(ctx, std::slice::from_ref(&xin)).unwrap();
+        }
+        let host = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
+        ctx.synchronize().unwrap();
+        let t1 = std::time::Instant::now();
+        for _ in 0..n {
+            let m = ctx.reduce(ReduceOp::Max, &xin, &[1], true, t).unwrap();
+            let d = ctx.binary(BinaryOp::Subtract, &xin, &m, t).unwrap();
+            let e = ctx.unary(UnaryOp::Exp, &d, t).unwrap();
+            let s = ctx.reduce(ReduceOp::Sum, &e, &[1], true, t).unwrap();
+            ctx.binary(BinaryOp::Divide, &e, &s, t).unwrap();
+        }
+        let eager = t1.elapsed().as_secs_f64() * 1e6 / n as f64;
+        ctx.synchronize().unwrap();
+        eprintln!("softmax {rows}x{cols}: plan.run {host:.1} us host, eager 5 ops {eager:.1} us host");
+    });
+}
