@@ -47,6 +47,9 @@ if Code.ensure_loaded?(Nx) do
             NxVulkan.NxCases.float_math?(c) and replay(c, elem(got, 0)) == got ->
               {:engine, c.name}
 
+            ifft?(c) and complex_divides_twice?() and replay(c, elem(got, 0)) == got ->
+              {:engine, c.name}
+
             true ->
               {:backend, c.name, c.inputs, got, expected}
           end
@@ -63,9 +66,20 @@ if Code.ensure_loaded?(Nx) do
              "seed #{seed}: #{length(backend)} differ: #{inspect(Enum.map(backend, &elem(&1, 0)))}; first: #{inspect(Enum.take(backend, 2), limit: 40)}"
     end
 
+    defp ifft?(%{call: {:fft, :ifft, _, _, _}}), do: true
+    defp ifft?(_), do: false
+
+    # BinaryBackend's ifft is conj(fft(conj x)) / n, the last step through Complex.divide.
+    # complex 0.5 (Nx 0.7.2) divides each part by a real n once, as the engine does; complex
+    # 0.6 (what Nx 0.13.1 gets here) takes the general formula, (re*n + im*0) / (n*n + 0):
+    # two roundings, so a part can be 1 ulp off the correctly rounded quotient (0.1 / 3 gives
+    # 0.03333333333333334 there). The engine's own ifft is checked against complex 0.5's
+    # answers by the golden test; here such a case is only reported.
+    defp complex_divides_twice?, do: Complex.divide(Complex.new(0.1, 0.0), 3).re != 0.1 / 3
+
     defp replay(c, type) do
       handles = for t <- c.inputs, do: NxVulkan.upload(Nx.to_binary(t), Nx.type(t), Nx.shape(t))
-      h = NxVulkan.GoldenReplay.run(c.call, handles, type)
+      h = NxVulkan.GoldenReplay.run(c.call, handles, type, NxVulkan.Backend.nx_version())
       {t, s} = NxVulkan.describe(h)
       {t, s, NxVulkan.download(h)}
     end
@@ -214,9 +228,11 @@ if Code.ensure_loaded?(Nx) do
       t = Nx.backend_transfer(Nx.tensor([1, 2, 3]), {NxVulkan.Backend, device: index})
       assert %NxVulkan.Backend{} = t.data
       assert Nx.to_flat_list(t) == [1, 2, 3]
+
       assert_raise NxVulkan.Error, ~r/not present|already in use/, fn ->
         Nx.backend_transfer(Nx.tensor([1]), {NxVulkan.Backend, device: 999})
       end
+
       assert_raise ArgumentError, ~r/unknown NxVulkan.Backend options/, fn ->
         Nx.backend_transfer(Nx.tensor([1]), {NxVulkan.Backend, colour: :red})
       end
@@ -236,25 +252,64 @@ if Code.ensure_loaded?(Nx) do
 
       on_exit(fn -> :telemetry.detach({__MODULE__, ref}) end)
 
-      # Elixir functions (reduce, window_reduce, map) always take the host path.
-      t = Nx.tensor([3, 1, 2])
-      sum = fn x, acc -> Nx.add(x, acc) end
-      assert Nx.to_number(Nx.reduce(t, 0, sum)) == 6
-      assert NxVulkan.fallbacks() == %{reduce: 1}
-      assert_receive {^ref, %{count: 1}, %{op: :reduce}}
+      # Ops the engine has no kernel for yet take the host path: complex window sums, say.
+      z = Nx.complex(Nx.tensor([3.0, 1.0, 2.0]), Nx.tensor([1.0, 0.0, -1.0]))
+      sums = [Complex.new(4.0, 1.0), Complex.new(3.0, -1.0)]
+      assert Nx.to_flat_list(Nx.window_sum(z, {2})) == sums
+      assert NxVulkan.fallbacks() == %{window_sum: 1}
+      assert_receive {^ref, %{count: 1}, %{op: :window_sum}}
 
       NxVulkan.strict(true)
-      assert_raise NxVulkan.FallbackError, ~r/reduce/, fn -> Nx.reduce(t, 0, sum) end
+      assert_raise NxVulkan.FallbackError, ~r/window_sum/, fn -> Nx.window_sum(z, {2}) end
       NxVulkan.strict(nil)
 
       Application.put_env(:nx_vulkan, :strict, true)
       on_exit(fn -> Application.delete_env(:nx_vulkan, :strict) end)
-      assert_raise NxVulkan.FallbackError, fn -> Nx.window_reduce(t, 0, {2}, sum) end
+      assert_raise NxVulkan.FallbackError, fn -> Nx.window_product(z, {2}) end
       NxVulkan.strict(false)
-      assert Nx.to_flat_list(Nx.window_reduce(t, 0, {2}, sum)) == [4, 3]
-      assert NxVulkan.fallbacks() == %{reduce: 1, window_reduce: 1}
+      assert length(Nx.to_flat_list(Nx.window_product(z, {2}))) == 2
+      assert NxVulkan.fallbacks() == %{window_sum: 1, window_product: 1}
       NxVulkan.reset_fallbacks()
       assert NxVulkan.fallbacks() == %{}
+
+      # reduce and window_reduce with an Elixir function run on the device, even in strict mode.
+      NxVulkan.strict(true)
+      t = Nx.tensor([3, 1, 2])
+      sum = fn x, acc -> Nx.add(x, acc) end
+      assert Nx.to_number(Nx.reduce(t, 0, sum)) == 6
+      assert Nx.to_flat_list(Nx.window_reduce(t, 0, {2}, sum)) == [4, 3]
+      NxVulkan.strict(nil)
+      assert NxVulkan.fallbacks() == %{}
+    end
+
+    test "reduce and window_reduce with a function: BinaryBackend's order, bit for bit" do
+      NxVulkan.strict(true)
+      previous = Nx.default_backend(Nx.BinaryBackend)
+      x = Nx.iota({3, 4, 5}, type: :f32) |> Nx.multiply(0.37) |> Nx.sin()
+      Nx.default_backend(previous)
+      fun = fn x, acc -> Nx.add(Nx.multiply(x, 0.3), Nx.multiply(acc, 1.1)) end
+
+      cases = [
+        fn t -> Nx.reduce(t, 0.25, [axes: [2, 0]], fun) end,
+        fn t -> Nx.reduce(t, 1.0, [axes: [1], keep_axes: true], fun) end,
+        fn t -> Nx.reduce(t, 0.0, fun) end,
+        fn t ->
+          opts = [strides: [1, 2, 1], padding: [{1, 0}, {0, 1}, {1, 1}], window_dilations: [1, 1, 2]]
+          Nx.window_reduce(t, -0.5, {2, 2, 2}, opts, fun)
+        end
+      ]
+
+      for f <- cases do
+        # BinaryBackend's reduce needs the function's constants on the host too
+        previous = Nx.default_backend(Nx.BinaryBackend)
+        want = f.(x)
+        Nx.default_backend(previous)
+        got = f.(Nx.backend_copy(x, NxVulkan.Backend))
+        assert Nx.type(got) == Nx.type(want)
+        assert Nx.to_binary(got) == Nx.to_binary(want)
+      end
+    after
+      NxVulkan.strict(nil)
     end
 
     test "bad input raises clearly and the VM keeps running" do
@@ -264,8 +319,8 @@ if Code.ensure_loaded?(Nx) do
 
       assert_raise ArgumentError, ~r/does not support the type/, fn ->
         NxVulkan.Backend.from_binary(
-          %Nx.Tensor{type: {:f, 8}, shape: {1}, names: [nil]},
-          <<0>>,
+          %Nx.Tensor{type: {:u, 128}, shape: {1}, names: [nil]},
+          <<0::128>>,
           []
         )
       end

@@ -18,11 +18,13 @@ if Code.ensure_loaded?(Nx) do
     telemetry event `[:nx_vulkan, :fallback]`, and raises `NxVulkan.FallbackError` in strict
     mode — see `NxVulkan.Fallback`. What falls back today:
 
-      * `reduce/5`, `window_reduce/6` and `map/4`: they take Elixir functions, which cannot
-        run on the device (EXLA and Torchx exclude them from Nx's doctests for the same
-        reason);
-      * `eigh/3`: Nx's doctests print BinaryBackend's own algorithm's results (Nx's defn
-        default gives different, valid ones);
+      * `map/4` (Nx 0.7): it calls an Elixir function on every element as a number (EXLA
+        and Torchx exclude it from Nx's doctests for the same reason); `reduce/5` and
+        `window_reduce/6` instead apply their function to whole device tensors, once per
+        reduced position, in BinaryBackend's order (see their section);
+      * `eigh/3` up to Nx 0.11: Nx's doctests print BinaryBackend's own algorithm's results
+        (Nx's defn default gives different, valid ones); since Nx 0.12 BinaryBackend runs
+        that defn too, and so does this backend, on the device;
       * complex operands of ops the engine has no complex kernel for: `indexed_add`,
         `cumulative_*`, window ops and scatters, `conv`, `bitcast`, `clip`, reductions other
         than `sum`/`product`, and the unary/binary ops outside `@complex_unary` and
@@ -30,8 +32,14 @@ if Code.ensure_loaded?(Nx) do
 
     Everything else runs on the device, either as one engine op or composed from them:
     `triangular_solve` and `lu` follow BinaryBackend's algorithms step by step (results equal
-    bit for bit), complex `indexed_put` scatters positions, and Nx's defn defaults for `qr`,
-    `cholesky`, `svd`, `solve` and `determinant` run op by op on the device.
+    bit for bit; `lu` the installed Nx's, which changed in Nx 0.10 — answers that depend on
+    the Nx version live in `NxVulkan.NxCompat`), complex `indexed_put` scatters positions,
+    and Nx's defn defaults for `qr`, `cholesky`, `svd`, `solve` and `determinant` run op by op
+    on the device.
+
+    Nx 0.13's 8-bit floats (`{:f, 8}`, `{:f8_e4m3fn, 8}`) and sub-byte integers (`u2`, `u4`,
+    `s2`, `s4`) live in u8 device buffers; every op widens them on the device, runs in the
+    wide type and narrows the result with Nx's conversion rules (see the section at the end).
 
     Complex tensors (c64, c128) are native engine types: views, indexing, conversions,
     `add`/`subtract`/`multiply`/`divide`/`pow`, comparisons for equality, `exp`, `log`,
@@ -52,6 +60,12 @@ if Code.ensure_loaded?(Nx) do
     alias __MODULE__, as: B
 
     @nx_callbacks Nx.Backend.behaviour_info(:callbacks)
+
+    # Types the engine has no kernels for (Nx >= 0.12): stored in u8 device buffers — one
+    # byte per 8-bit float, sub-byte integers packed as Nx packs them — and widened for every
+    # op (see "8-bit floats and sub-byte integers" below).
+    @stored [{:f, 8}, {:f8_e4m3fn, 8}, {:u, 2}, {:u, 4}, {:s, 2}, {:s, 4}]
+    defguardp stored?(type) when type in @stored
 
     ## Creation
 
@@ -78,6 +92,15 @@ if Code.ensure_loaded?(Nx) do
     end
 
     @impl true
+    def from_binary(%T{type: {_, bits} = type, shape: shape} = out, binary, _opts)
+        when stored?(type) do
+      bin = if is_list(binary), do: :erlang.list_to_bitstring(binary), else: binary
+      pad = rem(8 - rem(bit_size(bin), 8), 8)
+      bytes = <<bin::bitstring, 0::size(pad)>>
+      raw_shape = if bits == 8, do: shape, else: {byte_size(bytes)}
+      put(out, NxVulkan.upload(bytes, {:u, 8}, raw_shape))
+    end
+
     def from_binary(%T{type: type, shape: shape} = out, binary, _opts) do
       put(out, NxVulkan.upload(IO.iodata_to_binary(binary), type, shape))
     end
@@ -98,6 +121,9 @@ if Code.ensure_loaded?(Nx) do
     ## Transfer
 
     @impl true
+    def backend_copy(%T{type: type} = t, B, opts) when stored?(type),
+      do: from_binary(t, to_binary(t, Nx.size(t)), opts)
+
     def backend_copy(%T{} = t, B, _opts),
       do: put(t, NxVulkan.upload(to_binary(t, Nx.size(t)), t.type, t.shape))
 
@@ -117,6 +143,11 @@ if Code.ensure_loaded?(Nx) do
     def backend_deallocate(%T{data: %B{ref: ref}}), do: NxVulkan.deallocate(ref)
 
     @impl true
+    def to_binary(%T{type: {_, bits} = type} = t, limit) when stored?(type) do
+      <<bin::bitstring-size(limit * bits), _::bitstring>> = NxVulkan.download(ref!(t))
+      bin
+    end
+
     def to_binary(%T{type: {_, bits}} = t, limit) do
       bin = NxVulkan.download(ref!(t))
       bytes = limit * div(bits, 8)
@@ -182,9 +213,21 @@ if Code.ensure_loaded?(Nx) do
     @impl true
     def as_type(%T{type: type} = out, %T{type: type} = t), do: put(out, ref!(t))
 
-    def as_type(%T{type: out_type} = out, t), do: put(out, NxVulkan.as_type(ref!(t), out_type))
+    def as_type(%T{type: out_type} = out, %T{type: in_type} = t)
+        when stored?(out_type) or stored?(in_type),
+        do: stored_as_type(out, t)
+
+    def as_type(%T{type: out_type} = out, t),
+      do: put(out, NxVulkan.NxCompat.as_type(ref!(t), out_type, nx_version()))
 
     @impl true
+    # The stored bytes are the bits: f8 <-> u8/s8/f8, u4 <-> s4, u2 <-> s2.
+    def bitcast(%T{type: out_type} = out, %T{type: in_type} = t)
+        when stored?(out_type) or stored?(in_type) do
+      raw = if stored?(in_type), do: ref!(t), else: NxVulkan.bitcast(ref!(t), {:u, 8})
+      put(out, if(stored?(out_type), do: raw, else: NxVulkan.bitcast(raw, out_type)))
+    end
+
     def bitcast(%T{type: out_type} = out, %T{type: in_type} = t) do
       if complex?(out_type) or complex?(in_type),
         do: host(:bitcast, out, [t]),
@@ -345,13 +388,14 @@ if Code.ensure_loaded?(Nx) do
           host(unquote(op), out, [t, opts])
         else
           ref =
-            NxVulkan.arg_reduce(
+            NxVulkan.NxCompat.arg_reduce(
               unquote(op),
               ref!(t),
               opts[:axis],
               opts[:keep_axis] || false,
               opts[:tie_break] || :low,
-              out.type
+              out.type,
+              nx_version()
             )
 
           put(out, ref)
@@ -375,13 +419,14 @@ if Code.ensure_loaded?(Nx) do
           rank = tuple_size(window)
 
           ref =
-            NxVulkan.window_reduce(
+            NxVulkan.NxCompat.window_reduce(
               unquote(op),
               converted(t, type),
               window,
               opts[:strides] || List.duplicate(1, rank),
               opts[:padding] || List.duplicate({0, 0}, rank),
-              opts[:window_dilations] || List.duplicate(1, rank)
+              opts[:window_dilations] || List.duplicate(1, rank),
+              nx_version()
             )
 
           put(out, ref)
@@ -637,167 +682,26 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
-    ## lu: Nx.BinaryBackend's algorithm composed from device ops, vectorised over batches.
-    ## First its pre-pivoting on the input (for each column j, swap in the row at or below j
-    ## with the largest |a_ij|, the first on ties), then Doolittle on the pivoted matrix in f64,
-    ## one step per row/column: row t of U is a_tj - sum_{k<t} l_tk u_kj, column t of L is
-    ## (a_it - sum_{k<t} l_ik u_kt) / u_tt (±Inf when u_tt is 0, as BinaryBackend), each value
-    ## below `eps` in magnitude set to 0 before it is used again. Sums in index order, so the
-    ## results match BinaryBackend bit for bit. Complex matrices run the same steps in c128.
+    ## lu: the installed Nx's BinaryBackend algorithm composed from device ops, vectorised
+    ## over batches (results equal bit for bit): Doolittle with pre-pivoting in f64 up to
+    ## Nx 0.9, Gaussian elimination with partial pivoting in the output type since Nx 0.10
+    ## (see NxVulkan.NxCompat.lu/5).
 
     # A callback up to Nx 0.11, reached through block/4 since 0.12.
     @impl {:lu, 3} in @nx_callbacks
-    def lu({p_out, l_out, u_out}, %T{type: type, shape: shape} = t, opts) do
-      work = if complex?(type), do: {:c, 128}, else: {:f, 64}
-      {p, l, u} = lu_device(ref!(t), shape, p_out.type, opts[:eps] || 1.0e-10, work)
+    def lu({p_out, l_out, u_out}, %T{} = t, opts) do
+      {p, l, u} =
+        NxVulkan.NxCompat.lu(ref!(t), p_out.type, l_out.type, opts[:eps] || 1.0e-10, nx_version())
 
-      {put(p_out, p), put(l_out, NxVulkan.as_type(l, l_out.type)),
-       put(u_out, NxVulkan.as_type(u, u_out.type))}
-    end
-
-    defp lu_device(a, shape, p_type, eps, work) do
-      rank = tuple_size(shape)
-      n = elem(shape, rank - 1)
-      batch = shape |> Tuple.to_list() |> Enum.take(rank - 2)
-      br = length(batch)
-      f64 = {:f, 64}
-      s64 = {:s, 64}
-      im = if complex?(work), do: <<0.0::float-64-little>>, else: <<>>
-      scalar = fn bits -> NxVulkan.upload(<<bits::64-little>> <> im, work, {}) end
-      int = fn x -> NxVulkan.upload(<<x::signed-64-little>>, s64, {}) end
-      ones = List.duplicate(1, br + 2)
-      zeros = List.duplicate(0, br)
-      batch_axes = Enum.to_list(0..(br - 1)//1)
-      dims = fn list -> List.to_tuple(batch ++ list) end
-
-      mat = fn ref, {r0, c0}, {rows, cols} ->
-        NxVulkan.slice(ref, zeros ++ [r0, c0], batch ++ [rows, cols], ones)
-      end
-
-      # sum_k x[..., i, k] * y[..., k, j] over the batches, in index order.
-      dot = fn x, y -> NxVulkan.dot(x, [br + 1], batch_axes, y, [br], batch_axes, work) end
-
-      a = NxVulkan.as_type(a, work)
-      perm = NxVulkan.iota(s64, dims.([n]), br)
-      iota_n = NxVulkan.iota(s64, {n}, 0)
-
-      # Pre-pivoting: rows of `a` (and `perm`) swapped per batch, all on the device.
-      {a, perm} =
-        Enum.reduce(0..(n - 2)//1, {a, perm}, fn j, {a, perm} ->
-          col = NxVulkan.unary(:abs, mat.(a, {j, j}, {n - j, 1}), f64)
-          col = NxVulkan.reshape(col, dims.([n - j]))
-          m = NxVulkan.arg_reduce(:argmax, col, br, true, :low, s64)
-          m = NxVulkan.binary(:add, m, int.(j), s64)
-          at_j = NxVulkan.binary(:equal, iota_n, int.(j), {:u, 8})
-          at_m = NxVulkan.binary(:equal, iota_n, m, {:u, 8})
-          rows = NxVulkan.select(at_m, int.(j), iota_n, s64)
-          rows = NxVulkan.select(at_j, m, rows, s64)
-          rows = NxVulkan.contiguous(NxVulkan.broadcast(rows, dims.([n]), Enum.to_list(0..br)))
-          grid = NxVulkan.reshape(rows, dims.([n, 1]))
-
-          grid =
-            NxVulkan.contiguous(
-              NxVulkan.broadcast(grid, dims.([n, n]), Enum.to_list(0..(br + 1)))
-            )
-
-          {NxVulkan.take_along_axis(a, grid, br), NxVulkan.take_along_axis(perm, rows, br)}
-        end)
-
-      # p[r][c] = (r == perm[c]): the transposed row-permutation matrix.
-      p_rows = NxVulkan.iota(s64, dims.([n, n]), br)
-      p_cols = NxVulkan.broadcast(perm, dims.([n, n]), batch_axes ++ [br + 1])
-      p = NxVulkan.as_type(NxVulkan.binary(:equal, p_rows, p_cols, {:u, 8}), p_type)
-
-      zero = scalar.(0)
-      one = NxVulkan.broadcast(scalar.(0x3FF0000000000000), dims.([1, 1]), [])
-      eps = NxVulkan.upload(<<eps / 1::float-64-little>>, f64, {})
-      zeros_of = fn list -> NxVulkan.broadcast(zero, dims.(list), []) end
-
-      clean = fn v ->
-        small = NxVulkan.binary(:less, NxVulkan.unary(:abs, v, f64), eps, {:u, 8})
-        NxVulkan.select(small, zero, v, work)
-      end
-
-      {l, u} =
-        Enum.reduce(0..(n - 1)//1, {nil, nil}, fn t, {l, u} ->
-          # Row t of U, columns t..n-1.
-          a_row = mat.(a, {t, t}, {1, n - t})
-
-          urow =
-            if t == 0,
-              do: a_row,
-              else:
-                NxVulkan.binary(
-                  :subtract,
-                  a_row,
-                  dot.(mat.(l, {t, 0}, {1, t}), mat.(u, {0, t}, {t, n - t})),
-                  work
-                )
-
-          urow = clean.(urow)
-
-          urow =
-            if t == 0,
-              do: urow,
-              else: NxVulkan.concatenate([zeros_of.([1, t]), urow], br + 1, work)
-
-          u = if u, do: NxVulkan.concatenate([u, urow], br, work), else: urow
-
-          # Column t of L: 0 above the diagonal, 1 on it, then rows t+1..n-1.
-          parts = if t == 0, do: [one], else: [zeros_of.([t, 1]), one]
-
-          parts =
-            if t < n - 1 do
-              a_col = mat.(a, {t + 1, t}, {n - t - 1, 1})
-
-              {num, s} =
-                if t == 0 do
-                  {a_col, zeros_of.([n - t - 1, 1])}
-                else
-                  s = dot.(mat.(l, {t + 1, 0}, {n - t - 1, t}), mat.(u, {0, t}, {t, 1}))
-                  {NxVulkan.binary(:subtract, a_col, s, work), s}
-                end
-
-              u_tt = mat.(u, {t, t}, {1, 1})
-              value = NxVulkan.binary(:divide, num, u_tt, work)
-
-              # BinaryBackend writes ±Inf for a zero real pivot (a complex pivot never
-              # compares equal to 0 there, so it divides).
-              value =
-                if complex?(work) do
-                  value
-                else
-                  inf =
-                    NxVulkan.select(
-                      NxVulkan.binary(:greater_equal, a_col, s, {:u, 8}),
-                      scalar.(0x7FF0000000000000),
-                      scalar.(0xFFF0000000000000),
-                      work
-                    )
-
-                  pivot_zero = NxVulkan.binary(:equal, u_tt, zero, {:u, 8})
-                  NxVulkan.select(pivot_zero, inf, value, work)
-                end
-
-              parts ++ [clean.(value)]
-            else
-              parts
-            end
-
-          col = NxVulkan.concatenate(parts, br, work)
-          l = if l, do: NxVulkan.concatenate([l, col], br + 1, work), else: col
-          {l, u}
-        end)
-
-      {p, l, u}
+      {put(p_out, p), put(l_out, l), put(u_out, u)}
     end
 
     ## Optional callbacks (Nx 0.7.2) and blocks (Nx >= 0.12)
 
     # Nx's default implementations (qr, cholesky, svd, solve, determinant, ...) are defn
     # compositions of the ops above — the same code Nx.BinaryBackend runs for them — so they
-    # run on the device, one small dispatch per op. eigh needs BinaryBackend's own algorithm
-    # to print what Nx's doctests print, so it takes the host path.
+    # run on the device, one small dispatch per op. Up to Nx 0.11, eigh needs BinaryBackend's
+    # own algorithm to print what Nx's doctests print, so it takes the host path there.
     @host_optional [:eigh]
 
     if {:optional, 3} in @nx_callbacks, do: @impl(true)
@@ -823,13 +727,8 @@ if Code.ensure_loaded?(Nx) do
         native = native_block(struct, name, out, args) ->
           native
 
-        name in @host_optional ->
-          NxVulkan.Fallback.record!(name)
-
-          on_host(fn ->
-            apply(Nx.BinaryBackend, :block, [struct, out, Enum.map(args, &to_host/1), fun])
-          end)
-
+        # Since Nx 0.12 BinaryBackend runs every block's defn default itself (eigh included:
+        # Nx.LinAlg.BlockEigh), so the same defn runs here, op by op on the device.
         true ->
           apply(fun, [struct | args])
       end
@@ -862,9 +761,63 @@ if Code.ensure_loaded?(Nx) do
 
     ## The host fallback: one path for every op the engine cannot run yet.
 
+    ## reduce and window_reduce with an Elixir function: the function is applied to whole
+    ## device tensors, once per reduced position, in the order Nx.BinaryBackend visits them
+    ## (the reduced axes in ascending order, row-major; a window row-major), so every output
+    ## element sees the same sequence of calls `fun.(element, acc)` as there — vectorised over
+    ## all outputs at once, each call's Nx ops dispatched on the device. The function must be
+    ## elementwise (as Nx requires of it: it gets scalars there).
+
+    @impl true
+    def reduce(%T{shape: out_shape, type: out_type} = out, %T{shape: shape} = t, acc, opts, fun) do
+      rank = tuple_size(shape)
+      all = Enum.to_list(0..(rank - 1)//1)
+      axes = Enum.sort(opts[:axes] || all)
+      n = Enum.reduce(axes, 1, &(elem(shape, &1) * &2))
+      rows = if n == 0, do: 0, else: div(Nx.size(shape), n)
+
+      flat =
+        %{t | names: List.duplicate(nil, rank)}
+        |> Nx.transpose(axes: (all -- axes) ++ axes)
+        |> Nx.reshape({rows, n})
+
+      result =
+        Enum.reduce(0..(n - 1)//1, acc, fn i, acc ->
+          x = flat |> Nx.slice_along_axis(i, 1, axis: 1) |> Nx.reshape(out_shape)
+          fun.(x, acc)
+        end)
+
+      put(out, ref!(result |> Nx.as_type(out_type) |> Nx.broadcast(out_shape)))
+    end
+
+    @impl true
+    def window_reduce(%T{shape: out_shape, type: out_type} = out, t, acc, window, opts, fun) do
+      rank = tuple_size(t.shape)
+      strides = opts[:strides] || List.duplicate(1, rank)
+      dilations = opts[:window_dilations] || List.duplicate(1, rank)
+      padding = opts[:padding] || List.duplicate({0, 0}, rank)
+
+      config = Enum.map(padding, fn {lo, hi} -> {lo, hi, 0} end)
+      padded = Nx.pad(%{t | names: List.duplicate(nil, rank)}, acc, config)
+
+      lengths =
+        out_shape |> Tuple.to_list() |> Enum.zip_with(strides, &max((&1 - 1) * &2 + 1, 0))
+
+      offsets =
+        window
+        |> Tuple.to_list()
+        |> Enum.reduce([[]], fn d, acc -> for o <- acc, i <- 0..(d - 1)//1, do: o ++ [i] end)
+
+      result =
+        Enum.reduce(offsets, acc, fn w, acc ->
+          start = Enum.zip_with(w, dilations, &*/2)
+          fun.(Nx.slice(padded, start, lengths, strides: strides), acc)
+        end)
+
+      put(out, ref!(result |> Nx.as_type(out_type) |> Nx.broadcast(out_shape)))
+    end
+
     host_ops = [
-      reduce: 5,
-      window_reduce: 6,
       map: 4,
       eigh: 3
     ]
@@ -927,6 +880,23 @@ if Code.ensure_loaded?(Nx) do
 
     ## Helpers
 
+    @doc """
+    The installed Nx's version (a string), whose BinaryBackend answers this backend
+    reproduces where they changed between releases (see `NxVulkan.NxCompat`).
+    """
+    def nx_version do
+      case :persistent_term.get({__MODULE__, :nx_version}, nil) do
+        nil ->
+          _ = Application.load(:nx)
+          vsn = to_string(Application.spec(:nx, :vsn) || "0.0.0")
+          :persistent_term.put({__MODULE__, :nx_version}, vsn)
+          vsn
+
+        vsn ->
+          vsn
+      end
+    end
+
     defp put(%T{} = out, ref), do: %{out | data: %B{ref: ref}}
 
     # The device handle of a tensor. BinaryBackend tensors are uploaded (Nx gives mixed
@@ -957,5 +927,128 @@ if Code.ensure_loaded?(Nx) do
 
     defp complex?({:c, _}), do: true
     defp complex?(_), do: false
+
+    ## 8-bit floats and sub-byte integers (Nx >= 0.12)
+    ##
+    ## The engine has no kernels for them, so their tensors live in u8 device buffers (one byte
+    ## per f8, sub-byte integers packed as Nx packs them) and every op widens its operands on
+    ## the device, runs on the wide type and narrows the result — the conversions, with
+    ## Nx.Floating's rules, are in NxVulkan.NxCompat (decode_stored/3, encode_stored/3).
+
+    defp wide(type), do: NxVulkan.NxCompat.wide(type)
+
+    defp scalar(type, value), do: NxVulkan.NxCompat.scalar(type, value)
+
+    defp decode(%T{type: type, shape: shape} = t),
+      do: NxVulkan.NxCompat.decode_stored(ref!(t), type, shape)
+
+    defp encode(h, type, shape), do: NxVulkan.NxCompat.encode_stored(h, type, shape)
+
+    # as_type to or from a stored type: through the wide types.
+    defp stored_as_type(%T{type: out_type, shape: shape} = out, %T{type: in_type} = t) do
+      put(out, NxVulkan.NxCompat.as_type_stored(ref!(t), in_type, out_type, shape, nx_version()))
+    end
+
+    # Every other callback, wrapped: operands of a stored type widened, outputs of a stored
+    # type computed in the wide type and narrowed. Bit counts see the unsigned stored bits.
+    @not_wrapped [:init, :from_binary, :to_binary, :inspect, :backend_copy, :backend_transfer] ++
+                   [:backend_deallocate, :to_pointer, :from_pointer, :optional, :block, :host] ++
+                   [:nx_version, :as_type, :bitcast]
+
+    for {name, arity} <- Module.definitions_in(__MODULE__, :def),
+        name not in @not_wrapped,
+        not String.starts_with?(Atom.to_string(name), "__") do
+      args = Macro.generate_arguments(arity, __MODULE__)
+      defoverridable [{name, arity}]
+
+      def unquote(name)(unquote_splicing(args)) do
+        if stored_in?(unquote(args)) do
+          [out | _] = unquote(args)
+
+          if raw_move?(unquote(name), unquote(args)) do
+            unquote(args) = as_raw(unquote(args))
+            from_raw(super(unquote_splicing(args)), out)
+          else
+            unquote(args) = widen_args(unquote(name), unquote(args))
+            narrow(unquote(name), super(unquote_splicing(args)), out)
+          end
+        else
+          super(unquote_splicing(args))
+        end
+      end
+    end
+
+    # Ops that move elements without reading them move an f8 tensor's bytes as u8, as
+    # BinaryBackend moves its bytes (decoding and encoding would not give every byte back:
+    # Nx reads subnormal and zero bytes as other values).
+    @moves [:reshape, :squeeze, :broadcast, :transpose, :reverse, :slice, :put_slice, :pad] ++
+             [:concatenate, :stack, :gather, :take, :take_along_axis, :to_batched] ++
+             [:indexed_put]
+
+    defp raw_move?(name, [%T{type: {_, 8} = type} | args]) when name in @moves and stored?(type) do
+      args
+      |> List.flatten()
+      |> Enum.all?(fn
+        %T{type: ^type} -> true
+        %T{type: {k, _} = t} -> k in [:s, :u] and not stored?(t)
+        _ -> true
+      end)
+    end
+
+    defp raw_move?(_name, _args), do: false
+
+    defp as_raw(%T{type: type} = t) when stored?(type), do: %{t | type: {:u, 8}}
+    defp as_raw(list) when is_list(list), do: Enum.map(list, &as_raw/1)
+    defp as_raw(other), do: other
+
+    defp from_raw(%T{} = r, %T{type: type}), do: %{r | type: type}
+    defp from_raw(%Stream{} = stream, out), do: Stream.map(stream, &from_raw(&1, out))
+    defp from_raw(other, _out), do: other
+
+    defp stored_in?(%T{type: type}) when stored?(type), do: true
+    defp stored_in?(list) when is_list(list), do: Enum.any?(list, &stored_in?/1)
+    defp stored_in?(tuple) when is_tuple(tuple), do: stored_in?(Tuple.to_list(tuple))
+    defp stored_in?(_), do: false
+
+    @bit_counts [:count_leading_zeros, :population_count]
+
+    defp widen_args(name, [out | rest]) when name in @bit_counts do
+      [%T{type: {_, _} = type} = t] = rest
+      unsigned = if stored?(type), do: %{t | type: {:u, elem(type, 1)}}, else: t
+      [widen_out(out) | [widen(unsigned)]]
+    end
+
+    defp widen_args(_name, [out | rest]), do: [widen_out(out) | Enum.map(rest, &widen/1)]
+
+    defp widen_out(%T{type: type} = out) when stored?(type), do: %{out | type: wide(type)}
+
+    defp widen_out(tuple) when is_tuple(tuple),
+      do: tuple |> Tuple.to_list() |> Enum.map(&widen_out/1) |> List.to_tuple()
+
+    defp widen_out(other), do: other
+
+    defp widen(%T{type: type} = t) when stored?(type),
+      do: %{t | type: wide(type), data: %B{ref: decode(t)}}
+
+    defp widen(list) when is_list(list), do: Enum.map(list, &widen/1)
+    defp widen(other), do: other
+
+    defp narrow(:count_leading_zeros, %T{} = r, %T{type: {_, bits} = type} = out)
+         when stored?(type) do
+      # clz over 8 bits of the zero-extended value counts 8 - bits extra zeros
+      h = NxVulkan.binary(:subtract, ref!(r), scalar(wide(type), 8 - bits), wide(type))
+      narrow(nil, %{r | data: %B{ref: h}}, out)
+    end
+
+    defp narrow(_name, %T{} = r, %T{type: type, shape: shape}) when stored?(type),
+      do: %{r | type: type, data: %B{ref: encode(ref!(r), type, shape)}}
+
+    defp narrow(name, result, outs) when is_tuple(result) and is_tuple(outs) do
+      Enum.zip_with(Tuple.to_list(result), Tuple.to_list(outs), &narrow(name, &1, &2))
+      |> List.to_tuple()
+    end
+
+    defp narrow(name, %Stream{} = stream, out), do: Stream.map(stream, &narrow(name, &1, out))
+    defp narrow(_name, result, _out), do: result
   end
 end

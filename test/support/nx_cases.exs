@@ -53,7 +53,8 @@ defmodule NxVulkan.NxCases do
 
     Enum.flat_map(
       [&unary/0, &binary/0, &conversions/0, &selects/0, &reductions/0, &dots/0, &views/0] ++
-        [&indexing/0, &sorting/0, &windows/0, &convs/0, &ffts/0, &complex/0],
+        [&indexing/0, &sorting/0, &windows/0, &convs/0, &ffts/0, &complex/0] ++
+        [&versioned/0, &stored/0],
       & &1.()
     )
   end
@@ -495,6 +496,123 @@ defmodule NxVulkan.NxCases do
     |> List.flatten()
   end
 
+  # Ops whose answers changed between Nx releases (see NxVulkan.NxCompat): lu (0.10),
+  # argmax/argmin with NaNs, ±Inf to s16 and s16 window max/min (0.8).
+  defp versioned do
+    lus =
+      for {t, shape, kind} <- [
+            {{:f, 32}, {4, 4}, :small},
+            {{:f, 64}, {3, 3}, :small},
+            {{:f, 64}, {2, 3, 3}, :small},
+            {{:s, 32}, {3, 3}, :small},
+            {{:f, 16}, {3, 3}, :small},
+            {{:c, 64}, {3, 3}, :small},
+            {{:f, 64}, {4, 4}, :pivots},
+            {{:f, 32}, {3, 3}, :nans}
+          ],
+          part <- 0..2 do
+        build(
+          "lu #{name(t)}#{inspect(shape)} #{kind} #{elem({"p", "l", "u"}, part)}",
+          {:lu, part},
+          [{t, shape, kind}],
+          fn [x] -> elem(Nx.LinAlg.lu(x), part) end
+        )
+      end
+
+    args =
+      for op <- [:argmax, :argmin],
+          t <- @floats,
+          {shape, axis, tie} <- [{{4, 5}, 1, :low}, {{4, 5}, nil, :high}, {{6, 3}, 0, :low}] do
+        build(
+          "#{op} #{name(t)} nans axis #{inspect(axis)} #{tie}",
+          {:arg_reduce, op, axis, false, tie},
+          [{t, shape, :nans}],
+          fn [x] -> apply(Nx, op, [x, [axis: axis, tie_break: tie]]) end
+        )
+      end
+
+    s16 = {:s, 16}
+
+    converts =
+      for t <- @floats do
+        build("as_type #{name(t)} -> s16 extremes", {:as_type}, [{t, {12}, :extremes}], fn [x] ->
+          Nx.as_type(x, s16)
+        end)
+      end
+
+    windows =
+      for op <- [:window_max, :window_min] do
+        opts = [strides: [1, 2], padding: [{1, 1}, {2, 0}], window_dilations: [1, 1]]
+
+        build(
+          "#{op} s16 extremes padded",
+          {:window_reduce, op, {2, 2}, [1, 2], [{1, 1}, {2, 0}], [1, 1]},
+          [{s16, {3, 4}, :extremes}],
+          fn [x] -> apply(Nx, op, [x, {2, 2}, opts]) end
+        )
+      end
+
+    lus ++ args ++ converts ++ windows
+  end
+
+  # 8-bit floats and sub-byte integers (Nx >= 0.12): conversions both ways and a few ops,
+  # through the widening NxVulkan.Backend does (see NxVulkan.NxCompat).
+  defp stored do
+    if Version.compare(to_string(Application.spec(:nx, :vsn)), "0.12.0") == :lt do
+      []
+    else
+      stored_types = [{:f, 8}, {:f8_e4m3fn, 8}, {:u, 2}, {:u, 4}, {:s, 2}, {:s, 4}]
+
+      converts =
+        for t <- stored_types, other <- [{:f, 32}, {:f, 64}, {:f, 16}, {:s, 32}],
+            {from, to} <- [{other, t}, {t, other}] do
+          build(
+            "as_type #{name(from)} -> #{name(to)}",
+            {:stored, {:as_type}, [{from, {13}}], to, {13}},
+            [{from, {13}}],
+            fn [x] -> Nx.as_type(x, to) end
+          )
+        end
+
+      ops =
+        for t <- stored_types,
+            {op, arity} <- [add: 2, multiply: 2, divide: 2, max: 2, exp: 1, negate: 1, sum: 1],
+            not (op in [:exp, :divide] and elem(t, 0) in [:u, :s]) do
+          specs = List.duplicate({t, {3, 5}}, arity)
+
+          {call, out_type, out_shape} =
+            case op do
+              :sum -> {{:reduce, :sum, [1], false}, t, {3}}
+              _ when arity == 2 -> {{:binary, op}, t, {3, 5}}
+              _ -> {{:unary, op}, t, {3, 5}}
+            end
+
+          build(
+            "#{op} #{name(t)}",
+            {:stored, call, specs, out_type, out_shape},
+            specs,
+            fn xs ->
+              r = apply(Nx, op, xs)
+              # Nx.sum of sub-byte integers aggregates in a wider type: ask for the stored one
+              if op == :sum, do: Nx.sum(hd(xs), axes: [1]) |> Nx.as_type(t), else: r
+            end
+          )
+        end
+
+      moves =
+        for t <- [{:f, 8}, {:f8_e4m3fn, 8}] do
+          build(
+            "transpose #{name(t)} bytes",
+            {:stored_move, {:transpose, [1, 0]}, t},
+            [{t, {3, 4}, :bytes}],
+            fn [x] -> Nx.transpose(x) end
+          )
+        end
+
+      converts ++ ops ++ moves
+    end
+  end
+
   ## Building a case: draw inputs until Nx.BinaryBackend accepts them (it raises where IEEE
   ## would give NaN/Inf, e.g. sqrt(-1) or x/0); fall back to tame inputs after a few tries.
 
@@ -516,6 +634,11 @@ defmodule NxVulkan.NxCases do
 
   defp input({t, shape}, mode), do: input({t, shape, nil}, mode)
 
+  defp input({type, shape, :bytes}, _mode) do
+    bin = for _ <- 1..Tuple.product(shape), into: <<>>, do: <<:rand.uniform(256) - 1>>
+    Nx.from_binary(bin, type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)
+  end
+
   defp input({type, shape, kind}, mode) do
     n = Tuple.product(shape)
     values = for _ <- 1..max(n, 1)//1, do: value(type, kind, mode)
@@ -532,6 +655,21 @@ defmodule NxVulkan.NxCases do
     part = {:f, div(bits, 2)}
     Complex.new(value(part, kind, mode), value(part, kind, mode))
   end
+
+  defp value({:s, 16}, :extremes, _),
+    do: Enum.random([-32768, -32767, -32700, -32678, -32677, 32677, 32678, 32700, 32767, 0])
+
+  defp value(type, :extremes, _) do
+    if float?(type),
+      do: Enum.random([:infinity, :neg_infinity, :nan, 32767.0, -32768.0, 1.5, -2.5, 0.0]),
+      else: :rand.uniform(5) - 1
+  end
+
+  defp value(type, :nans, _),
+    do: if(float?(type) and :rand.uniform(3) == 1, do: :nan, else: Enum.random(-4..4) / 2)
+
+  # Matrices whose pivots tie or vanish: entries from a few small values, zeros often.
+  defp value(_type, :pivots, _), do: Enum.random([0, 0, 0, 1, -1, 2])
 
   defp value(type, :ties, _),
     do: if(float?(type) and :rand.uniform(8) == 1, do: :nan, else: :rand.uniform(4))
@@ -567,8 +705,9 @@ defmodule NxVulkan.NxCases do
   defp int({:u, bits}), do: :rand.uniform(1 <<< min(bits, 62)) - 1
   defp int({:s, bits}), do: :rand.uniform(1 <<< min(bits, 62)) - (1 <<< (min(bits, 62) - 1))
 
-  defp float?({k, _}), do: k in [:f, :bf]
+  defp float?({k, _}), do: k in [:f, :bf, :f8_e4m3fn]
 
   def name({:bf, 16}), do: "bf16"
+  def name({:f8_e4m3fn, 8}), do: "f8_e4m3fn"
   def name({k, b}), do: "#{k}#{b}"
 end
