@@ -467,9 +467,23 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
-    defp check_type!({:c, _} = type), do: throw({:unsupported, :"complex #{inspect(type)}"})
-    defp check_type!({:f, 8}), do: throw({:unsupported, :f8})
-    defp check_type!(_), do: :ok
+    # The types plans hold; complex, 8-bit floats and sub-byte integers go to the evaluator.
+    defp check_type!({f, bits}) when f in [:f, :bf] and bits in [16, 32, 64], do: :ok
+    defp check_type!({k, bits}) when k in [:s, :u] and bits in [8, 16, 32, 64], do: :ok
+    defp check_type!(type), do: throw({:unsupported, :"type #{inspect(type)}"})
+
+    # Answers that changed between Nx releases follow the installed Nx, as NxVulkan.Backend
+    # does (NxVulkan.NxCompat): since 0.8 argmax/argmin return a NaN's index (the last one)
+    # and ±Inf converts to s16's true limits.
+    defp nx_at_least?(vsn), do: NxVulkan.NxCompat.at_least?(NxVulkan.Backend.nx_version(), vsn)
+
+    defp float_type?({f, _}), do: f in [:f, :bf]
+
+    # A scalar constant of `type` as a value (as visiting a :constant node gives).
+    defp const_value(number, type) do
+      bits = constant_bits(number, type)
+      {:free, {:constant, type, {}, bits}, {:constant, [], {}, type, bits}}
+    end
 
     defp visit_args(args, scope, state), do: Enum.map_reduce(args, state, &visit(&1, scope, &2))
 
@@ -527,9 +541,22 @@ if Code.ensure_loaded?(Nx) do
           {args, state} = visit_args(args, scope, state)
           emit(state, :clip, args, t, nil)
 
-        {:as_type, [x]} ->
-          {[x], state} = visit_args([x], scope, state)
-          emit(state, :as_type, [x], t, nil)
+        {:as_type, [%T{type: from} = x]} ->
+          {[xi], state} = visit_args([x], scope, state)
+          {converted, state} = emit(state, :as_type, [xi], t, nil)
+
+          if t.type == {:s, 16} and float_type?(from) and nx_at_least?("0.8.0") do
+            # ±Inf -> 32767/-32768 (the engine's conversion gives 0.7's 32677/-32678)
+            u8 = %{t | type: {:u, 8}}
+            {inf, state} = emit(state, :is_infinity, [xi], %{u8 | shape: x.shape}, nil)
+            zero = const_value(0, from)
+            {pos, state} = emit(state, :greater, [xi, zero], %{u8 | shape: x.shape}, nil)
+            {hi, lo} = {const_value(32767, {:s, 16}), const_value(-32768, {:s, 16})}
+            {limit, state} = emit(state, :select, [pos, hi, lo], t, nil)
+            emit(state, :select, [inf, limit, converted], t, nil)
+          else
+            {converted, state}
+          end
 
         {:bitcast, [x]} ->
           {[x], state} = visit_args([x], scope, state)
@@ -591,7 +618,19 @@ if Code.ensure_loaded?(Nx) do
 
         {op, [x, opts]} when op in [:argmax, :argmin] ->
           {[xi], state} = visit_args([x], scope, state)
-          emit(state, op, [xi], t, {opts[:axis], opts[:tie_break] == :high})
+          {ordered, state} = emit(state, op, [xi], t, {opts[:axis], opts[:tie_break] == :high})
+
+          if float_type?(x.type) and nx_at_least?("0.8.0") do
+            # where the axis holds a NaN, the index of its last NaN
+            nan_t = %{x | type: {:u, 8}}
+            {nan, state} = emit(state, :is_nan, [xi], nan_t, nil)
+            {at_nan, state} = emit(state, :argmax, [nan], t, {opts[:axis], true})
+            axes = if opts[:axis], do: [opts[:axis]], else: Enum.to_list(0..(tuple_size(x.shape) - 1)//1)
+            {any, state} = emit(state, :any, [nan], %{t | type: {:u, 8}}, axes)
+            emit(state, :select, [any, at_nan, ordered], t, nil)
+          else
+            {ordered, state}
+          end
 
         {:dot, [a, ca, ba, b, cb, bb]} ->
           {[ai, bi], state} = visit_args([a, b], scope, state)
