@@ -96,6 +96,11 @@ if Code.ensure_loaded?(Nx) do
        Nx.any(x > 3, axes: [1])}
     end
 
+    # argmax/argmin with NaNs and ±Inf to s16: answers that changed in Nx 0.8
+    defn nan_rules(x) do
+      {Nx.argmax(x, axis: 1), Nx.argmin(x, axis: 0, tie_break: :high), Nx.argmax(x), Nx.as_type(x * 1.0e5, :s16)}
+    end
+
     defn conds(x, n) do
       a =
         cond do
@@ -181,6 +186,7 @@ if Code.ensure_loaded?(Nx) do
         {"arg_clip", &Fns.arg_clip/1, [u], nil},
         {"captured", &Fns.captured/1, [Nx.slice(u, [0, 0], [4, 3])], 1},
         {"reductions", &Fns.reductions/1, [Nx.slice(u, [0, 0], [6, 9])], nil},
+        {"nan_rules", &Fns.nan_rules/1, [Nx.reshape(sp, {2, 5})], nil},
         {"conds n=7", &Fns.conds/2, [Nx.slice(u, [0, 0], [3, 4]), Nx.tensor(7)], nil},
         {"conds n=-9", &Fns.conds/2, [Nx.slice(u, [0, 0], [3, 4]), Nx.tensor(-9)], nil},
         {"conds n=0", &Fns.conds/2, [Nx.slice(v, [1, 0], [3, 4]), Nx.tensor(0)], nil}
