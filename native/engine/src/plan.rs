@@ -8,14 +8,25 @@
 //! **Fusion.** Every elementwise node (unary, binary, select, clip, as_type, bitcast, constant,
 //! iota) is either *inlined* into the expressions of the nodes that use it or *materialised*
 //! (written to a buffer). A node is materialised when it is a graph output, when something
-//! other than an elementwise op reads it (a view, a reduction, a dot, ...), or when an
-//! elementwise op of another shape reads it (implicit broadcasting) and its value depends on
-//! the position (it reads a non-scalar tensor or an iota). Materialised elementwise nodes of
-//! the same shape are grouped into one multi-output kernel ([`Context::record_map`]), so a chain
-//! of any length is one dispatch and shared subexpressions are computed once per kernel (the
-//! generator's memo). A group stays open until some later step needs one of its values; only
-//! then is it emitted. Inputs of a group are the materialised tensors it reads, through views:
-//! broadcasts (implicit or explicit), transposes, slices and reverses cost no copy.
+//! other than an elementwise op or a reduction reads it (a view, a dot, ...), when an
+//! elementwise op of another shape reads it (implicit broadcasting) and it is not a small
+//! iota-free expression (those are recomputed per element from their leaves read broadcast),
+//! or when it is big and shared. Materialised elementwise nodes of the same shape are grouped
+//! into one multi-output kernel ([`Context::record_map`]), so a chain of any length is one
+//! dispatch and shared subexpressions are computed once per kernel (the generator's memo). A
+//! group stays open until some later step needs one of its values; only then is it emitted.
+//! Inputs of a group are the materialised tensors it reads, through views: broadcasts
+//! (implicit or explicit), transposes, slices and reverses cost no copy.
+//!
+//! **Reductions** ([`Context::record_reduce_finished`]) take their elementwise argument as a
+//! *prologue* (never stored); a stored elementwise node of the reduced shape that only the
+//! reduction feeds becomes its *finish* (computed as the result is stored); stored elementwise
+//! nodes of the reduction's input shape that read the stored value back over its rows, and
+//! nothing written later, become its *epilogue* (written by the same kernel). Softmax,
+//! layernorm and logsumexp over the last axis are two dispatches.
+//!
+//! **Dots.** An exact f32 dot is scheduled as an f64 dot and an elementwise rounding, so the
+//! rounding joins the dot's elementwise consumers (bias, activation).
 //!
 //! **Exactness.** Every node of a generated expression is rounded to its own type, exactly as
 //! the eager op for that node would store it, so a fused plan gives the bits that running each
