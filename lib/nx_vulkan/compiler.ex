@@ -29,10 +29,10 @@ if Code.ensure_loaded?(Nx) do
     (unary, binary, `select`, `clip`, `as_type`, `bitcast`, `iota`, `eye`), views (`reshape`,
     `squeeze`, `broadcast`, `transpose`, `slice` with constant starts, `reverse`), reductions
     (`sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any`, `argmax`, `argmin`), `dot`,
-    `concatenate`, `pad`, `while`, `cond`, `metadata` (`stop_grad` and friends) and `optional`
+    `concatenate`, `pad`, `sort`, `argsort`, the `cumulative_*` ops, `while`, `cond`, `metadata` (`stop_grad` and friends) and `optional`
     nodes whose backend callback `NxVulkan.Backend` does not define (their default expression
     is inlined). A function with anything else (hooks and tokens, complex numbers, other ops
-    such as sort, gather or conv) runs through `Nx.Defn.Evaluator` over `NxVulkan.Backend` —
+    such as gather, take or conv) runs through `Nx.Defn.Evaluator` over `NxVulkan.Backend` —
     on the device, op by op, still correct — and that is counted as a fallback named
     `:"defn:<op>"` (`NxVulkan.fallbacks/0`) and forbidden in strict mode
     (`NxVulkan.strict/1`).
@@ -61,6 +61,7 @@ if Code.ensure_loaded?(Nx) do
                   [:less_equal, :logical_and, :logical_or, :logical_xor]
 
     @reductions [:sum, :product, :reduce_max, :reduce_min, :all, :any]
+    @cumulative [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min]
 
     @cache_key {__MODULE__, :cache}
     @stats_key {__MODULE__, :stats}
@@ -632,6 +633,21 @@ if Code.ensure_loaded?(Nx) do
             {ordered, state}
           end
 
+        {:sort, [%T{shape: {}} = x, _opts]} ->
+          # as NxVulkan.Backend: a scalar sorts to itself
+          visit(x, scope, state)
+
+        {:sort, [x, opts]} ->
+          {[xi], state} = visit_args([x], scope, state)
+          emit(state, :sort, [xi], t, {opts[:axis], Atom.to_string(opts[:direction] || :asc)})
+
+        {:argsort, [%T{shape: {}}, _opts]} ->
+          {const_value(0, t.type), state}
+
+        {:argsort, [x, opts]} ->
+          {[xi], state} = visit_args([x], scope, state)
+          emit(state, :argsort, [xi], t, {opts[:axis], Atom.to_string(opts[:direction] || :asc)})
+
         {:dot, [a, ca, ba, b, cb, bb]} ->
           {[ai, bi], state} = visit_args([a, b], scope, state)
           emit(state, :dot, [ai, bi], t, {ca, ba, cb, bb})
@@ -696,25 +712,31 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
-    # An optional node: NxVulkan.Backend's own callback if it has one (its bits are what the
-    # eager backend gives, so the function goes to the evaluator for now), else the default
-    # expression inlined with its parameters bound to the call's arguments.
+    # An optional node: where NxVulkan.Backend has its own callback, the eager bits are that
+    # callback's — planned for the cumulative ops (the same scan kernel), else the function
+    # goes to the evaluator for now; without one, the default expression is inlined with its
+    # parameters bound to the call's arguments.
     defp lower_optional(_t, %T{data: %Expr{op: name, args: call_args}}, default, scope, state) do
       {tensors, _opts} = Enum.split_while(call_args, &(not is_list(&1)))
 
-      if function_exported?(NxVulkan.Backend, name, length(call_args) + 1) do
-        throw({:unsupported, name})
-      end
+      cond do
+        name in @cumulative and function_exported?(NxVulkan.Backend, name, 3) ->
+          # NxVulkan.Backend's scan kernel (Nx's operand order), as the eager call runs it
+          [x, opts] = call_args
+          {[xi], state} = visit_args([x], scope, state)
+          emit(state, name, [xi], x, {opts[:axis] || 0, opts[:reverse] || false})
 
-      case default do
-        %T{} ->
+        function_exported?(NxVulkan.Backend, name, length(call_args) + 1) ->
+          throw({:unsupported, name})
+
+        match?(%T{}, default) ->
           {values, state} = visit_args(tensors, scope, state)
           inner = values |> Enum.with_index(fn v, i -> {i, v} end) |> Map.new()
           # the default expression's nodes are its own: visit them without the outer index
           {v, inner_state} = visit(default, inner, %{state | index: %{}})
           {v, %{inner_state | index: state.index}}
 
-        _ ->
+        true ->
           throw({:unsupported, name})
       end
     end

@@ -101,6 +101,11 @@ if Code.ensure_loaded?(Nx) do
       {Nx.argmax(x, axis: 1), Nx.argmin(x, axis: 0, tie_break: :high), Nx.argmax(x), Nx.as_type(x * 1.0e5, :s16)}
     end
 
+    defn sorts(x) do
+      {Nx.sort(x, axis: 1), Nx.argsort(x, axis: 0, direction: :desc), Nx.cumulative_sum(x, axis: 1) * 2,
+       Nx.cumulative_max(x, axis: 0, reverse: true), Nx.cumulative_product(Nx.abs(x) + 0.5, axis: 1)}
+    end
+
     defn conds(x, n) do
       a =
         cond do
@@ -186,6 +191,8 @@ if Code.ensure_loaded?(Nx) do
         {"arg_clip", &Fns.arg_clip/1, [u], nil},
         {"captured", &Fns.captured/1, [Nx.slice(u, [0, 0], [4, 3])], 1},
         {"reductions", &Fns.reductions/1, [Nx.slice(u, [0, 0], [6, 9])], nil},
+        {"sorts", &Fns.sorts/1, [Nx.slice(u, [0, 0], [7, 33])], nil},
+        {"sorts with specials", &Fns.sorts/1, [Nx.reshape(sp, {2, 5})], nil},
         {"nan_rules", &Fns.nan_rules/1, [Nx.reshape(sp, {2, 5})], nil},
         {"conds n=7", &Fns.conds/2, [Nx.slice(u, [0, 0], [3, 4]), Nx.tensor(7)], nil},
         {"conds n=-9", &Fns.conds/2, [Nx.slice(u, [0, 0], [3, 4]), Nx.tensor(-9)], nil},

@@ -33,7 +33,7 @@
 //! node as its own op gives ([`Graph::eval_unfused`], which the tests compare against).
 //!
 //! **Stage boundaries** (their own kernels, from the op families): reductions, arg-reductions,
-//! dot, concatenate and pad. Views of materialised tensors are free; a reshape of a
+//! dot, concatenate, pad, sort, argsort and cumulative ops. Views of materialised tensors are free; a reshape of a
 //! non-contiguous view records a copy first.
 //!
 //! **Liveness.** A value is dropped after its last use; its buffer stays alive until the
@@ -45,6 +45,8 @@ use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
 use crate::ops::clip_expr;
 use crate::reduce::{ArgOp, Finish, FusedReduce, ReduceOp, Reduction, TieBreak};
+use crate::scan::ScanOp;
+use crate::sort::Direction;
 use crate::submit::Batch;
 use crate::tensor::{numel, Tensor};
 use crate::Context;
@@ -85,6 +87,11 @@ pub enum PlanOp {
     Concatenate(usize),
     /// `x, value` with Nx.pad's `(low, high, interior)` per axis.
     Pad(Vec<(i64, i64, u64)>),
+    /// Nx.sort / Nx.argsort along `axis` (the stable bitonic sort of sort.rs).
+    Sort { axis: usize, direction: Direction },
+    Argsort { axis: usize, direction: Direction },
+    /// Nx.cumulative_* along `axis` (scan.rs, Nx's operand order).
+    Cumulative { op: ScanOp, axis: usize, reverse: bool },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -552,6 +559,21 @@ fn record_node_unchecked<'c>(ctx: &'c Context, batch: &mut Batch<'c>, options: P
             ctx.record_concatenate(batch, &parts, *axis, &out)?;
             out
         }
+        PlanOp::Sort { axis, direction } => {
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_sort(batch, arg(0)?, *axis, *direction, &out)?;
+            out
+        }
+        PlanOp::Argsort { axis, direction } => {
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_argsort(batch, arg(0)?, *axis, *direction, &out)?;
+            out
+        }
+        PlanOp::Cumulative { op, axis, reverse } => {
+            let out = ctx.empty(node.dtype, &node.shape)?;
+            ctx.record_cumulative(batch, *op, arg(0)?, *axis, *reverse, &out)?;
+            out
+        }
         PlanOp::Pad(config) => {
             let x = ctx.as_type_in(batch, arg(0)?, node.dtype)?;
             let v = ctx.as_type_in(batch, arg(1)?, node.dtype)?;
@@ -892,6 +914,7 @@ fn validate(g: &Graph) -> Result<()> {
             PlanOp::Constant(_) | PlanOp::Iota(_) => Some(0),
             PlanOp::Unary(_) | PlanOp::Convert | PlanOp::Bitcast | PlanOp::Reshape | PlanOp::Broadcast(_) => Some(1),
             PlanOp::Transpose(_) | PlanOp::Slice { .. } | PlanOp::Reverse(_) | PlanOp::Reduce { .. } | PlanOp::ArgReduce { .. } => Some(1),
+            PlanOp::Sort { .. } | PlanOp::Argsort { .. } | PlanOp::Cumulative { .. } => Some(1),
             PlanOp::Binary(_) | PlanOp::Dot { .. } | PlanOp::Pad(_) => Some(2),
             PlanOp::Select | PlanOp::Clip => Some(3),
             PlanOp::Concatenate(_) => None,

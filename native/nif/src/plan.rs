@@ -9,6 +9,8 @@ use crate::{dtype, get, handle, on_engine, Handle};
 use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::plan::{scalar_from_bytes, Graph, Plan, PlanNode, PlanOp, PlanOptions};
 use nx_vulkan_engine::reduce::{ArgOp, ReduceOp, TieBreak};
+use nx_vulkan_engine::scan::ScanOp;
+use nx_vulkan_engine::sort::Direction;
 use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, UnaryOp};
 use rustler::{Binary, Encoder, Env, ResourceArc, Term};
 use std::sync::Arc;
@@ -68,6 +70,19 @@ fn translate(name: &str, a: Term<'_>, t: DType) -> engine::Result<PlanOp> {
         }
         "concatenate" => PlanOp::Concatenate(attr(name, a)?),
         "pad" => PlanOp::Pad(attr(name, a)?),
+        "sort" | "argsort" => {
+            let (axis, direction): (usize, String) = attr(name, a)?;
+            let direction = Direction::parse(&direction)?;
+            if name == "sort" {
+                PlanOp::Sort { axis, direction }
+            } else {
+                PlanOp::Argsort { axis, direction }
+            }
+        }
+        "cumulative_sum" | "cumulative_product" | "cumulative_max" | "cumulative_min" => {
+            let (axis, reverse) = attr(name, a)?;
+            PlanOp::Cumulative { op: ScanOp::parse(name)?, axis, reverse }
+        }
         other => match (UnaryOp::parse(other), BinaryOp::parse(other)) {
             (Ok(op), _) => PlanOp::Unary(op),
             (_, Ok(op)) => PlanOp::Binary(op),
