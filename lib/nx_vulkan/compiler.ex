@@ -511,6 +511,12 @@ if Code.ensure_loaded?(Nx) do
           {results, state} = lower_while(w, scope, state)
           {Enum.at(results, i), state}
 
+        {:elem, [%T{data: %Expr{op: :block}} = b, i]} ->
+          lower_block(b, i, scope, state)
+
+        {:block, _} ->
+          lower_block(t, nil, scope, state)
+
         {:elem, [%T{data: %Expr{op: :cond}} = c, i]} ->
           lower_cond(c, i, t, scope, state)
 
@@ -738,6 +744,34 @@ if Code.ensure_loaded?(Nx) do
 
         true ->
           throw({:unsupported, name})
+      end
+    end
+
+    # Nx ≥ 0.10's block node (what optional became): NxVulkan.Backend.block/4 runs the
+    # cumulative ops on its scan kernel, a few others (top_k, take, take_along_axis, lu) on
+    # kernels of their own — so the evaluator takes those for now — and everything else
+    # through the block's default defn, which is inlined here the same way.
+    @native_blocks [:top_k, :take, :take_along_axis, :lu]
+
+    defp lower_block(%T{data: %Expr{args: [struct, in_args, default, _fun]}}, i, scope, state) do
+      name = struct.__struct__ |> Module.split() |> List.last() |> Macro.underscore() |> String.to_atom()
+      {tensors, _opts} = Enum.split_while(in_args, &(not is_list(&1)))
+
+      cond do
+        name in @cumulative ->
+          [x] = tensors
+          {[xi], state} = visit_args([x], scope, state)
+          emit(state, name, [xi], x, {struct.axis, struct.reverse})
+
+        name in @native_blocks ->
+          throw({:unsupported, name})
+
+        true ->
+          leaf = if i == nil, do: default, else: default |> then(&Composite.flatten_list([&1])) |> Enum.at(i)
+          {values, state} = visit_args(tensors, scope, state)
+          inner = values |> Enum.with_index(fn v, k -> {k, v} end) |> Map.new()
+          {v, inner_state} = visit(leaf, inner, %{state | index: %{}})
+          {v, %{inner_state | index: state.index}}
       end
     end
 
