@@ -140,6 +140,19 @@ struct KernelInput {
     kept: bool,
 }
 
+impl KernelInput {
+    /// How a kernel of `shape` reads `t` (`kept_axes`: the reduction's kept axes, for `kept`).
+    fn view(&self, t: &Tensor, shape: &[usize], kept_axes: &[usize]) -> Result<Tensor> {
+        if self.kept && t.shape().len() != shape.len() {
+            t.broadcast(shape, kept_axes)
+        } else if self.broadcast || self.kept {
+            t.broadcast_to(shape)
+        } else {
+            Ok(t.clone())
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Step {
     /// One generated kernel writing the materialised elementwise nodes `outputs`.
@@ -401,17 +414,7 @@ impl Plan {
         for (k, step) in self.steps.iter().enumerate() {
             match step {
                 Step::Map { shape, exprs, inputs, outputs } => {
-                    let ins = inputs
-                        .iter()
-                        .map(|inp| {
-                            let t = value(&vals, inp.node)?;
-                            if inp.broadcast {
-                                t.broadcast_to(shape)
-                            } else {
-                                Ok(t.clone())
-                            }
-                        })
-                        .collect::<Result<Vec<_>>>()?;
+                    let ins = inputs.iter().map(|inp| inp.view(value(&vals, inp.node)?, shape, &[])).collect::<Result<Vec<_>>>()?;
                     let outs = outputs
                         .iter()
                         .map(|&o| ctx.empty(g.nodes[o].dtype, shape))
@@ -432,19 +435,7 @@ impl Plan {
                         _ => return Err(invalid!("plan bug: reduce step on {:?}", rn.op)),
                     };
                     let kept_axes: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
-                    let ins = inputs
-                        .iter()
-                        .map(|inp| {
-                            let t = value(&vals, inp.node)?;
-                            if inp.kept && t.shape().len() != shape.len() {
-                                t.broadcast(shape, &kept_axes)
-                            } else if inp.broadcast || inp.kept {
-                                t.broadcast_to(shape)
-                            } else {
-                                Ok(t.clone())
-                            }
-                        })
-                        .collect::<Result<Vec<_>>>()?;
+                    let ins = inputs.iter().map(|inp| inp.view(value(&vals, inp.node)?, shape, &kept_axes)).collect::<Result<Vec<_>>>()?;
                     // with a finish, `out` holds the finished node (the reduction is not stored)
                     let stored = finish.as_ref().map_or(*node, |(_, f)| *f);
                     let out = ctx.empty(g.nodes[stored].dtype, &g.nodes[stored].shape)?;
@@ -684,7 +675,7 @@ impl Scheduler<'_> {
         if self.g.nodes[rn.args[0]].shape != shape || !row_broadcast(&rn.op, value_shape, &shape) {
             return false;
         }
-        let ready = reads.iter().all(|&l| l == r || (!self.open_of.contains_key(&l) && self.produced_at.get(&l).is_none_or(|&p| p < k)));
+        let ready = reads.iter().all(|&l| l == r || self.stored_before(l, k));
         if !ready {
             return false;
         }
@@ -703,6 +694,12 @@ impl Scheduler<'_> {
     /// turn, only `f` (so `n` is needed nowhere but in `f`'s expression).
     fn only_feeds(&self, n: usize, f: usize) -> bool {
         self.consumers[n].iter().all(|&c| c == f || (is_elementwise(&self.g.nodes[c].op) && !self.materialised[c] && self.only_feeds(c, f)))
+    }
+
+    /// Whether `l`'s value exists before step `k` runs: an input, or written by an earlier
+    /// step (not by a group still open, which is emitted later).
+    fn stored_before(&self, l: usize, k: usize) -> bool {
+        !self.open_of.contains_key(&l) && self.produced_at.get(&l).is_none_or(|&p| p < k)
     }
 
     /// The node a reduction step stores: its finish, or the reduction itself.
@@ -736,8 +733,7 @@ impl Scheduler<'_> {
         }
         let ok = reads.iter().all(|&l| {
             l == r
-                || (!self.open_of.contains_key(&l)
-                    && self.produced_at.get(&l).is_none_or(|&p| p < k)
+                || (self.stored_before(l, k)
                     && (self.g.nodes[l].shape == fshape || numel(&self.g.nodes[l].shape) == 1))
         });
         if !ok {

@@ -71,14 +71,20 @@ pub(crate) fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::R
     })
 }
 
-/// `{:ok, handle}`, or `{:ok, handle, :gc}` when the pool asks the caller to collect garbage
-/// (dead handles keep device memory until the BEAM collects them; see `take_gc_hint`).
-pub(crate) fn tensor_result<'a>(env: Env<'a>, r: engine::Result<Tensor>) -> Term<'a> {
+/// `{:ok, value}`, or `{:ok, value, :gc}` when the pool asks the caller to collect garbage
+/// (dead handles keep device memory until the BEAM collects them; see `take_gc_hint`): for
+/// results that hold new device tensors.
+pub(crate) fn device_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
     let gc = r.is_ok() && Context::try_global().is_some_and(|ctx| ctx.pool.take_gc_hint());
     match r {
-        Ok(t) if gc => (atoms::ok(), handle(t), atoms::gc()).encode(env),
-        r => encode_result(env, r, |env, t| handle(t).encode(env)),
+        Ok(v) if gc => (atoms::ok(), ok(env, v), atoms::gc()).encode(env),
+        r => encode_result(env, r, ok),
     }
+}
+
+/// `device_result` of one tensor: `{:ok, handle}` or `{:ok, handle, :gc}`.
+pub(crate) fn tensor_result<'a>(env: Env<'a>, r: engine::Result<Tensor>) -> Term<'a> {
+    device_result(env, r, |env, t| handle(t).encode(env))
 }
 
 pub(crate) fn dtype(s: &str) -> engine::Result<DType> {

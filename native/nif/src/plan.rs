@@ -11,7 +11,7 @@ use nx_vulkan_engine::plan::{scalar_from_bytes, Graph, Plan, PlanNode, PlanOp, P
 use nx_vulkan_engine::reduce::{ArgOp, ReduceOp, TieBreak};
 use nx_vulkan_engine::scan::ScanOp;
 use nx_vulkan_engine::sort::Direction;
-use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, UnaryOp};
+use nx_vulkan_engine::{self as engine, BinaryOp, DType, EngineError, UnaryOp};
 use rustler::{Binary, Encoder, Env, ResourceArc, Term};
 use std::sync::Arc;
 
@@ -127,16 +127,5 @@ fn plan_run(env: Env<'_>, plan: ResourceArc<PlanRef>, inputs: Vec<Handle>) -> Te
         let plan = plan.plan.clone();
         on_engine(move |ctx| plan.run(ctx, &inputs))
     })();
-    let gc = r.is_ok() && Context::try_global().is_some_and(|ctx| ctx.pool.take_gc_hint());
-    match r {
-        Ok(ts) => {
-            let hs: Vec<Handle> = ts.into_iter().map(handle).collect();
-            if gc {
-                (crate::atoms::ok(), hs, crate::atoms::gc()).encode(env)
-            } else {
-                (crate::atoms::ok(), hs).encode(env)
-            }
-        }
-        Err(e) => crate::encode_result::<()>(env, Err(e), |env, _| ().encode(env)),
-    }
+    crate::device_result(env, r, |env, ts| ts.into_iter().map(handle).collect::<Vec<Handle>>().encode(env))
 }
