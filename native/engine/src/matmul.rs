@@ -347,20 +347,36 @@ impl Context {
                     if out.dtype == DType::F32 {
                         return self.record_dot_using(batch, f32_kernel, a, contract_a, batch_a, b, contract_b, batch_b, out);
                     }
-                    let wide = self.empty(DType::F32, &out.shape)?;
-                    self.record_dot_using(batch, f32_kernel, a, contract_a, batch_a, b, contract_b, batch_b, &wide)?;
-                    self.record_map(batch, &[Expr::convert(Expr::Input(0), out.dtype)], &[&wide], &[out])
+                    self.record_dot_rounded(batch, f32_kernel, DType::F32, a, contract_a, batch_a, b, contract_b, batch_b, out)
                 }
             };
         }
         if out.dtype == DType::F32 && precision == DotPrecision::Exact {
-            let plan = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
-            check_dense_output(out, DType::F32, &plan.shape, "dot")?;
-            let wide = self.empty(DType::F64, &plan.shape)?;
-            self.record_dot_using(batch, None, a, contract_a, batch_a, b, contract_b, batch_b, &wide)?;
-            return self.record_map(batch, &[Expr::convert(Expr::Input(0), DType::F32)], &[&wide], &[out]);
+            return self.record_dot_rounded(batch, None, DType::F64, a, contract_a, batch_a, b, contract_b, batch_b, out);
         }
         self.record_dot_using(batch, None, a, contract_a, batch_a, b, contract_b, batch_b, out)
+    }
+
+    /// The GEMM into a `wide` scratch tensor, then one rounding to `out`'s type.
+    #[allow(clippy::too_many_arguments)]
+    fn record_dot_rounded(
+        &self,
+        batch: &mut Batch<'_>,
+        kernel: Option<MatmulKernel>,
+        wide: DType,
+        a: &Tensor,
+        contract_a: &[usize],
+        batch_a: &[usize],
+        b: &Tensor,
+        contract_b: &[usize],
+        batch_b: &[usize],
+        out: &Tensor,
+    ) -> Result<()> {
+        let plan = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+        check_dense_output(out, out.dtype, &plan.shape, "dot")?;
+        let scratch = self.empty(wide, &plan.shape)?;
+        self.record_dot_using(batch, kernel, a, contract_a, batch_a, b, contract_b, batch_b, &scratch)?;
+        self.record_map(batch, &[Expr::convert(Expr::Input(0), out.dtype)], &[&scratch], &[out])
     }
 
     /// `dot` with the kernel forced (`None`: chosen by [`choose_kernel`]) — for benchmarks and
