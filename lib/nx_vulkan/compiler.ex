@@ -114,12 +114,10 @@ if Code.ensure_loaded?(Nx) do
     `{:evaluator, op}` naming the first op that keeps it from being planned.
     """
     def describe(fun, args, opts \\ []) when is_function(fun) and is_list(args) do
-      expr = apply(Nx.Defn.debug_expr(fun), args)
-      params = args |> Composite.flatten_list() |> Enum.map(&Nx.to_tensor/1) |> Enum.map(&{&1.type, &1.shape})
-      dot = if opts[:precision] == :fast, do: "f32", else: "exact"
+      {expr, params} = traced(fun, args)
 
       try do
-        program = expr |> lower_program(params) |> compile_program(dot)
+        program = expr |> lower_program(params) |> compile_program(dot_precision(opts[:precision]))
         {:plan, summary(program)}
       catch
         {:unsupported, op} -> {:evaluator, op}
@@ -134,8 +132,7 @@ if Code.ensure_loaded?(Nx) do
     `{:unsupported, op}`.
     """
     def lower_ir(fun, args) when is_function(fun) and is_list(args) do
-      expr = apply(Nx.Defn.debug_expr(fun), args)
-      params = args |> Composite.flatten_list() |> Enum.map(&Nx.to_tensor/1) |> Enum.map(&{&1.type, &1.shape})
+      {expr, params} = traced(fun, args)
 
       try do
         case lower_program(expr, params) do
@@ -154,6 +151,17 @@ if Code.ensure_loaded?(Nx) do
         {:unsupported, op} -> {:unsupported, op}
       end
     end
+
+    # The expression `fun` builds for `args` and the parameter templates, as jit would see them.
+    defp traced(fun, args) do
+      expr = apply(Nx.Defn.debug_expr(fun), args)
+      params = args |> Composite.flatten_list() |> Enum.map(&Nx.to_tensor/1) |> Enum.map(&{&1.type, &1.shape})
+      {expr, params}
+    end
+
+    # The engine's dot policy for a precision option (NxVulkan.plan_compile/4).
+    defp dot_precision(:fast), do: "f32"
+    defp dot_precision(_exact), do: "exact"
 
     ## Compilation and its cache
 
@@ -186,10 +194,8 @@ if Code.ensure_loaded?(Nx) do
     defp build(key, vars, fun, opts, precision) do
       expr = fun.(vars)
       params = vars |> Composite.flatten_list() |> Enum.map(&{&1.type, &1.shape})
-      dot = if precision == :fast, do: "f32", else: "exact"
-
       try do
-        program = expr |> lower_program(params) |> compile_program(dot)
+        program = expr |> lower_program(params) |> compile_program(dot_precision(precision))
         {:program, program, expr}
       catch
         {:unsupported, op} ->
@@ -727,20 +733,14 @@ if Code.ensure_loaded?(Nx) do
 
       cond do
         name in @cumulative and function_exported?(NxVulkan.Backend, name, 3) ->
-          # NxVulkan.Backend's scan kernel (Nx's operand order), as the eager call runs it
           [x, opts] = call_args
-          {[xi], state} = visit_args([x], scope, state)
-          emit(state, name, [xi], x, {opts[:axis] || 0, opts[:reverse] || false})
+          lower_cumulative(name, x, opts[:axis] || 0, opts[:reverse] || false, scope, state)
 
         function_exported?(NxVulkan.Backend, name, length(call_args) + 1) ->
           throw({:unsupported, name})
 
         match?(%T{}, default) ->
-          {values, state} = visit_args(tensors, scope, state)
-          inner = values |> Enum.with_index(fn v, i -> {i, v} end) |> Map.new()
-          # the default expression's nodes are its own: visit them without the outer index
-          {v, inner_state} = visit(default, inner, %{state | index: %{}})
-          {v, %{inner_state | index: state.index}}
+          inline_default(default, tensors, scope, state)
 
         true ->
           throw({:unsupported, name})
@@ -760,19 +760,31 @@ if Code.ensure_loaded?(Nx) do
       cond do
         name in @cumulative ->
           [x] = tensors
-          {[xi], state} = visit_args([x], scope, state)
-          emit(state, name, [xi], x, {struct.axis, struct.reverse})
+          lower_cumulative(name, x, struct.axis, struct.reverse, scope, state)
 
         name in @native_blocks ->
           throw({:unsupported, name})
 
         true ->
           leaf = if i == nil, do: default, else: default |> then(&Composite.flatten_list([&1])) |> Enum.at(i)
-          {values, state} = visit_args(tensors, scope, state)
-          inner = values |> Enum.with_index(fn v, k -> {k, v} end) |> Map.new()
-          {v, inner_state} = visit(leaf, inner, %{state | index: %{}})
-          {v, %{inner_state | index: state.index}}
+          inline_default(leaf, tensors, scope, state)
       end
+    end
+
+    # A cumulative op on NxVulkan.Backend's scan kernel (Nx's operand order), as the eager
+    # call runs it.
+    defp lower_cumulative(name, x, axis, reverse, scope, state) do
+      {[xi], state} = visit_args([x], scope, state)
+      emit(state, name, [xi], x, {axis, reverse})
+    end
+
+    # An optional's or block's default expression, its parameters bound to the call's tensor
+    # arguments. Its nodes are its own: they are visited without the outer index.
+    defp inline_default(default, tensors, scope, state) do
+      {values, state} = visit_args(tensors, scope, state)
+      inner = values |> Enum.with_index(fn v, k -> {k, v} end) |> Map.new()
+      {v, inner_state} = visit(default, inner, %{state | index: %{}})
+      {v, %{inner_state | index: state.index}}
     end
 
     defp converted(%T{type: type} = x, type, scope, state), do: visit(x, scope, state)
