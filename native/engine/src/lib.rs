@@ -37,6 +37,7 @@ pub mod submit;
 pub mod tensor;
 pub mod window;
 pub mod conv;
+pub mod encoder;
 
 pub use device::{list_devices, DeviceCaps, DeviceSelector};
 pub use dtype::DType;
