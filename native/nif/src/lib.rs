@@ -12,6 +12,7 @@ use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, T
 use std::panic::RefUnwindSafe;
 
 mod complex;
+mod encoder;
 mod indexing;
 mod plan;
 mod sort;

@@ -1,0 +1,74 @@
+//! The encoder runtime (engine `encoder/`): a checkpoint loaded into a resource
+//! (`encoder_load`), texts embedded in one batch (`encoder_embed`), what was loaded
+//! (`encoder_info`). Translation only.
+
+use crate::encode_result;
+use nx_vulkan_engine::encoder::{Encoder, EncoderOptions, Precision};
+use nx_vulkan_engine::{self as engine, Context, EngineError};
+use rustler::{Binary, Encoder as _, Env, OwnedBinary, ResourceArc, Term};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub struct EncoderRef {
+    encoder: Arc<Encoder>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for EncoderRef {}
+
+/// Loads the checkpoint folder `path` on the process-wide device. `max_tokens` 0 keeps the
+/// checkpoint's own limit.
+#[rustler::nif(schedule = "DirtyIo")]
+fn encoder_load(env: Env<'_>, path: String, precision: String, max_tokens: usize) -> Term<'_> {
+    let r = (|| {
+        let precision = Precision::parse(&precision)?;
+        let options = EncoderOptions { precision, max_tokens: (max_tokens > 0).then_some(max_tokens) };
+        let dir = PathBuf::from(path);
+        engine::exec::run(move || Encoder::load(Context::global()?, &dir, &options))
+    })();
+    encode_result(env, r, |env, e| ResourceArc::new(EncoderRef { encoder: Arc::new(e) }).encode(env))
+}
+
+/// `{{model, device, precision}, {dimensions, max_tokens, pooling, normalize, weight_bytes}}`.
+#[rustler::nif]
+fn encoder_info(env: Env<'_>, encoder: ResourceArc<EncoderRef>) -> Term<'_> {
+    let i = encoder.encoder.info();
+    // (rustler encodes tuples of up to 7 elements)
+    let info = ((i.model.as_str(), i.device.as_str(), i.precision.name()), (i.dimensions, i.max_tokens, i.config.pooling.name(), i.config.normalize, i.weight_bytes));
+    encode_result(env, Ok(()), |env, ()| info.encode(env))
+}
+
+/// Embeds `texts` (binaries, UTF-8) as one batch: `{:ok, [{vector_f32_binary, tokens,
+/// truncated}]}` in input order.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn encoder_embed<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: Vec<Binary<'a>>) -> Term<'a> {
+    let r = (|| {
+        let texts = texts
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                std::str::from_utf8(b.as_slice())
+                    .map(str::to_owned)
+                    .map_err(|e| EngineError::InvalidArgument(format!("input {i} is not valid UTF-8: {e}")))
+            })
+            .collect::<engine::Result<Vec<String>>>()?;
+        let enc = encoder.encoder.clone();
+        engine::exec::run(move || {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            enc.embed(&refs)
+        })
+    })();
+    encode_result(env, r, |env, embeddings| {
+        embeddings
+            .into_iter()
+            .map(|e| {
+                let mut bin = OwnedBinary::new(e.vector.len() * 4);
+                for (chunk, v) in bin.as_mut_slice().chunks_exact_mut(4).zip(&e.vector) {
+                    chunk.copy_from_slice(&v.to_le_bytes());
+                }
+                (bin.release(env), e.tokens, e.truncated)
+            })
+            .collect::<Vec<_>>()
+            .encode(env)
+    })
+}
