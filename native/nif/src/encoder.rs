@@ -3,7 +3,7 @@
 //! (`encoder_info`). Translation only.
 
 use crate::encode_result;
-use nx_vulkan_engine::encoder::{Encoder, EncoderOptions, Precision};
+use nx_vulkan_engine::encoder::{Embedding, Encoder, EncoderOptions, Precision};
 use nx_vulkan_engine::{self as engine, Context, EngineError};
 use rustler::{Binary, Encoder as _, Env, OwnedBinary, ResourceArc, Term};
 use std::path::PathBuf;
@@ -58,17 +58,77 @@ fn encoder_embed<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: Vec<
             enc.embed(&refs)
         })
     })();
-    encode_result(env, r, |env, embeddings| {
-        embeddings
-            .into_iter()
-            .map(|e| {
-                let mut bin = OwnedBinary::new(e.vector.len() * 4);
-                for (chunk, v) in bin.as_mut_slice().chunks_exact_mut(4).zip(&e.vector) {
-                    chunk.copy_from_slice(&v.to_le_bytes());
-                }
-                (bin.release(env), e.tokens, e.truncated)
+    encode_result(env, r, embeddings_term)
+}
+
+/// The token ids the model sees for each text: `{:ok, [{ids_u32_binary, truncated}]}`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn encoder_tokenize<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: Vec<Binary<'a>>) -> Term<'a> {
+    let r = texts
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let text = std::str::from_utf8(b.as_slice()).map_err(|e| EngineError::InvalidArgument(format!("input {i} is not valid UTF-8: {e}")))?;
+            encoder.encoder.tokenize(text)
+        })
+        .collect::<engine::Result<Vec<_>>>();
+    encode_result(env, r, |env, all| {
+        all.into_iter()
+            .map(|t| {
+                (le_binary(env, &t.ids), t.truncated)
             })
             .collect::<Vec<_>>()
             .encode(env)
     })
+}
+
+/// Embeds already tokenized inputs (u32 little-endian id binaries, token type 0), as
+/// `encoder_embed` does.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn encoder_embed_tokens<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, ids: Vec<Binary<'a>>) -> Term<'a> {
+    let r = (|| {
+        let tokens = ids
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                if b.len() % 4 != 0 {
+                    return Err(EngineError::InvalidArgument(format!("input {i}: token ids must be u32 (a binary of 4-byte ids), got {} bytes", b.len())));
+                }
+                let ids: Vec<u32> = b.as_slice().chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                let type_ids = vec![0; ids.len()];
+                Ok(nx_vulkan_engine::encoder::tokenize::Tokens { ids, type_ids, truncated: false })
+            })
+            .collect::<engine::Result<Vec<_>>>()?;
+        let enc = encoder.encoder.clone();
+        engine::exec::run(move || enc.embed_tokens(&tokens))
+    })();
+    encode_result(env, r, embeddings_term)
+}
+
+/// `[{vector_f32_binary, tokens, truncated}]`.
+fn embeddings_term(env: Env<'_>, embeddings: Vec<Embedding>) -> Term<'_> {
+    embeddings.into_iter().map(|e| (le_binary(env, &e.vector), e.tokens, e.truncated)).collect::<Vec<_>>().encode(env)
+}
+
+/// Little-endian bytes of 4-byte values as a binary.
+fn le_binary<'a, T: Copy + ToLeBytes4>(env: Env<'a>, values: &[T]) -> Binary<'a> {
+    let mut bin = OwnedBinary::new(values.len() * 4);
+    for (chunk, v) in bin.as_mut_slice().chunks_exact_mut(4).zip(values) {
+        chunk.copy_from_slice(&v.le4());
+    }
+    bin.release(env)
+}
+
+trait ToLeBytes4 {
+    fn le4(self) -> [u8; 4];
+}
+impl ToLeBytes4 for f32 {
+    fn le4(self) -> [u8; 4] {
+        self.to_le_bytes()
+    }
+}
+impl ToLeBytes4 for u32 {
+    fn le4(self) -> [u8; 4] {
+        self.to_le_bytes()
+    }
 }
