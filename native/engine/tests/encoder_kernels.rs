@@ -530,3 +530,36 @@ fn pooling_mean_cls_normalised() {
         }
     });
 }
+
+/// Projection throughput for MiniLM's shapes (not a correctness test; run on a GPU with
+/// `cargo test --release --test encoder_kernels -- --ignored --nocapture linear_throughput`).
+#[test]
+#[ignore]
+fn linear_throughput() {
+    on_engine_alone(|ctx| {
+        for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+            for &(n, k) in &[(1152usize, 384usize), (384, 384), (1536, 384), (384, 1536)] {
+                let mut rng = Rng(1);
+                let (w, _) = weights(ctx, precision, n, k, &rng.vec(n * k, 0.5));
+                let b = up_f32(ctx, &[n], &rng.vec(n, 1.0));
+                for &t in &[8usize, 32, 128, 512, 2048, 8192] {
+                    let x = up_f32(ctx, &[t, k], &rng.vec(t * k, 1.0));
+                    let out = ctx.empty(DType::F32, &[t, n]).unwrap();
+                    let reps = 50;
+                    let run = |reps: usize| {
+                        let mut batch = ctx.batch().unwrap();
+                        for _ in 0..reps {
+                            ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::Gelu, None, precision, &out).unwrap();
+                        }
+                        batch.finish_and_wait().unwrap();
+                    };
+                    run(3);
+                    let t0 = std::time::Instant::now();
+                    run(reps);
+                    let s = t0.elapsed().as_secs_f64() / reps as f64;
+                    eprintln!("{precision:?} N={n} K={k} T={t}: {:.1} us, {:.2} TFLOP/s", s * 1e6, 2.0 * (t * n * k) as f64 / s / 1e12);
+                }
+            }
+        }
+    });
+}
