@@ -7,11 +7,27 @@
 //! Contract shared by all of them: the result for a row (token) or a sequence depends only on
 //! that row's / sequence's own data and the weights — the kernel, its tiling and its summation
 //! order are chosen from the weight shapes alone — so batch composition never changes a bit.
+//!
+//! **Numerics.** Every sum accumulates in f32. Projections: each output is one `fma` chain over
+//! k in ascending order (so its bits do not depend on the tile either), then `+ bias`, the
+//! activation, `+ residual`, each rounded to f32. GELU is the exact-erf form with our own f32
+//! erf and exp (`kernels/encoder_math.glsl`, about an ulp: the drivers' `exp` is an
+//! approximation and GLSL has no `erf`). In the f16/bf16 modes the activations are rounded to
+//! the weight type (round to nearest even) as they are loaded and the products of two halves
+//! are exact in f32. Layernorm: f32 mean and biased variance over a fixed tree, `(x - mean) ·
+//! (1/√(var + eps)) · γ + β`. Attention: online softmax over key tiles of fixed size (max
+//! subtracted, `exp` as above), divided by the denominator once at the end. Pooling: column
+//! sums in ascending row order, `/ len`; L2 norm over a fixed tree, `x / max(‖x‖, 1e-12)`.
+//! Inputs with a non-zero offset are read in place; every input must be contiguous.
 
+use crate::dtype::DType;
 use crate::error::{invalid, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
 use crate::submit::Batch;
 use crate::tensor::Tensor;
 use crate::Context;
+use std::fmt::Write;
 
 /// How a projection's operands are multiplied. Every mode accumulates in f32.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -47,6 +63,15 @@ impl Precision {
             Precision::Bf16 => "bf16",
         }
     }
+
+    /// The weight type a projection in this precision reads.
+    pub fn weight_dtype(self) -> DType {
+        match self {
+            Precision::Fp32 | Precision::Compensated => DType::F32,
+            Precision::Fp16 => DType::F16,
+            Precision::Bf16 => DType::BF16,
+        }
+    }
 }
 
 /// The activation applied in a projection's epilogue.
@@ -61,6 +86,7 @@ impl Context {
     /// `out[t, n] = act(Σ_k x[t, k] · w[n, k] + bias[n]) + residual[t, n]`: `x` is `[T, K]` f32,
     /// `w` is `[N, K]` (PyTorch's Linear layout) in the precision's weight type, `bias` `[N]`
     /// f32, `residual` (optional) and `out` `[T, N]` f32 (new contiguous tensors).
+    /// One dispatch; its tile is [`linear_tile`]`(N, K)`, never a function of `T`.
     #[allow(clippy::too_many_arguments)]
     pub fn record_encoder_linear(
         &self,
@@ -73,14 +99,62 @@ impl Context {
         precision: Precision,
         out: &Tensor,
     ) -> Result<()> {
-        let _ = (batch, x, w, bias, act, residual, precision, out);
-        Err(invalid!("encoder linear: not built yet"))
+        const OP: &str = "encoder linear";
+        if precision == Precision::Compensated {
+            return Err(invalid!("{OP}: compensated: not built yet (use fp32, fp16 or bf16)"));
+        }
+        let (t, k) = matrix(x, DType::F32, OP, "x")?;
+        let (n, kw) = matrix(w, precision.weight_dtype(), OP, "w")?;
+        if kw != k {
+            return Err(invalid!("{OP}: x is [{t}, {k}] but w is [{n}, {kw}] (w is [N, K], PyTorch's Linear layout)"));
+        }
+        vector(bias, DType::F32, n, OP, "bias")?;
+        if let Some(r) = residual {
+            let (rt, rn) = matrix(r, DType::F32, OP, "residual")?;
+            if (rt, rn) != (t, n) {
+                return Err(invalid!("{OP}: residual is [{rt}, {rn}], expected [{t}, {n}]"));
+            }
+        }
+        check_dense_output(out, DType::F32, &[t, n], OP)?;
+        if t == 0 || n == 0 {
+            return Ok(());
+        }
+        let (bm, bn) = linear_tile(n, k);
+        let wbytes = precision.weight_dtype().size() as u64;
+        let aligned16 = |t: &Tensor, elem: u64| (t.buffer.address() + elem * t.offset as u64).is_multiple_of(16);
+        let cfg = LinearCfg {
+            precision,
+            bm,
+            bn,
+            gelu: act == Activation::Gelu,
+            residual: residual.is_some(),
+            xv4: k % 4 == 0 && aligned16(x, 4),
+            // 4 weights: 16 bytes (f32) or 8 bytes (f16/bf16)
+            wv4: k % 4 == 0 && (w.buffer.address() + wbytes * w.offset as u64).is_multiple_of(4 * wbytes),
+            ov4: n % 4 == 0 && out.buffer.address().is_multiple_of(16),
+            check_n: n % bn as usize != 0,
+            check_k: k % LINEAR_BK as usize != 0 || k == 0,
+        };
+        let mut p = ParamBlock::new(OP);
+        let res = residual.unwrap_or(out);
+        p.addrs([x, w, bias, res, out].map(|t| t.buffer.address()));
+        p.i32s([t, n, k, x.offset, w.offset, bias.offset, res.offset])?;
+        for b in [x, w, bias, res, out] {
+            batch.keep(&b.buffer);
+        }
+        let threads = (bm / 4) * (bn / 4);
+        let kernel = self.kernels.get(&cfg.key(), threads, 1, || cfg.source())?;
+        let max = self.caps.max_workgroup_count;
+        let groups = [n.div_ceil(bn as usize) as u32, (t.div_ceil(bm as usize) as u64).min(max[1] as u64) as u32, 1];
+        batch.dispatch_grid(&kernel, p.bytes(), (t * n).min(u32::MAX as usize) as u32, groups)
     }
 
     /// Token embeddings: `out[t] = layernorm(word[ids[t]] + position[positions[t]] +
     /// token_type[token_types[t]]) · gamma + beta`. `ids`, `positions`, `token_types` are `[T]`
     /// u32; the tables `[V, H]`, `[P, H]`, `[S, H]` f32; `out` `[T, H]` f32. An index out of its
-    /// table's range is an error found before recording (the caller checks ids on the host).
+    /// table's range is an error found before recording (the caller checks ids on the host;
+    /// the kernel clamps indices into their tables so a bad one never reads out of range).
+    /// The sum is `(word + token_type) + position`, HF BERT's order. One dispatch.
     #[allow(clippy::too_many_arguments)]
     pub fn record_encoder_embeddings(
         &self,
@@ -96,20 +170,87 @@ impl Context {
         eps: f32,
         out: &Tensor,
     ) -> Result<()> {
-        let _ = (batch, ids, positions, token_types, word, position, token_type, gamma, beta, eps, out);
-        Err(invalid!("encoder embeddings: not built yet"))
+        const OP: &str = "encoder embeddings";
+        let (v, h) = matrix(word, DType::F32, OP, "word table")?;
+        let (pn, ph) = matrix(position, DType::F32, OP, "position table")?;
+        let (sn, sh) = matrix(token_type, DType::F32, OP, "token type table")?;
+        if ph != h || sh != h {
+            return Err(invalid!("{OP}: tables have widths {h}, {ph}, {sh}; they must agree"));
+        }
+        if v == 0 || pn == 0 || sn == 0 {
+            return Err(invalid!("{OP}: empty embedding table ({v}, {pn}, {sn} rows)"));
+        }
+        let t = ids.shape.first().copied().unwrap_or(0);
+        for (x, name) in [(ids, "ids"), (positions, "positions"), (token_types, "token_types")] {
+            vector(x, DType::U32, t, OP, name)?;
+        }
+        vector(gamma, DType::F32, h, OP, "gamma")?;
+        vector(beta, DType::F32, h, OP, "beta")?;
+        check_eps(eps, OP)?;
+        check_dense_output(out, DType::F32, &[t, h], OP)?;
+        if t == 0 || h == 0 {
+            return Ok(());
+        }
+        let all = [ids, positions, token_types, word, position, token_type, gamma, beta, out];
+        if [word, position, token_type].iter().any(|t| t.offset != 0) {
+            return Err(invalid!("{OP}: embedding tables must start at their buffer's start"));
+        }
+        let mut p = ParamBlock::new(OP);
+        p.addrs(all.map(|t| t.buffer.address()));
+        p.i32s([t, h])?.i32(eps.to_bits() as i32)?.i32s([0, gamma.offset, beta.offset, v, pn, sn, ids.offset, positions.offset, token_types.offset])?;
+        for b in all {
+            batch.keep(&b.buffer);
+        }
+        self.record_norm_rows(batch, true, h, t, p.bytes())
     }
 
-    /// Row-wise layernorm of `x` `[T, H]` f32 (biased variance, as PyTorch) into `out`.
+    /// Row-wise layernorm of `x` `[T, H]` f32 (biased variance, as PyTorch) into `out`. One
+    /// dispatch.
     pub fn record_encoder_layernorm(&self, batch: &mut Batch<'_>, x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f32, out: &Tensor) -> Result<()> {
-        let _ = (batch, x, gamma, beta, eps, out);
-        Err(invalid!("encoder layernorm: not built yet"))
+        const OP: &str = "encoder layernorm";
+        let (t, h) = matrix(x, DType::F32, OP, "x")?;
+        vector(gamma, DType::F32, h, OP, "gamma")?;
+        vector(beta, DType::F32, h, OP, "beta")?;
+        check_eps(eps, OP)?;
+        check_dense_output(out, DType::F32, &[t, h], OP)?;
+        if t == 0 || h == 0 {
+            return Ok(());
+        }
+        let mut p = ParamBlock::new(OP);
+        p.addrs([x, gamma, beta, out].map(|t| t.buffer.address()));
+        p.i32s([t, h])?.i32(eps.to_bits() as i32)?.i32s([x.offset, gamma.offset, beta.offset])?;
+        for b in [x, gamma, beta, out] {
+            batch.keep(&b.buffer);
+        }
+        self.record_norm_rows(batch, false, h, t, p.bytes())
+    }
+
+    fn record_norm_rows(&self, batch: &mut Batch<'_>, embed: bool, h: usize, t: usize, params: &[u8]) -> Result<()> {
+        let vpt = h.div_ceil(256);
+        if vpt > 16 {
+            return Err(invalid!("encoder layernorm: rows of {h} exceed the kernel's 4096"));
+        }
+        let key = format!("encoder layernorm embed={embed} vpt={vpt}");
+        let kernel = self.kernels.get(&key, 256, 1, || {
+            let mut s = crate::kernels::numeric_prelude();
+            writeln!(s, "#define VPT {vpt}").unwrap();
+            if embed {
+                s.push_str("#define EMBED\n");
+            }
+            s.push_str(include_str!("../kernels/encoder_norm.glsl"));
+            s
+        })?;
+        let groups = t.min(self.caps.max_workgroup_count[0].min(65535) as usize) as u32;
+        batch.dispatch_grid(&kernel, params, t.min(u32::MAX as usize) as u32, [groups, 1, 1])
     }
 
     /// Multi-head self-attention per sequence: `qkv` is `[T, 3·heads·head_dim]` f32 (each row
     /// q | k | v, heads contiguous inside each), `seq_offsets` `[B + 1]` u32 (rows of sequence
     /// `b` are `seq_offsets[b]..seq_offsets[b+1]`, every sequence at most `max_len` long);
     /// `out[t, h·D + d] = Σ_j softmax_j(q_t·k_j·scale) · v_j[d]` over `t`'s own sequence.
+    /// `out` is `[T, heads·head_dim]` f32. One dispatch over (query blocks of
+    /// ceil(max_len / 64), heads, sequences); offsets are clamped into `0..=T` on the device.
+    /// `head_dim` is 1..=128.
     #[allow(clippy::too_many_arguments)]
     pub fn record_encoder_attention(
         &self,
@@ -123,15 +264,226 @@ impl Context {
         scale: f32,
         out: &Tensor,
     ) -> Result<()> {
-        let _ = (batch, qkv, seq_offsets, sequences, max_len, heads, head_dim, scale, out);
-        Err(invalid!("encoder attention: not built yet"))
+        const OP: &str = "encoder attention";
+        let (t, width) = matrix(qkv, DType::F32, OP, "qkv")?;
+        if heads == 0 || head_dim == 0 || head_dim > 128 {
+            return Err(invalid!("{OP}: {heads} heads of {head_dim} (head_dim must be 1..=128)"));
+        }
+        if width != 3 * heads * head_dim {
+            return Err(invalid!("{OP}: qkv rows of {width}, expected 3 · {heads} heads · {head_dim} = {}", 3 * heads * head_dim));
+        }
+        vector(seq_offsets, DType::U32, sequences + 1, OP, "seq_offsets")?;
+        if !scale.is_finite() {
+            return Err(invalid!("{OP}: scale {scale} is not finite"));
+        }
+        check_dense_output(out, DType::F32, &[t, heads * head_dim], OP)?;
+        if t == 0 || sequences == 0 || max_len == 0 {
+            return Ok(());
+        }
+        let cfg = AttentionCfg { d: head_dim as u32, qb: ATTN_QB, kb: if head_dim <= 64 { 32 } else { 16 } };
+        let kernel = self.kernels.get(&cfg.key(), cfg.qb, 1, || cfg.source())?;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([qkv, seq_offsets, out].map(|t| t.buffer.address()));
+        p.i32s([t, heads, qkv.offset, seq_offsets.offset])?.i32(scale.to_bits() as i32)?.i32(sequences)?;
+        for b in [qkv, seq_offsets, out] {
+            batch.keep(&b.buffer);
+        }
+        let max = self.caps.max_workgroup_count;
+        let groups = [
+            (max_len.div_ceil(cfg.qb as usize) as u64).min(max[0] as u64) as u32,
+            u32::try_from(heads).ok().filter(|&h| h <= max[1]).ok_or_else(|| invalid!("{OP}: {heads} heads exceed the device's grid"))?,
+            (sequences as u64).min(max[2].min(65535) as u64) as u32,
+        ];
+        batch.dispatch_grid(&kernel, p.bytes(), (t * heads).min(u32::MAX as usize) as u32, groups)
     }
 
     /// Pools each sequence's rows of `x` `[T, H]` into `out` `[B, H]` f32 (mean over the
     /// sequence's tokens, or its first token for CLS), then divides each row by its L2 norm
     /// (clamped below at 1e-12, as `torch.nn.functional.normalize`) when `normalize` is set.
+    /// `seq_offsets` is `[B + 1]` u32 as for attention; an empty sequence pools to zeros. One
+    /// dispatch.
     pub fn record_encoder_pool(&self, batch: &mut Batch<'_>, x: &Tensor, seq_offsets: &Tensor, pooling: super::Pooling, normalize: bool, out: &Tensor) -> Result<()> {
-        let _ = (batch, x, seq_offsets, pooling, normalize, out);
-        Err(invalid!("encoder pooling: not built yet"))
+        const OP: &str = "encoder pooling";
+        let (t, h) = matrix(x, DType::F32, OP, "x")?;
+        let b = seq_offsets.shape.first().copied().unwrap_or(0).saturating_sub(1);
+        vector(seq_offsets, DType::U32, b + 1, OP, "seq_offsets")?;
+        check_dense_output(out, DType::F32, &[b, h], OP)?;
+        if b == 0 || h == 0 {
+            return Ok(());
+        }
+        let cls = match pooling {
+            super::Pooling::Cls => true,
+            super::Pooling::Mean => false,
+        };
+        let key = format!("encoder pool cls={cls} normalize={normalize}");
+        let kernel = self.kernels.get(&key, 256, 1, || {
+            let mut s = crate::kernels::numeric_prelude();
+            if cls {
+                s.push_str("#define CLS\n");
+            }
+            if normalize {
+                s.push_str("#define NORMALIZE\n");
+            }
+            s.push_str(include_str!("../kernels/encoder_pool.glsl"));
+            s
+        })?;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([x, seq_offsets, out].map(|t| t.buffer.address()));
+        p.i32s([t, h, b, x.offset, seq_offsets.offset])?;
+        for buf in [x, seq_offsets, out] {
+            batch.keep(&buf.buffer);
+        }
+        let groups = b.min(self.caps.max_workgroup_count[0].min(65535) as usize) as u32;
+        batch.dispatch_grid(&kernel, p.bytes(), b as u32, [groups, 1, 1])
     }
+
+    /// The encoder kernels' f32 `erf` applied elementwise to an f32 tensor (for tests of its
+    /// accuracy; GELU uses the same function).
+    #[doc(hidden)]
+    pub fn encoder_erf(&self, x: &Tensor) -> Result<Tensor> {
+        const OP: &str = "encoder erf";
+        let n = x.numel();
+        if x.dtype != DType::F32 || !x.is_contiguous() {
+            return Err(invalid!("{OP}: needs a contiguous f32 tensor"));
+        }
+        let out = self.empty(DType::F32, &x.shape)?;
+        let kernel = self.kernels.get("encoder erf", 256, 1, || {
+            let mut s = crate::kernels::numeric_prelude();
+            s.push_str(include_str!("../kernels/encoder_math.glsl"));
+            s.push_str(
+                "layout(local_size_x = 256) in;
+void main() {
+    uint64_t addrX = ParamsU64(pc.params).v[0]; uint64_t addrO = ParamsU64(pc.params).v[1];
+    int off = ParamsI32(pc.params + 16ul).v[0];
+    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u)
+        BufU32(addrO).v[i] = floatBitsToUint(enc_erff(uintBitsToFloat(BufU32(addrX).v[off + int(i)])));
+}
+",
+            );
+            s
+        })?;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([x.buffer.address(), out.buffer.address()]).i32(x.offset)?;
+        self.recorded(out, |batch, out| {
+            batch.keep(&x.buffer);
+            batch.keep(&out.buffer);
+            batch.dispatch(&kernel, p.bytes(), n as u64)
+        })
+    }
+}
+
+/// K per step of the projection kernel.
+const LINEAR_BK: u32 = 16;
+/// Queries per attention workgroup (one invocation each).
+const ATTN_QB: u32 = 64;
+
+/// The projection kernel's output tile (rows of T, columns of N) for an `[N, K]` weight: a
+/// function of the weight's shape only, so a row's bits never depend on the batch.
+pub fn linear_tile(n: usize, k: usize) -> (u32, u32) {
+    let _ = (n, k);
+    (64, 64)
+}
+
+/// Everything the projection kernel's source depends on (its cache key is its Debug form).
+#[derive(Clone, Copy, Debug)]
+struct LinearCfg {
+    precision: Precision,
+    bm: u32,
+    bn: u32,
+    gelu: bool,
+    residual: bool,
+    xv4: bool,
+    wv4: bool,
+    ov4: bool,
+    check_n: bool,
+    check_k: bool,
+}
+
+impl LinearCfg {
+    fn key(&self) -> String {
+        format!("encoder linear {self:?}")
+    }
+
+    fn source(&self) -> String {
+        let mut s = crate::kernels::numeric_prelude();
+        s.push_str(include_str!("../kernels/encoder_math.glsl"));
+        writeln!(s, "#define BM {}\n#define BN {}\n#define BK {LINEAR_BK}", self.bm, self.bn).unwrap();
+        s.push_str(match self.precision {
+            Precision::Fp16 => "#define W_F16\n#define X_F16\n",
+            Precision::Bf16 => "#define W_BF16\n#define X_BF16\n",
+            _ => "#define W_F32\n",
+        });
+        for (on, name) in [
+            (self.gelu, "GELU"),
+            (self.residual, "RES"),
+            (self.xv4, "XV4"),
+            (self.wv4, "WV4"),
+            (self.ov4, "OV4"),
+            (self.check_n, "CHECK_N"),
+            (self.check_k, "CHECK_K"),
+        ] {
+            if on {
+                writeln!(s, "#define {name}").unwrap();
+            }
+        }
+        s.push_str(include_str!("../kernels/encoder_linear.glsl"));
+        s
+    }
+}
+
+/// Everything the attention kernel's source depends on.
+#[derive(Clone, Copy, Debug)]
+struct AttentionCfg {
+    d: u32,
+    qb: u32,
+    kb: u32,
+}
+
+impl AttentionCfg {
+    fn key(&self) -> String {
+        format!("encoder attention {self:?}")
+    }
+
+    fn source(&self) -> String {
+        let mut s = crate::kernels::numeric_prelude();
+        s.push_str(include_str!("../kernels/encoder_math.glsl"));
+        writeln!(s, "#define D {}\n#define QB {}\n#define KB {}", self.d, self.qb, self.kb).unwrap();
+        s.push_str(include_str!("../kernels/encoder_attention.glsl"));
+        s
+    }
+}
+
+/// `t` as a `[rows, cols]` matrix of `dtype` whose rows are contiguous (any offset).
+fn matrix(t: &Tensor, dtype: DType, op: &str, name: &str) -> Result<(usize, usize)> {
+    if t.dtype != dtype {
+        return Err(invalid!("{op}: {name} must be {dtype}, got {}", t.dtype));
+    }
+    if t.shape.len() != 2 {
+        return Err(invalid!("{op}: {name} must be a matrix, got shape {:?}", t.shape));
+    }
+    if !t.is_contiguous() {
+        return Err(invalid!("{op}: {name} must be contiguous, got strides {:?}", t.strides));
+    }
+    Ok((t.shape[0], t.shape[1]))
+}
+
+/// `t` as a contiguous `[len]` vector of `dtype`.
+fn vector(t: &Tensor, dtype: DType, len: usize, op: &str, name: &str) -> Result<()> {
+    if t.dtype != dtype {
+        return Err(invalid!("{op}: {name} must be {dtype}, got {}", t.dtype));
+    }
+    if t.shape != [len] {
+        return Err(invalid!("{op}: {name} must have shape [{len}], got {:?}", t.shape));
+    }
+    if !t.is_contiguous() {
+        return Err(invalid!("{op}: {name} must be contiguous, got strides {:?}", t.strides));
+    }
+    Ok(())
+}
+
+fn check_eps(eps: f32, op: &str) -> Result<()> {
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(invalid!("{op}: eps {eps} must be finite and non-negative"));
+    }
+    Ok(())
 }

@@ -1,0 +1,565 @@
+//! The encoder's kernels (encoder/kernels.rs) against plain CPU references written here: f64
+//! accumulation of the same f32 (or f16/bf16-rounded) inputs, compared with stated bounds.
+//! Odd sizes (tile remainders), ragged batches, special values, empty batches, argument errors,
+//! one dispatch per kernel, and the batch-independence contract (a row's / a sequence's bits
+//! do not change with the rest of the batch).
+//!
+//! Bounds (u = 2^-24, f32's unit roundoff):
+//! - linear: each output is an f32 fma chain over K, so |gpu - ref| <= (K + 2)·u·S with
+//!   S = Σ_k |x_k·w_k| + |bias| (recursive summation); GELU's derivative is at most 1.13 and
+//!   its own error a few ulp, plus |v|·2^-22 where 1 + erf(v/√2) cancels (v < 0: PyTorch's f32
+//!   formula loses the same bits); the residual add one more rounding.
+//! - erf: within 2 ulp of MPFR's erf rounded to f32 (`rug`).
+//! - layernorm: relative to the row's scale: 1e-5·(|γ|·|x̂| + |β|) + 1e-6 (f32 mean/variance
+//!   over H <= 1024 values, a tree sum: error O(log H · u) of the row's magnitude).
+//! - attention: per query, max_j |δs_j| with δs_j = (D + 2)·u·scale·Σ_d |q_d·k_jd| (the score
+//!   error) moves the softmax weights by at most 2·δs relatively, so |gpu - ref| <=
+//!   (2·δs + 1e-5)·max|v| (exp about an ulp, the accumulation over <= 512 keys).
+//! - pooling: mean of <= 64 rows in f32: 1e-5 relative to max|x|; normalisation a few ulp.
+
+mod common;
+use common::on_engine;
+use common::on_engine_alone;
+use half::{bf16, f16};
+use nx_vulkan_engine::encoder::{Activation, Pooling, Precision};
+use nx_vulkan_engine::*;
+
+const U: f64 = 1.0 / 16777216.0;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Uniform in [-a, a).
+    fn f(&mut self, a: f32) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * a
+    }
+    fn vec(&mut self, n: usize, a: f32) -> Vec<f32> {
+        (0..n).map(|_| self.f(a)).collect()
+    }
+}
+
+fn up_f32(ctx: &Context, shape: &[usize], v: &[f32]) -> Tensor {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    ctx.upload(DType::F32, shape, &bytes).unwrap()
+}
+
+fn up_u32(ctx: &Context, v: &[u32]) -> Tensor {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    ctx.upload(DType::U32, &[v.len()], &bytes).unwrap()
+}
+
+fn down(ctx: &Context, t: &Tensor) -> Vec<f32> {
+    ctx.download(t).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The weights as the precision stores them (uploaded) and their values as f64.
+fn weights(ctx: &Context, p: Precision, n: usize, k: usize, w: &[f32]) -> (Tensor, Vec<f64>) {
+    match p {
+        Precision::Fp16 => {
+            let h: Vec<f16> = w.iter().map(|&x| f16::from_f32(x)).collect();
+            let bytes: Vec<u8> = h.iter().flat_map(|x| x.to_le_bytes()).collect();
+            (ctx.upload(DType::F16, &[n, k], &bytes).unwrap(), h.iter().map(|x| x.to_f64()).collect())
+        }
+        Precision::Bf16 => {
+            let h: Vec<bf16> = w.iter().map(|&x| bf16::from_f32(x)).collect();
+            let bytes: Vec<u8> = h.iter().flat_map(|x| x.to_le_bytes()).collect();
+            (ctx.upload(DType::BF16, &[n, k], &bytes).unwrap(), h.iter().map(|x| x.to_f64()).collect())
+        }
+        _ => (up_f32(ctx, &[n, k], w), w.iter().map(|&x| x as f64).collect()),
+    }
+}
+
+/// An activation as the precision rounds it on load.
+fn round_x(p: Precision, x: f32) -> f64 {
+    match p {
+        Precision::Fp16 => f16::from_f32(x).to_f64(),
+        Precision::Bf16 => bf16::from_f32(x).to_f64(),
+        _ => x as f64,
+    }
+}
+
+fn erf64(x: f64) -> f64 {
+    rug::Float::with_val(53, x).erf().to_f64()
+}
+
+fn gelu64(v: f64) -> f64 {
+    0.5 * v * (1.0 + erf64(v / std::f64::consts::SQRT_2))
+}
+
+struct LinearCase {
+    t: usize,
+    n: usize,
+    k: usize,
+    act: Activation,
+    residual: bool,
+    precision: Precision,
+}
+
+/// Runs one projection and checks it against the reference; returns the output.
+fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    let x = rng.vec(c.t * c.k, 2.0);
+    let w = rng.vec(c.n * c.k, 0.5);
+    let b = rng.vec(c.n, 1.0);
+    let r = rng.vec(c.t * c.n, 1.0);
+    let xt = up_f32(ctx, &[c.t, c.k], &x);
+    let (wt, w64) = weights(ctx, c.precision, c.n, c.k, &w);
+    let bt = up_f32(ctx, &[c.n], &b);
+    let rt = up_f32(ctx, &[c.t, c.n], &r);
+    let out = ctx.empty(DType::F32, &[c.t, c.n]).unwrap();
+    let mut batch = ctx.batch().unwrap();
+    ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, c.act, c.residual.then_some(&rt), c.precision, &out).unwrap();
+    batch.finish().unwrap();
+    let got = down(ctx, &out);
+    for t in 0..c.t {
+        for n in 0..c.n {
+            let (mut acc, mut s) = (b[n] as f64, (b[n] as f64).abs());
+            for k in 0..c.k {
+                let p = round_x(c.precision, x[t * c.k + k]) * w64[n * c.k + k];
+                acc += p;
+                s += p.abs();
+            }
+            let mut tol = (c.k + 2) as f64 * U * s;
+            let mut want = acc;
+            if c.act == Activation::Gelu {
+                want = gelu64(acc);
+                tol = 1.2 * tol + 8.0 * U * want.abs() + acc.abs() * 2f64.powi(-22);
+            }
+            if c.residual {
+                want += r[t * c.n + n] as f64;
+                tol += 2.0 * U * want.abs();
+            }
+            let g = got[t * c.n + n] as f64;
+            assert!((g - want).abs() <= tol + 1e-30, "{:?} T={} N={} K={} [{t},{n}]: {g} vs {want} (tol {tol})", c.precision, c.t, c.n, c.k);
+        }
+    }
+    got
+}
+
+#[test]
+fn linear_fp32_odd_sizes_activations_residuals() {
+    on_engine(|ctx| {
+        let cases = [(1, 5, 3), (7, 64, 64), (33, 70, 37), (257, 128, 100), (8, 1152, 384), (65, 384, 1536)];
+        for (i, &(t, n, k)) in cases.iter().enumerate() {
+            for (act, residual) in [(Activation::None, false), (Activation::Gelu, false), (Activation::None, true), (Activation::Gelu, true)] {
+                check_linear(ctx, &LinearCase { t, n, k, act, residual, precision: Precision::Fp32 }, 11 + i as u64);
+            }
+        }
+    });
+}
+
+#[test]
+fn linear_half_precisions_round_activations_and_weights() {
+    on_engine(|ctx| {
+        for precision in [Precision::Fp16, Precision::Bf16] {
+            for (i, &(t, n, k)) in [(1, 5, 3), (33, 70, 37), (40, 384, 384), (257, 66, 130)].iter().enumerate() {
+                check_linear(ctx, &LinearCase { t, n, k, act: Activation::Gelu, residual: true, precision }, 101 + i as u64);
+                check_linear(ctx, &LinearCase { t, n, k, act: Activation::None, residual: false, precision }, 201 + i as u64);
+            }
+        }
+    });
+}
+
+/// A row's bits are the same alone, as a prefix of a batch, or in the middle of a bigger one.
+#[test]
+fn linear_rows_are_batch_independent() {
+    on_engine(|ctx| {
+        for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+            for &(n, k) in &[(384, 384), (70, 37)] {
+                let big = 257;
+                let mut rng = Rng(5);
+                let x = rng.vec(big * k, 3.0);
+                let w = rng.vec(n * k, 0.5);
+                let b = rng.vec(n, 1.0);
+                let res = rng.vec(big * n, 1.0);
+                let (wt, _) = weights(ctx, precision, n, k, &w);
+                let bt = up_f32(ctx, &[n], &b);
+                let run = |rows: std::ops::Range<usize>| {
+                    let t = rows.len();
+                    let xt = up_f32(ctx, &[t, k], &x[rows.start * k..rows.end * k]);
+                    let rt = up_f32(ctx, &[t, n], &res[rows.start * n..rows.end * n]);
+                    let out = ctx.empty(DType::F32, &[t, n]).unwrap();
+                    let mut batch = ctx.batch().unwrap();
+                    ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, Activation::Gelu, Some(&rt), precision, &out).unwrap();
+                    batch.finish().unwrap();
+                    bits(&down(ctx, &out))
+                };
+                let all = run(0..big);
+                for rows in [0..1, 0..7, 100..133, 200..201, 64..128, 250..257] {
+                    assert_eq!(run(rows.clone()), all[rows.start * n..rows.end * n], "{precision:?} N={n} K={k} rows {rows:?}");
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn linear_one_dispatch_empty_batch_and_errors() {
+    on_engine_alone(|ctx| {
+        let x = up_f32(ctx, &[3, 8], &[0.5; 24]);
+        let w = up_f32(ctx, &[4, 8], &[0.25; 32]);
+        let b = up_f32(ctx, &[4], &[1.0; 4]);
+        let out = ctx.empty(DType::F32, &[3, 4]).unwrap();
+        let before = ctx.stats().dispatches;
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, None, Precision::Fp32, &out).unwrap();
+        batch.finish().unwrap();
+        assert_eq!(down(ctx, &out), vec![2.0; 12]); // 8 · 0.5 · 0.25 + 1, exact
+        assert_eq!(ctx.stats().dispatches - before, 1);
+        // empty T: no dispatch
+        let x0 = ctx.empty(DType::F32, &[0, 8]).unwrap();
+        let out0 = ctx.empty(DType::F32, &[0, 4]).unwrap();
+        let before = ctx.stats().dispatches;
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_encoder_linear(&mut batch, &x0, &w, &b, Activation::None, None, Precision::Fp32, &out0).unwrap();
+        assert!(batch.is_empty());
+        batch.finish().unwrap();
+        assert_eq!(ctx.stats().dispatches, before);
+        let mut batch = ctx.batch().unwrap();
+        let err = |r: Result<()>| r.unwrap_err().to_string();
+        let e = err(ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, None, Precision::Fp16, &out));
+        assert!(e.contains("w must be f16"), "{e}");
+        let e = err(ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, None, Precision::Compensated, &out));
+        assert!(e.contains("compensated: not built yet"), "{e}");
+        let w5 = up_f32(ctx, &[4, 5], &[0.0; 20]);
+        let e = err(ctx.record_encoder_linear(&mut batch, &x, &w5, &b, Activation::None, None, Precision::Fp32, &out));
+        assert!(e.contains("[N, K]"), "{e}");
+        let b3 = up_f32(ctx, &[3], &[0.0; 3]);
+        let e = err(ctx.record_encoder_linear(&mut batch, &x, &w, &b3, Activation::None, None, Precision::Fp32, &out));
+        assert!(e.contains("bias must have shape [4]"), "{e}");
+        let e = err(ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, Some(&x), Precision::Fp32, &out));
+        assert!(e.contains("residual is [3, 8]"), "{e}");
+        let wrong = ctx.empty(DType::F32, &[4, 3]).unwrap();
+        assert!(ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, None, Precision::Fp32, &wrong).is_err());
+        let xt = x.transpose(&[1, 0]).unwrap();
+        let e = err(ctx.record_encoder_linear(&mut batch, &xt, &w, &b, Activation::None, None, Precision::Fp32, &out));
+        assert!(e.contains("x must be"), "{e}");
+        assert!(batch.is_empty());
+    });
+}
+
+#[test]
+fn erf_is_within_two_ulp_of_mpfr() {
+    on_engine(|ctx| {
+        let mut xs: Vec<f32> = (-6000..=6000).map(|i| i as f32 / 1000.0).collect();
+        xs.extend([0.0, -0.0, 1e-30, -1e-30, 1e-7, 0.99999994, 1.0, 1.0000001, 3.9999998, 4.0, 10.0, -10.0, f32::INFINITY, f32::NEG_INFINITY, f32::MIN_POSITIVE]);
+        let mut rng = Rng(77);
+        xs.extend((0..4000).map(|_| rng.f(4.5)));
+        let got = down(ctx, &ctx.encoder_erf(&up_f32(ctx, &[xs.len()], &xs)).unwrap());
+        let mut worst = 0.0f64;
+        for (&x, &g) in xs.iter().zip(&got) {
+            let want = erf64(x as f64) as f32;
+            let ulp = f32::from_bits(want.abs().to_bits() + 1) - want.abs();
+            let e = ((g - want) as f64).abs() / ulp as f64;
+            worst = worst.max(e);
+            assert!(e <= 2.0, "erf({x:e}) = {g:e}, MPFR {want:e} ({e} ulp)");
+        }
+        let nan = down(ctx, &ctx.encoder_erf(&up_f32(ctx, &[1], &[f32::NAN])).unwrap());
+        assert!(nan[0].is_nan());
+        eprintln!("erf: worst {worst} ulp");
+    });
+}
+
+fn ln_ref(v: &[f32], g: &[f32], b: &[f32], eps: f32) -> Vec<(f64, f64)> {
+    let h = v.len() as f64;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / h;
+    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / h;
+    let r = 1.0 / (var + eps as f64).sqrt();
+    v.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let xh = (x as f64 - mean) * r;
+            (xh * g[i] as f64 + b[i] as f64, 1e-5 * ((g[i] as f64 * xh).abs() + (b[i] as f64).abs()) + 1e-6)
+        })
+        .collect()
+}
+
+#[test]
+fn layernorm_rows() {
+    on_engine(|ctx| {
+        for (i, &(t, h)) in [(1, 384), (7, 1000), (33, 5), (257, 384), (3, 1024)].iter().enumerate() {
+            let mut rng = Rng(31 + i as u64);
+            let mut x = rng.vec(t * h, 3.0);
+            // a constant row (variance 0: out = beta) and a row far from zero
+            x[..h].iter_mut().for_each(|v| *v = 2.5);
+            if t > 1 {
+                x[h..2 * h].iter_mut().for_each(|v| *v += 1000.0);
+            }
+            let g = rng.vec(h, 2.0);
+            let b = rng.vec(h, 1.0);
+            let out = ctx.empty(DType::F32, &[t, h]).unwrap();
+            let mut batch = ctx.batch().unwrap();
+            ctx.record_encoder_layernorm(&mut batch, &up_f32(ctx, &[t, h], &x), &up_f32(ctx, &[h], &g), &up_f32(ctx, &[h], &b), 1e-12, &out).unwrap();
+            batch.finish().unwrap();
+            let got = down(ctx, &out);
+            for r in 0..t {
+                let want = ln_ref(&x[r * h..(r + 1) * h], &g, &b, 1e-12);
+                for c in 0..h {
+                    let (w, tol) = want[c];
+                    // the row far from zero: its mean carries f32 rounding of ~1000·u·log2(H)
+                    let tol = if r == 1 { tol + 1e-3 * (g[c] as f64).abs() } else { tol };
+                    let gv = got[r * h + c] as f64;
+                    assert!((gv - w).abs() <= tol, "T={t} H={h} [{r},{c}]: {gv} vs {w}");
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn embeddings_gather_sum_and_normalise() {
+    on_engine_alone(|ctx| {
+        for &(t, h) in &[(1usize, 384usize), (33, 37), (7, 1000)] {
+            let (v, p, s) = (50, 20, 2);
+            let mut rng = Rng(h as u64);
+            let word = rng.vec(v * h, 1.0);
+            let pos = rng.vec(p * h, 0.5);
+            let typ = rng.vec(s * h, 0.5);
+            let g = rng.vec(h, 1.5);
+            let b = rng.vec(h, 0.5);
+            let ids: Vec<u32> = (0..t).map(|_| (rng.next() % v as u64) as u32).collect();
+            let positions: Vec<u32> = (0..t).map(|i| (i % p) as u32).collect();
+            let types: Vec<u32> = (0..t).map(|i| (i % s) as u32).collect();
+            let out = ctx.empty(DType::F32, &[t, h]).unwrap();
+            let before = ctx.stats().dispatches;
+            let mut batch = ctx.batch().unwrap();
+            ctx.record_encoder_embeddings(
+                &mut batch,
+                &up_u32(ctx, &ids),
+                &up_u32(ctx, &positions),
+                &up_u32(ctx, &types),
+                &up_f32(ctx, &[v, h], &word),
+                &up_f32(ctx, &[p, h], &pos),
+                &up_f32(ctx, &[s, h], &typ),
+                &up_f32(ctx, &[h], &g),
+                &up_f32(ctx, &[h], &b),
+                1e-12,
+                &out,
+            )
+            .unwrap();
+            batch.finish().unwrap();
+            let got = down(ctx, &out);
+            assert_eq!(ctx.stats().dispatches - before, 1);
+            for r in 0..t {
+                // the f32 sum in HF's order, then the layernorm reference
+                let e: Vec<f32> = (0..h)
+                    .map(|c| (word[ids[r] as usize * h + c] + typ[types[r] as usize * h + c]) + pos[positions[r] as usize * h + c])
+                    .collect();
+                let want = ln_ref(&e, &g, &b, 1e-12);
+                for c in 0..h {
+                    let gv = got[r * h + c] as f64;
+                    assert!((gv - want[c].0).abs() <= want[c].1, "T={t} H={h} [{r},{c}]: {gv} vs {}", want[c].0);
+                }
+            }
+        }
+        // empty batch and a mismatched table
+        let z = ctx.empty(DType::U32, &[0]).unwrap();
+        let tab = up_f32(ctx, &[2, 4], &[0.0; 8]);
+        let g = up_f32(ctx, &[4], &[1.0; 4]);
+        let out = ctx.empty(DType::F32, &[0, 4]).unwrap();
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_encoder_embeddings(&mut batch, &z, &z, &z, &tab, &tab, &tab, &g, &g, 1e-12, &out).unwrap();
+        assert!(batch.is_empty());
+        let tab5 = up_f32(ctx, &[2, 5], &[0.0; 10]);
+        assert!(ctx.record_encoder_embeddings(&mut batch, &z, &z, &z, &tab, &tab5, &tab, &g, &g, 1e-12, &out).is_err());
+    });
+}
+
+/// Packed qkv rows for sequences of `lens` with `heads` × `d`, and their offsets.
+fn attention_ref(qkv: &[f32], lens: &[usize], heads: usize, d: usize, scale: f32) -> Vec<(f64, f64)> {
+    let width = 3 * heads * d;
+    let mut out = vec![(0.0, 0.0); lens.iter().sum::<usize>() * heads * d];
+    let mut start = 0;
+    for &len in lens {
+        for h in 0..heads {
+            for i in 0..len {
+                let q = &qkv[(start + i) * width + h * d..][..d];
+                let mut s = vec![0.0f64; len];
+                let mut ds = 0.0f64;
+                for (j, sj) in s.iter_mut().enumerate() {
+                    let k = &qkv[(start + j) * width + heads * d + h * d..][..d];
+                    *sj = q.iter().zip(k).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * scale as f64;
+                    let bound = (d + 2) as f64 * U * scale as f64 * q.iter().zip(k).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum::<f64>();
+                    ds = ds.max(bound);
+                }
+                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let l: f64 = p.iter().sum();
+                let mut vmax = 0.0f64;
+                for c in 0..d {
+                    let mut o = 0.0;
+                    for j in 0..len {
+                        let v = qkv[(start + j) * width + 2 * heads * d + h * d + c] as f64;
+                        vmax = vmax.max(v.abs());
+                        o += p[j] / l * v;
+                    }
+                    out[(start + i) * heads * d + h * d + c].0 = o;
+                }
+                for c in 0..d {
+                    out[(start + i) * heads * d + h * d + c].1 = (2.0 * ds + 1e-5) * vmax + 1e-30;
+                }
+            }
+        }
+        start += len;
+    }
+    out
+}
+
+fn run_attention(ctx: &Context, qkv: &[f32], lens: &[usize], heads: usize, d: usize, scale: f32) -> Vec<f32> {
+    let t: usize = lens.iter().sum();
+    let mut offsets = vec![0u32];
+    for &l in lens {
+        offsets.push(offsets.last().unwrap() + l as u32);
+    }
+    let max_len = lens.iter().copied().max().unwrap_or(0);
+    let out = ctx.empty(DType::F32, &[t, heads * d]).unwrap();
+    let mut batch = ctx.batch().unwrap();
+    ctx.record_encoder_attention(&mut batch, &up_f32(ctx, &[t, 3 * heads * d], qkv), &up_u32(ctx, &offsets), lens.len(), max_len, heads, d, scale, &out).unwrap();
+    batch.finish().unwrap();
+    down(ctx, &out)
+}
+
+#[test]
+fn attention_ragged_batches() {
+    on_engine(|ctx| {
+        for &(lens, heads, d, a) in &[
+            (&[1usize, 17, 5, 64][..], 3usize, 32usize, 1.0f32),
+            (&[70, 1, 33][..], 2, 64, 1.0),
+            (&[9, 40][..], 1, 128, 0.5),
+            (&[130][..], 2, 48, 1.0),
+            // large scores: softmax must subtract the max (e^1000 overflows)
+            (&[1, 17, 40][..], 2, 32, 30.0),
+        ] {
+            let t: usize = lens.iter().sum();
+            let mut rng = Rng(d as u64 + lens.len() as u64);
+            let qkv = rng.vec(t * 3 * heads * d, a);
+            let scale = 1.0 / (d as f32).sqrt();
+            let got = run_attention(ctx, &qkv, lens, heads, d, scale);
+            let want = attention_ref(&qkv, lens, heads, d, scale);
+            for (i, (&g, &(w, tol))) in got.iter().zip(&want).enumerate() {
+                assert!(g.is_finite() && (g as f64 - w).abs() <= tol, "lens {lens:?} D={d} at {i}: {g} vs {w} (tol {tol})");
+            }
+        }
+    });
+}
+
+/// A sequence's bits are the same alone or among others (any position, any max_len).
+#[test]
+fn attention_is_batch_independent_one_dispatch_empty() {
+    on_engine_alone(|ctx| {
+        let (heads, d) = (3, 32);
+        let w = 3 * heads * d;
+        let lens = [1usize, 17, 5, 64, 100];
+        let t: usize = lens.iter().sum();
+        let mut rng = Rng(9);
+        let qkv = rng.vec(t * w, 2.0);
+        let before = ctx.stats().dispatches;
+        let all = run_attention(ctx, &qkv, &lens, heads, d, 0.2);
+        assert_eq!(ctx.stats().dispatches - before, 1);
+        let mut start = 0;
+        for &l in &lens {
+            let alone = run_attention(ctx, &qkv[start * w..(start + l) * w], &[l], heads, d, 0.2);
+            assert_eq!(bits(&alone), bits(&all[start * heads * d..(start + l) * heads * d]), "sequence of {l}");
+            start += l;
+        }
+        // empty batch: no dispatch
+        let out = ctx.empty(DType::F32, &[0, heads * d]).unwrap();
+        let mut batch = ctx.batch().unwrap();
+        let qkv0 = ctx.empty(DType::F32, &[0, w]).unwrap();
+        ctx.record_encoder_attention(&mut batch, &qkv0, &up_u32(ctx, &[0]), 0, 0, heads, d, 0.2, &out).unwrap();
+        assert!(batch.is_empty());
+        // errors
+        assert!(ctx.record_encoder_attention(&mut batch, &qkv0, &up_u32(ctx, &[0]), 0, 0, heads, 33, 0.2, &out).is_err());
+        assert!(ctx.record_encoder_attention(&mut batch, &qkv0, &up_u32(ctx, &[0, 0]), 0, 0, heads, d, 0.2, &out).is_err());
+    });
+}
+
+#[test]
+fn pooling_mean_cls_normalised() {
+    on_engine(|ctx| {
+        let h = 300;
+        let lens = [1usize, 17, 0, 5, 64];
+        let t: usize = lens.iter().sum();
+        let mut rng = Rng(3);
+        let mut x = rng.vec(t * h, 2.0);
+        // an all-zero sequence: the norm clamp keeps it zero
+        x[(1 + 17) * h..(1 + 17 + 5) * h].iter_mut().for_each(|v| *v = 0.0);
+        let mut offsets = vec![0u32];
+        for &l in &lens {
+            offsets.push(offsets.last().unwrap() + l as u32);
+        }
+        let xt = up_f32(ctx, &[t, h], &x);
+        let ot = up_u32(ctx, &offsets);
+        for pooling in [Pooling::Mean, Pooling::Cls] {
+            for normalize in [false, true] {
+                let out = ctx.empty(DType::F32, &[lens.len(), h]).unwrap();
+                let mut batch = ctx.batch().unwrap();
+                ctx.record_encoder_pool(&mut batch, &xt, &ot, pooling, normalize, &out).unwrap();
+                batch.finish().unwrap();
+                let got = down(ctx, &out);
+                for (b, &len) in lens.iter().enumerate() {
+                    let s = offsets[b] as usize;
+                    let mut row: Vec<f64> = (0..h)
+                        .map(|c| match (pooling, len) {
+                            (_, 0) => 0.0,
+                            (Pooling::Cls, _) => x[s * h + c] as f64,
+                            (Pooling::Mean, _) => (0..len).map(|r| x[(s + r) * h + c] as f64).sum::<f64>() / len as f64,
+                        })
+                        .collect();
+                    let mut tol = 1e-5 * 2.0;
+                    if normalize {
+                        let norm = row.iter().map(|v| v * v).sum::<f64>().sqrt().max(1e-12);
+                        row.iter_mut().for_each(|v| *v /= norm);
+                        tol = 1e-5 * 2.0 / norm.max(1e-3) + 1e-6;
+                    }
+                    for c in 0..h {
+                        let g = got[b * h + c] as f64;
+                        assert!((g - row[c]).abs() <= tol, "{pooling:?} normalize={normalize} seq {b} col {c}: {g} vs {}", row[c]);
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Projection throughput for MiniLM's shapes (not a correctness test; run on a GPU with
+/// `cargo test --release --test encoder_kernels -- --ignored --nocapture linear_throughput`).
+#[test]
+#[ignore]
+fn linear_throughput() {
+    on_engine_alone(|ctx| {
+        for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+            for &(n, k) in &[(1152usize, 384usize), (384, 384), (1536, 384), (384, 1536)] {
+                let mut rng = Rng(1);
+                let (w, _) = weights(ctx, precision, n, k, &rng.vec(n * k, 0.5));
+                let b = up_f32(ctx, &[n], &rng.vec(n, 1.0));
+                for &t in &[8usize, 32, 128, 512, 2048, 8192] {
+                    let x = up_f32(ctx, &[t, k], &rng.vec(t * k, 1.0));
+                    let out = ctx.empty(DType::F32, &[t, n]).unwrap();
+                    let reps = 50;
+                    let run = |reps: usize| {
+                        let mut batch = ctx.batch().unwrap();
+                        for _ in 0..reps {
+                            ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::Gelu, None, precision, &out).unwrap();
+                        }
+                        batch.finish_and_wait().unwrap();
+                    };
+                    run(3);
+                    let t0 = std::time::Instant::now();
+                    run(reps);
+                    let s = t0.elapsed().as_secs_f64() / reps as f64;
+                    eprintln!("{precision:?} N={n} K={k} T={t}: {:.1} us, {:.2} TFLOP/s", s * 1e6, 2.0 * (t * n * k) as f64 / s / 1e12);
+                }
+            }
+        }
+    });
+}
