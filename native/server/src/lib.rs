@@ -51,8 +51,8 @@ impl Default for ServerConfig {
 pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
 
 impl ShutdownHandle {
-    /// Stops accepting connections; requests already accepted are still answered, then
-    /// [`Server::run`] returns.
+    /// Stops accepting connections and requests (a request on a connection still open gets
+    /// 503); requests already queued are still answered, then [`Server::run`] returns.
     pub fn shutdown(&self) {
         self.0.send_replace(true);
     }
@@ -91,9 +91,12 @@ impl Server {
         let Server { listener, app, max_body_bytes, stop } = self;
         let router = api::router(app.clone(), max_body_bytes);
         let mut stopped = stop.0.subscribe();
+        let draining = app.clone();
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 let _ = stopped.wait_for(|s| *s).await;
+                // New requests on connections still open get 503; queued ones still run.
+                draining.queue.close();
             })
             .await?;
         // Every connection is done, so every accepted request has its answer; the worker
@@ -125,7 +128,8 @@ pub async fn shutdown_signal() {
 }
 
 /// Runs a server on its own runtime until SIGINT/SIGTERM (the `nx-vulkan serve` command);
-/// `ready` is told the bound address once it accepts connections.
+/// `ready` is told the bound address once it accepts connections. A second signal while
+/// draining exits the process at once.
 pub fn serve_until_signal(addr: SocketAddr, embedder: impl Embedder, config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("nx-vulkan-http").build()?;
     runtime.block_on(async move {
@@ -135,6 +139,9 @@ pub fn serve_until_signal(addr: SocketAddr, embedder: impl Embedder, config: Ser
         tokio::spawn(async move {
             shutdown_signal().await;
             stop.shutdown();
+            shutdown_signal().await;
+            eprintln!("nx-vulkan: second signal, exiting without draining");
+            std::process::exit(130);
         });
         server.run().await
     })
