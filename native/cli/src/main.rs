@@ -3,15 +3,18 @@
 //! `info` lists devices and capabilities; `demo` runs a few ops and checks them; `bench` is the
 //! GPU bench harness (elementwise bandwidth, SGEMM, per-op latency), printing one JSON object
 //! per measurement so `bench/` scripts can set it beside a peer measured in the same run.
+//! `encode` embeds JSON lines with an encoder checkpoint; `serve` serves it over HTTP
+//! (OpenAI's `/v1/embeddings`).
 
 use clap::{Parser, Subcommand};
 use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, UnaryOp};
 
+mod embedding;
 mod ops_bench;
 
 #[derive(Parser)]
-#[command(name = "nx-vulkan", version, about = "GPU compute on Vulkan: device info, demo, benchmarks")]
+#[command(name = "nx-vulkan", version, about = "GPU compute on Vulkan: device info, demo, benchmarks, text embeddings")]
 struct Cli {
     /// Device to use: an index or part of a name (default: NX_VULKAN_DEVICE, else the first GPU).
     #[arg(long, global = true)]
@@ -74,6 +77,11 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         sizes: Option<Vec<usize>>,
     },
+    /// Embed JSON lines with an encoder checkpoint: one JSON line out per line in, in order.
+    Encode(embedding::EncodeArgs),
+    /// Serve an encoder checkpoint over HTTP: POST /v1/embeddings (OpenAI's shape), GET
+    /// /health, GET /metrics. Stops gracefully on SIGINT/SIGTERM.
+    Serve(embedding::ServeArgs),
 }
 
 fn main() {
@@ -86,8 +94,13 @@ fn main() {
         }
         eprintln!("{msg}");
     }));
-    let cli = Cli::parse();
-    let result = exec::run(move || run(cli));
+    let Cli { device, command } = Cli::parse();
+    // encode and serve keep the model on a thread of their own and the caller free.
+    let result: std::result::Result<(), Box<dyn std::error::Error>> = match command {
+        Command::Encode(args) => embedding::encode(device, args),
+        Command::Serve(args) => embedding::serve(device, args),
+        command => exec::run(move || run(device, command)).map_err(Into::into),
+    };
     if let Err(e) = result {
         eprintln!("nx-vulkan: {e}");
         std::process::exit(1);
@@ -99,20 +112,20 @@ fn open(device: &Option<String>) -> Result<std::sync::Arc<Context>> {
     Context::open(&selector)
 }
 
-fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+fn run(device: Option<String>, command: Command) -> Result<()> {
+    match command {
         Command::Info => {
-            if let Some(d) = &cli.device {
+            if let Some(d) = &device {
                 std::env::set_var("NX_VULKAN_DEVICE", d);
             }
             print!("{}", nx_vulkan_engine::device::info_report()?);
             Ok(())
         }
-        Command::Digest => digest(&*open(&cli.device)?),
-        Command::Demo => demo(&*open(&cli.device)?),
-        Command::Gemm { types, sizes, reps, calls, coopmat_all } => gemm(&*open(&cli.device)?, &types, &sizes, reps, calls, coopmat_all),
+        Command::Digest => digest(&*open(&device)?),
+        Command::Demo => demo(&*open(&device)?),
+        Command::Gemm { types, sizes, reps, calls, coopmat_all } => gemm(&*open(&device)?, &types, &sizes, reps, calls, coopmat_all),
         Command::Bench { quick, elements, gemm, reps, ops, sizes, profile } => {
-            let ctx = open(&cli.device)?;
+            let ctx = open(&device)?;
             if profile {
                 ctx.stream.profile_start()?;
             }
@@ -140,6 +153,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Encode(_) | Command::Serve(_) => unreachable!("run on the main thread"),
     }
 }
 

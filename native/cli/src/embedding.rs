@@ -1,0 +1,136 @@
+//! `nx-vulkan encode` and `nx-vulkan serve`: an encoder checkpoint on the device, fed from
+//! JSON lines or over HTTP. The work itself lives in `nx_vulkan_server` (the encode loop, the
+//! queue, the API), where it is tested without a GPU; here are the flags, the device and the
+//! terminal.
+
+use clap::Args;
+use nx_vulkan_engine::encoder::{EncoderOptions, Precision};
+use nx_vulkan_engine::{exec, Context, DeviceSelector};
+use nx_vulkan_server::{encode_lines, EngineEmbedder, QueueConfig, ServerConfig};
+use std::error::Error;
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal};
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+type Result<T> = std::result::Result<T, Box<dyn Error>>;
+
+/// Which model, how, on which device.
+#[derive(Args)]
+pub struct ModelArgs {
+    /// Checkpoint folder (config.json, model.safetensors, tokenizer.json).
+    #[arg(long)]
+    model: PathBuf,
+    /// Projection precision: fp32, compensated, fp16 or bf16. One the device cannot run is an
+    /// error, never replaced by another.
+    #[arg(long, default_value = "fp32")]
+    precision: String,
+    /// Most tokens per input (default: the checkpoint's limit); longer inputs are cut and
+    /// reported as truncated.
+    #[arg(long)]
+    max_tokens: Option<usize>,
+    /// Most inputs per batch (one device submission each).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+}
+
+#[derive(Args)]
+pub struct EncodeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// JSON lines to embed: a file, or - for standard input. Each line is a JSON string or
+    /// {"text": ..., "id"?: ...}; embeddings come out on standard output in input order.
+    #[arg(long, default_value = "-")]
+    input: String,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Longest an input waits for its batch to fill, in milliseconds.
+    #[arg(long, default_value_t = 2)]
+    max_wait_ms: u64,
+    /// Most inputs waiting; a request that does not fit gets 503 with Retry-After.
+    #[arg(long, default_value_t = 1024)]
+    queue: usize,
+    /// Require `Authorization: Bearer KEY` on /v1/* (or set NX_VULKAN_API_KEY).
+    #[arg(long, env = "NX_VULKAN_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Largest request body accepted (413 above).
+    #[arg(long, default_value_t = 2 << 20)]
+    max_body_bytes: usize,
+}
+
+/// Opens the device (on an engine thread: it may compile) and loads the checkpoint.
+fn load(device: Option<String>, args: &ModelArgs) -> Result<EngineEmbedder> {
+    let precision = Precision::parse(&args.precision)?;
+    let selector = device.as_deref().map(DeviceSelector::parse).unwrap_or_else(DeviceSelector::from_env);
+    let ctx = exec::run(move || Context::open(&selector))?;
+    let options = EncoderOptions { precision, max_tokens: args.max_tokens };
+    Ok(EngineEmbedder::load(ctx, args.model.clone(), options)?)
+}
+
+pub fn encode(device: Option<String>, args: EncodeArgs) -> Result<()> {
+    // Open the input first: a missing file is reported before the model loads.
+    let (input, size): (Box<dyn BufRead>, Option<u64>) = if args.input == "-" {
+        (Box::new(BufReader::new(std::io::stdin())), None)
+    } else {
+        let file = std::fs::File::open(&args.input).map_err(|e| format!("{}: {e}", args.input))?;
+        let size = file.metadata().ok().map(|m| m.len());
+        (Box::new(BufReader::new(file)), size)
+    };
+    let mut embedder = load(device, &args.model)?;
+    let bar = match size {
+        Some(len) if std::io::stderr().is_terminal() => {
+            let bar = indicatif::ProgressBar::new(len);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+                    .expect("a valid template"),
+            );
+            Some(bar)
+        }
+        _ => None,
+    };
+    let output = BufWriter::new(std::io::stdout().lock());
+    let summary = encode_lines(&mut embedder, input, output, args.model.batch, &mut |read| {
+        if let Some(bar) = &bar {
+            bar.set_position(read);
+        }
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    eprintln!(
+        "nx-vulkan: encoded {} inputs ({} truncated, {} bad lines)",
+        summary.inputs, summary.truncated, summary.bad_lines
+    );
+    Ok(())
+}
+
+pub fn serve(device: Option<String>, args: ServeArgs) -> Result<()> {
+    let addr = (args.host.as_str(), args.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{}:{}: {e}", args.host, args.port))?
+        .next()
+        .ok_or_else(|| format!("{}:{}: no address", args.host, args.port))?;
+    let embedder = load(device, &args.model)?;
+    let info = nx_vulkan_server::Embedder::info(&embedder);
+    let config = ServerConfig {
+        queue: QueueConfig { batch: args.model.batch, max_wait: Duration::from_millis(args.max_wait_ms), capacity: args.queue },
+        api_key: args.api_key,
+        max_body_bytes: args.max_body_bytes,
+    };
+    nx_vulkan_server::serve_until_signal(addr, embedder, config, |bound| {
+        eprintln!(
+            "nx-vulkan: serving {} ({} dims, {}) on {} at http://{bound}/v1/embeddings",
+            info.model, info.dimensions, info.precision, info.device
+        );
+    })?;
+    eprintln!("nx-vulkan: stopped");
+    Ok(())
+}
