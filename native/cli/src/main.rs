@@ -11,6 +11,7 @@ use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, UnaryOp};
 
 mod embedding;
+mod encode_bench;
 mod ops_bench;
 
 #[derive(Parser)]
@@ -82,6 +83,9 @@ enum Command {
     /// Serve an encoder checkpoint over HTTP: POST /v1/embeddings (OpenAI's shape), GET
     /// /health, GET /metrics. Stops gracefully on SIGINT/SIGTERM.
     Serve(embedding::ServeArgs),
+    /// Encoder throughput: warmed inputs/s per batch×seq (JSON lines; the PyTorch side is
+    /// bench/encoder/torch_encoder.py).
+    EncodeBench(encode_bench::EncodeBenchArgs),
 }
 
 fn main() {
@@ -99,6 +103,7 @@ fn main() {
     let result: std::result::Result<(), Box<dyn std::error::Error>> = match command {
         Command::Encode(args) => embedding::encode(device, args),
         Command::Serve(args) => embedding::serve(device, args),
+        Command::EncodeBench(args) => encode_bench::run(device, args).map_err(Into::into),
         command => exec::run(move || run(device, command)).map_err(Into::into),
     };
     if let Err(e) = result {
@@ -153,7 +158,7 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Encode(_) | Command::Serve(_) => unreachable!("run on the main thread"),
+        Command::Encode(_) | Command::Serve(_) | Command::EncodeBench(_) => unreachable!("run on the main thread"),
     }
 }
 
