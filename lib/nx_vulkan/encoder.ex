@@ -75,10 +75,10 @@ defmodule NxVulkan.Encoder do
       path: path,
       model: model,
       device: device,
-      precision: String.to_existing_atom(precision),
+      precision: Enum.find(@precisions, &(Atom.to_string(&1) == precision)),
       dimensions: dims,
       max_tokens: max_tokens,
-      pooling: String.to_existing_atom(pooling),
+      pooling: if(pooling == "cls", do: :cls, else: :mean),
       normalize: normalize,
       weight_bytes: bytes
     }

@@ -433,11 +433,18 @@ fn minilm_tokenizer_matches_the_reference_ids_on_the_whole_corpus() {
         truncated += r.truncated as usize;
     }
     assert!(truncated >= 3, "the corpus should hold inputs past 256 tokens");
+    // the batch path (parallel over inputs) gives the same tokens
+    let texts: Vec<&str> = corpus.iter().map(|c| c.text.as_str()).collect();
+    let all = tok.encode_all(&texts).unwrap();
+    for (got, r) in all.iter().zip(&refs) {
+        assert_eq!((&got.ids, got.truncated), (&r.ids, r.truncated), "{} through encode_all", r.id);
+    }
 }
 
-/// Embeds the CI slice at batch sizes 1, 2, 4 and 8 and compares with PyTorch fp32 (1e-4 abs);
-/// `NX_VULKAN_ENCODER_FULL=1` takes the whole corpus.
-fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance: f64) -> f64 {
+/// Embeds the CI slice at each of `batches` (the same bits at every one) and compares with a
+/// PyTorch reference within `tolerance` (max abs); `NX_VULKAN_ENCODER_FULL=1` takes the whole
+/// corpus. Returns the worst error and the embeddings, with the corpus indices they are of.
+fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance: f64, batches: &[usize]) -> (f64, Vec<usize>, Vec<Vec<f32>>) {
     let dir = minilm_dir();
     let enc = std::sync::Arc::new(load(&dir, precision).expect("load MiniLM"));
     assert_eq!(enc.info().dimensions, 384);
@@ -451,7 +458,7 @@ fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance:
     assert!(full || picked.len() == slice.len(), "every ci_slice id is in the corpus");
     let mut worst = 0.0f64;
     let mut first: Option<Vec<Vec<f32>>> = None;
-    for batch in [1usize, 2, 4, 8] {
+    for &batch in batches {
         let mut got = Vec::new();
         for chunk in picked.chunks(batch) {
             let texts: Vec<&str> = chunk.iter().map(|&i| corpus[i].text.as_str()).collect();
@@ -468,11 +475,65 @@ fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance:
             Some(f) => assert_eq!(f, &got, "batch {batch} changed bits"),
         }
     }
-    eprintln!("{}: {} inputs × batch 1/2/4/8, max abs error vs PyTorch {worst:.3e}", precision.name(), picked.len());
-    worst
+    eprintln!("{}: {} inputs × batch {batches:?}, max abs error vs PyTorch ({reference_file}) {worst:.3e}", precision.name(), picked.len());
+    (worst, picked, first.unwrap())
 }
 
 #[test]
 fn minilm_fp32_is_within_1e4_of_pytorch() {
-    minilm_against_pytorch(Precision::Fp32, "reference-fp32.bin", 1e-4);
+    minilm_against_pytorch(Precision::Fp32, "reference-fp32.bin", 1e-4, &[1, 2, 4, 8]);
+}
+
+/// Cosine similarities are dot products (the embeddings are unit vectors); neighbours of `q`
+/// ordered by similarity, then index (identical inputs tie exactly and stay in index order).
+fn neighbours(all: &[Vec<f32>], q: usize, k: usize) -> Vec<(usize, f64)> {
+    let mut sims: Vec<(usize, f64)> = (0..all.len())
+        .filter(|&j| j != q)
+        .map(|j| (j, all[q].iter().zip(&all[j]).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()))
+        .collect();
+    sims.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    sims.truncate(k);
+    sims
+}
+
+/// A half-precision mode against PyTorch at the matching precision (the tolerance reached is
+/// printed; `tolerance` is the bound asserted), and — over the whole corpus
+/// (`NX_VULKAN_ENCODER_FULL=1`) — nearest-neighbour recall@10 against fp32's neighbours ≥ 0.99,
+/// top-1 identical wherever fp32's top-2 margin exceeds twice the mode's error vs fp32.
+fn half_mode(precision: Precision, reference_file: &str, tolerance: f64) {
+    let (_, picked, got) = minilm_against_pytorch(precision, reference_file, tolerance, &[8]);
+    let fp32 = reference("reference-fp32.bin", 384);
+    let vs_fp32 = picked
+        .iter()
+        .zip(&got)
+        .map(|(&i, v)| max_abs(v, &fp32[i].iter().map(|&x| x as f64).collect::<Vec<_>>()))
+        .fold(0.0, f64::max);
+    eprintln!("{}: max abs vs PyTorch fp32 {vs_fp32:.3e}", precision.name());
+    if picked.len() != fp32.len() {
+        return; // recall needs every input's embedding: the full corpus only
+    }
+    let (mut hits, mut top1_checked) = (0usize, 0usize);
+    for q in 0..fp32.len() {
+        let want = neighbours(&fp32, q, 11);
+        let mine = neighbours(&got, q, 10);
+        let want10: Vec<usize> = want[..10].iter().map(|n| n.0).collect();
+        hits += mine.iter().filter(|n| want10.contains(&n.0)).count();
+        if want[0].1 - want[1].1 > 2.0 * vs_fp32 {
+            top1_checked += 1;
+            assert_eq!(mine[0].0, want[0].0, "{}: query {q}'s nearest neighbour moved", precision.name());
+        }
+    }
+    let recall = hits as f64 / (10 * fp32.len()) as f64;
+    eprintln!("{}: recall@10 vs fp32 {recall:.4}; top-1 identical on the {top1_checked} queries whose fp32 margin exceeds 2× the error", precision.name());
+    assert!(recall >= 0.99, "{}: recall@10 {recall}", precision.name());
+}
+
+#[test]
+fn minilm_fp16_against_pytorch_fp16() {
+    half_mode(Precision::Fp16, "reference-fp16.bin", 2e-3);
+}
+
+#[test]
+fn minilm_bf16_against_pytorch_bf16() {
+    half_mode(Precision::Bf16, "reference-bf16.bin", 1e-2);
 }

@@ -55,7 +55,21 @@ impl EncoderTokenizer {
         })
     }
 
+    /// Tokenizes a batch, in parallel over the inputs (the tokenizers crate's thread pool;
+    /// `TOKENIZERS_PARALLELISM=false` turns it off): 64 inputs of 128 tokens took 23 ms one by
+    /// one on the H200 machine's CPU, longer than their forward pass.
     pub fn encode_all(&self, texts: &[&str]) -> Result<Vec<Tokens>> {
-        texts.iter().map(|t| self.encode(t)).collect()
+        if texts.len() < 2 {
+            return texts.iter().map(|t| self.encode(t)).collect();
+        }
+        let encodings = self.inner.encode_batch(texts.to_vec(), true).map_err(|e| invalid!("tokenizer: {e}"))?;
+        Ok(encodings
+            .into_iter()
+            .map(|enc| Tokens {
+                ids: enc.get_ids().to_vec(),
+                type_ids: enc.get_type_ids().to_vec(),
+                truncated: !enc.get_overflowing().is_empty(),
+            })
+            .collect())
     }
 }
