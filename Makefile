@@ -26,9 +26,10 @@ test-rust:
 test-elixir:
 	$(TEST_ENV) mix test
 
-demo: build
+demo: build models
 	native/target/release/nx-vulkan info
 	native/target/release/nx-vulkan demo
+	native/target/release/nx-vulkan encode --model $$(bash scripts/fetch-minilm.sh) --input examples/sentences.jsonl | cut -c1-160
 	native/target/release/nx-vulkan bench --quick
 
 clean:
