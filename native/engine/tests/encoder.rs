@@ -7,7 +7,6 @@ mod common;
 
 use common::ctx;
 use nx_vulkan_engine::encoder::{Encoder, EncoderOptions, Pooling, Precision};
-use nx_vulkan_engine::exec;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -226,15 +225,16 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+// Through common::on_engine: a test that asserts exact counter deltas runs alone.
 fn load(dir: &Path, precision: Precision) -> nx_vulkan_engine::Result<Encoder> {
     let dir = dir.to_path_buf();
-    exec::run(move || Encoder::load(ctx(), &dir, &EncoderOptions { precision, max_tokens: None }))
+    common::on_engine(move |_| Encoder::load(ctx(), &dir, &EncoderOptions { precision, max_tokens: None }))
 }
 
 fn embed(enc: &std::sync::Arc<Encoder>, texts: &[&str]) -> Vec<nx_vulkan_engine::encoder::Embedding> {
     let enc = enc.clone();
     let texts: Vec<String> = texts.iter().map(|s| s.to_string()).collect();
-    exec::run(move || {
+    common::on_engine(move |_| {
         let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
         enc.embed(&refs)
     })
@@ -314,15 +314,18 @@ fn one_batch_is_one_submission() {
     let dir = temp_dir("submission");
     tiny.write(&dir, "", Pooling::Mean, true);
     let enc = std::sync::Arc::new(load(&dir, Precision::Fp32).expect("load tiny"));
-    let c = ctx();
-    let before = c.stats();
-    embed(&enc, TEXTS);
-    let after = c.stats();
-    // embeddings + per layer (qkv, attention, out-proj, norm, up, down, norm) + pooling;
-    // the 4 uploads and 1 download are transfers. Other tests of this binary may run at the
-    // same time, so only lower bounds on the shared counters.
-    let want = 1 + 7 * tiny.layers as u64 + 1;
-    assert!(after.dispatches - before.dispatches >= want, "dispatches {} < {want}", after.dispatches - before.dispatches);
+    let enc2 = enc.clone();
+    let (before, after) = common::on_engine_alone(move |c| {
+        let before = c.stats();
+        enc2.embed(TEXTS).expect("embed");
+        (before, c.stats())
+    });
+    // embeddings + per layer (qkv, attention, out-proj, norm, up, down, norm) + pooling, one
+    // upload (ids, positions, types, offsets together) and one read-back.
+    assert_eq!(after.dispatches - before.dispatches, 1 + 7 * tiny.layers as u64 + 1);
+    assert_eq!(after.uploads - before.uploads, 1);
+    assert_eq!(after.downloads - before.downloads, 1);
+    assert_eq!(after.recordings - before.recordings, 1 + (after.copies - before.copies), "the forward pass is one recording (a staged upload adds its copy's)");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -175,11 +175,12 @@ impl Encoder {
             max_len = max_len.max(s.ids.len());
         }
         let t = ids.len();
-        let u32s = |v: &[u32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-        let ids_t = ctx.upload(DType::U32, &[t], &u32s(&ids))?;
-        let pos_t = ctx.upload(DType::U32, &[t], &u32s(&positions))?;
-        let types_t = ctx.upload(DType::U32, &[t], &u32s(&types))?;
-        let offsets_t = ctx.upload(DType::U32, &[b + 1], &u32s(&offsets))?;
+        // One upload (one transfer, where the device needs a staged copy) holding ids,
+        // positions, token types and offsets; the kernels read views of it.
+        let host: Vec<u8> = [&ids[..], &positions[..], &types[..], &offsets[..]].concat().iter().flat_map(|x| x.to_le_bytes()).collect();
+        let inputs = ctx.upload(DType::U32, &[3 * t + b + 1], &host)?;
+        let part = |start: usize, len: usize| inputs.slice(&[start], &[len], &[1]);
+        let (ids_t, pos_t, types_t, offsets_t) = (part(0, t)?, part(t, t)?, part(2 * t, t)?, part(3 * t, b + 1)?);
         let rows = |n: usize| -> Result<Tensor> { ctx.empty(DType::F32, &[t, n]) };
         let precision = self.info.precision;
         let scale = 1.0 / (cfg.head_dim() as f32).sqrt();
