@@ -266,14 +266,19 @@ async fn graceful_shutdown_answers_in_flight_requests() {
             tokio::spawn(async move { (c, embed(addr, &json!({"input": format!("late {c}")})).await) })
         })
         .collect();
-    // Wait until every request is accepted (queued or running), then stop.
-    for _ in 0..400 {
+    // Wait until every request is accepted (queued or running), then stop. (A request not yet
+    // sent when the server stops is refused, not "in flight": on a loaded machine the 6
+    // connections can take seconds, so wait for them rather than for a fixed time.)
+    let mut accepted = false;
+    for _ in 0..6000 {
         let waiting = metric(&metrics(s.addr).await, "nx_vulkan_queue_depth") as usize;
         if waiting + batches.lock().iter().sum::<usize>() == 6 {
+            accepted = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert!(accepted, "the 6 requests were not all accepted within 30 s");
     s.stop.shutdown();
     for c in clients {
         let (c, r) = c.await.unwrap();
