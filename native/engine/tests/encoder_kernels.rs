@@ -9,6 +9,10 @@
 //!   S = Σ_k |x_k·w_k| + |bias| (recursive summation); GELU's derivative is at most 1.13 and
 //!   its own error a few ulp, plus |v|·2^-22 where 1 + erf(v/√2) cancels (v < 0: PyTorch's f32
 //!   formula loses the same bits); the residual add one more rounding.
+//! - compensated linear: against the same split done in f64 (bf16 hi = bf16(v), lo =
+//!   bf16(v - hi), products hi·hi + hi·lo + lo·hi): (K + 3)·u·S (two f32 chains, the lo chain
+//!   2^-7 of the size of the hi one, and their sum); against the exact Σ x·w that plus the
+//!   split's own 3.01·2^-16·Σ|x·w| (lo·lo, x·δw, δx·w with |δ| <= 2^-16·|v|).
 //! - erf: within 2 ulp of MPFR's erf rounded to f32 (`rug`).
 //! - layernorm: relative to the row's scale: 1e-5·(|γ|·|x̂| + |β|) + 1e-6 (f32 mean/variance
 //!   over H <= 1024 values, a tree sum: error O(log H · u) of the row's magnitude).
@@ -21,6 +25,7 @@ mod common;
 use common::on_engine;
 use common::on_engine_alone;
 use half::{bf16, f16};
+use nx_vulkan_engine::encoder::kernels::linear_tile;
 use nx_vulkan_engine::encoder::{Activation, Pooling, Precision};
 use nx_vulkan_engine::*;
 
@@ -102,13 +107,36 @@ struct LinearCase {
     act: Activation,
     residual: bool,
     precision: Precision,
+    /// x and w scaled by random powers of two (x by 2^-24..2^24, w by 2^-16..2^16)
+    wide: bool,
+}
+
+/// v's compensated parts as f64: (bf16(v), bf16(v - bf16(v))).
+fn split(v: f32) -> (f64, f64) {
+    let hi = bf16::from_f32(v).to_f32();
+    (hi as f64, bf16::from_f32(v - hi).to_f64())
+}
+
+/// The worst |gpu - exact| / S seen for each precision (printed by the tests, for the record).
+static WORST: std::sync::Mutex<Vec<(Precision, f64)>> = std::sync::Mutex::new(Vec::new());
+
+fn note_worst(p: Precision, e: f64) {
+    let mut w = WORST.lock().unwrap();
+    match w.iter_mut().find(|(q, _)| *q == p) {
+        Some((_, v)) => *v = v.max(e),
+        None => w.push((p, e)),
+    }
 }
 
 /// Runs one projection and checks it against the reference; returns the output.
 fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
     let mut rng = Rng(seed);
-    let x = rng.vec(c.t * c.k, 2.0);
-    let w = rng.vec(c.n * c.k, 0.5);
+    let mut x = rng.vec(c.t * c.k, 2.0);
+    let mut w = rng.vec(c.n * c.k, 0.5);
+    if c.wide {
+        x.iter_mut().for_each(|v| *v *= 2f32.powi((rng.next() % 49) as i32 - 24));
+        w.iter_mut().for_each(|v| *v *= 2f32.powi((rng.next() % 33) as i32 - 16));
+    }
     let b = rng.vec(c.n, 1.0);
     let r = rng.vec(c.t * c.n, 1.0);
     let xt = up_f32(ctx, &[c.t, c.k], &x);
@@ -120,28 +148,51 @@ fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
     ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, c.act, c.residual.then_some(&rt), c.precision, &out).unwrap();
     batch.finish().unwrap();
     let got = down(ctx, &out);
+    let comp = c.precision == Precision::Compensated;
+    let wsplit: Vec<(f64, f64)> = if comp { w.iter().map(|&v| split(v)).collect() } else { Vec::new() };
+    // (want, tol) after the epilogue for a pre-activation `acc` known to within `tol`
+    let finish = |acc: f64, mut tol: f64, t: usize, n: usize| {
+        let mut want = acc;
+        if c.act == Activation::Gelu {
+            want = gelu64(acc);
+            tol = 1.2 * tol + 8.0 * U * want.abs() + acc.abs() * 2f64.powi(-22);
+        }
+        if c.residual {
+            want += r[t * c.n + n] as f64;
+            tol += 2.0 * U * want.abs();
+        }
+        (want, tol)
+    };
+    let mut worst = 0.0f64;
     for t in 0..c.t {
+        let xsplit: Vec<(f64, f64)> = if comp { x[t * c.k..(t + 1) * c.k].iter().map(|&v| split(v)).collect() } else { Vec::new() };
         for n in 0..c.n {
-            let (mut acc, mut s) = (b[n] as f64, (b[n] as f64).abs());
+            let (mut acc, mut s, mut acc_split) = (b[n] as f64, (b[n] as f64).abs(), b[n] as f64);
             for k in 0..c.k {
                 let p = round_x(c.precision, x[t * c.k + k]) * w64[n * c.k + k];
                 acc += p;
                 s += p.abs();
-            }
-            let mut tol = (c.k + 2) as f64 * U * s;
-            let mut want = acc;
-            if c.act == Activation::Gelu {
-                want = gelu64(acc);
-                tol = 1.2 * tol + 8.0 * U * want.abs() + acc.abs() * 2f64.powi(-22);
-            }
-            if c.residual {
-                want += r[t * c.n + n] as f64;
-                tol += 2.0 * U * want.abs();
+                if comp {
+                    let ((xh, xl), (wh, wl)) = (xsplit[k], wsplit[n * c.k + k]);
+                    acc_split += xh * wh + (xh * wl + xl * wh);
+                }
             }
             let g = got[t * c.n + n] as f64;
-            assert!((g - want).abs() <= tol + 1e-30, "{:?} T={} N={} K={} [{t},{n}]: {g} vs {want} (tol {tol})", c.precision, c.t, c.n, c.k);
+            let at = || format!("{:?} T={} N={} K={} wide={} [{t},{n}]", c.precision, c.t, c.n, c.k, c.wide);
+            let chain = if comp { (c.k + 3) as f64 } else { (c.k + 2) as f64 } * U * s;
+            if comp {
+                let (want, tol) = finish(acc_split, chain, t, n);
+                assert!((g - want).abs() <= tol + 1e-30, "{} against the split in f64: {g} vs {want} (tol {tol})", at());
+            }
+            let split_err = if comp { 3.01 * 2f64.powi(-16) * (s - (b[n] as f64).abs()) } else { 0.0 };
+            let (want, tol) = finish(acc, chain + split_err, t, n);
+            assert!((g - want).abs() <= tol + 1e-30, "{}: {g} vs {want} (tol {tol})", at());
+            if c.act == Activation::None && !c.residual && s > 0.0 {
+                worst = worst.max((g - want).abs() / s);
+            }
         }
     }
+    note_worst(c.precision, worst);
     got
 }
 
@@ -151,7 +202,7 @@ fn linear_fp32_odd_sizes_activations_residuals() {
         let cases = [(1, 5, 3), (7, 64, 64), (33, 70, 37), (257, 128, 100), (8, 1152, 384), (65, 384, 1536)];
         for (i, &(t, n, k)) in cases.iter().enumerate() {
             for (act, residual) in [(Activation::None, false), (Activation::Gelu, false), (Activation::None, true), (Activation::Gelu, true)] {
-                check_linear(ctx, &LinearCase { t, n, k, act, residual, precision: Precision::Fp32 }, 11 + i as u64);
+                check_linear(ctx, &LinearCase { t, n, k, act, residual, precision: Precision::Fp32, wide: false }, 11 + i as u64);
             }
         }
     });
@@ -162,10 +213,57 @@ fn linear_half_precisions_round_activations_and_weights() {
     on_engine(|ctx| {
         for precision in [Precision::Fp16, Precision::Bf16] {
             for (i, &(t, n, k)) in [(1, 5, 3), (33, 70, 37), (40, 384, 384), (257, 66, 130)].iter().enumerate() {
-                check_linear(ctx, &LinearCase { t, n, k, act: Activation::Gelu, residual: true, precision }, 101 + i as u64);
-                check_linear(ctx, &LinearCase { t, n, k, act: Activation::None, residual: false, precision }, 201 + i as u64);
+                check_linear(ctx, &LinearCase { t, n, k, act: Activation::Gelu, residual: true, precision, wide: false }, 101 + i as u64);
+                check_linear(ctx, &LinearCase { t, n, k, act: Activation::None, residual: false, precision, wide: false }, 201 + i as u64);
             }
         }
+    });
+}
+
+/// Compensated projections against f64 (the exact sum and the same split done in f64), odd
+/// sizes, every epilogue, values of a wide dynamic range; fp32 on the same cases for scale.
+#[test]
+fn linear_compensated_is_near_fp32() {
+    on_engine(|ctx| {
+        let cases = [(1, 5, 3), (7, 64, 64), (33, 70, 37), (257, 128, 100), (7, 384, 1536), (33, 1152, 384)];
+        for (i, &(t, n, k)) in cases.iter().enumerate() {
+            for wide in [false, true] {
+                for (act, residual) in [(Activation::None, false), (Activation::Gelu, false), (Activation::None, true), (Activation::Gelu, true)] {
+                    for precision in [Precision::Compensated, Precision::Fp32] {
+                        check_linear(ctx, &LinearCase { t, n, k, act, residual, precision, wide }, 301 + i as u64);
+                    }
+                }
+            }
+        }
+        // measured: worst |gpu - exact| / Σ|x·w| over the cases without an epilogue
+        for (p, e) in WORST.lock().unwrap().iter() {
+            eprintln!("linear {p:?}: worst error {e:.3e} of Σ|x·w| (2^{:.1})", e.log2());
+        }
+    });
+}
+
+/// Inf and NaN pass through the split as they pass through an f32 product (Inf · a finite w
+/// is Inf even where w's lo part is 0); values near f32's max (whose bf16 rounding overflows)
+/// are split without overflow.
+#[test]
+fn linear_compensated_special_values() {
+    on_engine(|ctx| {
+        let big = f32::MAX; // bf16(MAX) rounds to Inf; the split must truncate instead
+        let x = up_f32(ctx, &[4, 2], &[f32::INFINITY, 0.0, f32::NAN, 0.0, big, 0.0, 1.0, 2.0]);
+        let w = up_f32(ctx, &[2, 2], &[1.0, 1.0, 0.25, -3.0]);
+        let b = up_f32(ctx, &[2], &[0.0; 2]);
+        let out = ctx.empty(DType::F32, &[4, 2]).unwrap();
+        let mut batch = ctx.batch().unwrap();
+        ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, None, Precision::Compensated, &out).unwrap();
+        batch.finish().unwrap();
+        let got = down(ctx, &out);
+        assert_eq!(got[0], f32::INFINITY);
+        assert_eq!(got[1], f32::INFINITY);
+        assert!(got[2].is_nan() && got[3].is_nan());
+        // truncated parts there: within 2^-14 relative
+        assert!(got[4].is_finite() && ((got[4] - big) / big).abs() <= 2f32.powi(-14), "{}", got[4]);
+        assert!(((got[5] - big * 0.25) / (big * 0.25)).abs() <= 2f32.powi(-14), "{}", got[5]);
+        assert_eq!(&got[6..], &[3.0, -5.75]);
     });
 }
 
@@ -173,7 +271,7 @@ fn linear_half_precisions_round_activations_and_weights() {
 #[test]
 fn linear_rows_are_batch_independent() {
     on_engine(|ctx| {
-        for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+        for precision in [Precision::Fp32, Precision::Compensated, Precision::Fp16, Precision::Bf16] {
             for &(n, k) in &[(384, 384), (70, 37)] {
                 let big = 257;
                 let mut rng = Rng(5);
@@ -197,6 +295,62 @@ fn linear_rows_are_batch_independent() {
                 for rows in [0..1, 0..7, 100..133, 200..201, 64..128, 250..257] {
                     assert_eq!(run(rows.clone()), all[rows.start * n..rows.end * n], "{precision:?} N={n} K={k} rows {rows:?}");
                 }
+            }
+        }
+    });
+}
+
+/// The projection's tile depends on T (small grids get small tiles), its arithmetic does not:
+/// the same rows computed in batches on either side of each tile switch give the same bits.
+#[test]
+fn linear_tile_switch_keeps_bits() {
+    on_engine_alone(|ctx| {
+        // MiniLM's small-T case gets a grid of ~100 workgroups, large T the 64 × 64 tile
+        let groups = |n: usize, t: usize| {
+            let tile = linear_tile(n, t);
+            n.div_ceil(tile.cols as usize) * t.div_ceil(tile.rows as usize)
+        };
+        assert!(groups(384, 32) >= 96, "{:?}", linear_tile(384, 32));
+        assert_eq!((linear_tile(384, 4096).rows, linear_tile(384, 4096).cols), (64, 64));
+        for &(n, k) in &[(384usize, 384usize), (70, 37)] {
+            // the T at which the tile changes
+            let mut switches = Vec::new();
+            for t in 2..5000 {
+                if linear_tile(n, t) != linear_tile(n, t - 1) {
+                    switches.push(t);
+                }
+            }
+            assert_eq!(switches.len(), 2, "N={n}: three tiles over T = 1..5000 ({switches:?})");
+            let big = switches[1] + 1;
+            let mut rng = Rng(17);
+            let x = rng.vec(big * k, 3.0);
+            let w = rng.vec(n * k, 0.5);
+            let b = rng.vec(n, 1.0);
+            let res = rng.vec(big * n, 1.0);
+            let bt = up_f32(ctx, &[n], &b);
+            for precision in [Precision::Fp32, Precision::Compensated, Precision::Fp16, Precision::Bf16] {
+                let (wt, _) = weights(ctx, precision, n, k, &w);
+                let run = |rows: std::ops::Range<usize>| {
+                    let t = rows.len();
+                    let xt = up_f32(ctx, &[t, k], &x[rows.start * k..rows.end * k]);
+                    let rt = up_f32(ctx, &[t, n], &res[rows.start * n..rows.end * n]);
+                    let out = ctx.empty(DType::F32, &[t, n]).unwrap();
+                    let mut batch = ctx.batch().unwrap();
+                    ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, Activation::Gelu, Some(&rt), precision, &out).unwrap();
+                    batch.finish().unwrap();
+                    bits(&down(ctx, &out))
+                };
+                let all = run(0..big);
+                let mut tiles = vec![linear_tile(n, big)];
+                for &s in &switches {
+                    for rows in [0..s - 1, 0..s, big - s..big, big - s + 1..big] {
+                        tiles.push(linear_tile(n, rows.len()));
+                        assert_eq!(run(rows.clone()), all[rows.start * n..rows.end * n], "{precision:?} N={n} K={k} rows {rows:?} ({:?})", linear_tile(n, rows.len()));
+                    }
+                }
+                tiles.sort_by_key(|t| t.rows);
+                tiles.dedup();
+                assert_eq!(tiles.len(), 3, "every tile was used");
             }
         }
     });
@@ -228,8 +382,9 @@ fn linear_one_dispatch_empty_batch_and_errors() {
         let err = |r: Result<()>| r.unwrap_err().to_string();
         let e = err(ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, None, Precision::Fp16, &out));
         assert!(e.contains("w must be f16"), "{e}");
-        let e = err(ctx.record_encoder_linear(&mut batch, &x, &w, &b, Activation::None, None, Precision::Compensated, &out));
-        assert!(e.contains("compensated: not built yet"), "{e}");
+        let wh = ctx.upload(DType::F16, &[4, 8], &[0u8; 64]).unwrap();
+        let e = err(ctx.record_encoder_linear(&mut batch, &x, &wh, &b, Activation::None, None, Precision::Compensated, &out));
+        assert!(e.contains("w must be f32"), "{e}");
         let w5 = up_f32(ctx, &[4, 5], &[0.0; 20]);
         let e = err(ctx.record_encoder_linear(&mut batch, &x, &w5, &b, Activation::None, None, Precision::Fp32, &out));
         assert!(e.contains("[N, K]"), "{e}");
@@ -537,7 +692,7 @@ fn pooling_mean_cls_normalised() {
 #[ignore]
 fn linear_throughput() {
     on_engine_alone(|ctx| {
-        for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+        for precision in [Precision::Fp32, Precision::Compensated, Precision::Fp16, Precision::Bf16] {
             for &(n, k) in &[(1152usize, 384usize), (384, 384), (1536, 384), (384, 1536)] {
                 let mut rng = Rng(1);
                 let (w, _) = weights(ctx, precision, n, k, &rng.vec(n * k, 0.5));

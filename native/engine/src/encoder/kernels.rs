@@ -5,12 +5,19 @@
 //! f32, f16 or bf16 by [`Precision`].
 //!
 //! Contract shared by all of them: the result for a row (token) or a sequence depends only on
-//! that row's / sequence's own data and the weights — the kernel, its tiling and its summation
-//! order are chosen from the weight shapes alone — so batch composition never changes a bit.
+//! that row's / sequence's own data and the weights — the summation order is chosen from the
+//! weight shapes alone — so batch composition never changes a bit. (The projection's tile does
+//! depend on `T`, see [`linear_tile`]; its summation order does not.)
 //!
 //! **Numerics.** Every sum accumulates in f32. Projections: each output is one `fma` chain over
 //! k in ascending order (so its bits do not depend on the tile either), then `+ bias`, the
-//! activation, `+ residual`, each rounded to f32. GELU is the exact-erf form with our own f32
+//! activation, `+ residual`, each rounded to f32. Compensated projections split both f32
+//! operands as they are loaded: `v = hi + lo + δ`, `hi = bf16(v)`, `lo = bf16(v − hi)` (round
+//! to nearest even; `v − hi` is exact), `|δ| ≤ 2^-16·|v|`; each output is two fma chains in
+//! ascending k — `Σ hi·hi` and `Σ (hi·lo + lo·hi)` (the bf16 products are exact in f32; `lo·lo`
+//! is dropped) — added once before the bias. Against the exact `Σ x·w` the split costs at most
+//! `3.01·2^-16·Σ|x·w|` (`lo·lo`, `x·δw`, `δx·w`), the f32 chains `(K + 2)·2^-24` of the same sum:
+//! about 2^-16 relative per product term, where bf16 alone is 2^-8. GELU is the exact-erf form with our own f32
 //! erf and exp (`kernels/encoder_math.glsl`, about an ulp: the drivers' `exp` is an
 //! approximation and GLSL has no `erf`). In the f16/bf16 modes the activations are rounded to
 //! the weight type (round to nearest even) as they are loaded and the products of two halves
@@ -30,13 +37,21 @@ use crate::Context;
 use std::fmt::Write;
 
 /// How a projection's operands are multiplied. Every mode accumulates in f32.
+///
+/// Compensated uses bf16 hi/lo parts rather than f16 ones (which would keep 2^-22 per
+/// operand): bf16 has f32's exponent range, so the split needs no scaling — f16's would need a
+/// per-row scale (a reduction over K before the GEMM) for activations and weights outside
+/// 2^-14..65504 — and every device with bf16 cooperative matrices multiplies exactly these
+/// parts. The portable kernel (no tensor cores, lavapipe included) does the same arithmetic
+/// in f32 with shared-memory tiles.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Precision {
     /// f32 × f32 (the default; PyTorch fp32's numerics up to summation order).
     #[default]
     Fp32,
-    /// Both operands split into hi + lo parts on tensor cores (split-f32), f32 accumulation;
-    /// plain f32 outside projections.
+    /// Both f32 operands split into bf16 hi + lo parts as they are loaded (split-f32, the
+    /// tensor-core emulation of fp32): `hi·hi + hi·lo + lo·hi` accumulated in f32, about 2^-16
+    /// relative per product term; f32 weights; plain f32 outside projections.
     Compensated,
     /// Activations rounded to f16, f16 weights; f32 accumulation.
     Fp16,
@@ -86,7 +101,8 @@ impl Context {
     /// `out[t, n] = act(Σ_k x[t, k] · w[n, k] + bias[n]) + residual[t, n]`: `x` is `[T, K]` f32,
     /// `w` is `[N, K]` (PyTorch's Linear layout) in the precision's weight type, `bias` `[N]`
     /// f32, `residual` (optional) and `out` `[T, N]` f32 (new contiguous tensors).
-    /// One dispatch; its tile is [`linear_tile`]`(N, K)`, never a function of `T`.
+    /// One dispatch; its tile is [`linear_tile`]`(N, T)` (the summation order is not a function
+    /// of the tile, so the bits are not a function of `T`).
     #[allow(clippy::too_many_arguments)]
     pub fn record_encoder_linear(
         &self,
@@ -100,9 +116,6 @@ impl Context {
         out: &Tensor,
     ) -> Result<()> {
         const OP: &str = "encoder linear";
-        if precision == Precision::Compensated {
-            return Err(invalid!("{OP}: compensated: not built yet (use fp32, fp16 or bf16)"));
-        }
         let (t, k) = matrix(x, DType::F32, OP, "x")?;
         let (n, kw) = matrix(w, precision.weight_dtype(), OP, "w")?;
         if kw != k {
@@ -119,20 +132,19 @@ impl Context {
         if t == 0 || n == 0 {
             return Ok(());
         }
-        let (bm, bn) = linear_tile(n, k);
+        let tile = linear_tile(n, t);
         let wbytes = precision.weight_dtype().size() as u64;
         let aligned16 = |t: &Tensor, elem: u64| (t.buffer.address() + elem * t.offset as u64).is_multiple_of(16);
         let cfg = LinearCfg {
             precision,
-            bm,
-            bn,
+            tile,
             gelu: act == Activation::Gelu,
             residual: residual.is_some(),
             xv4: k % 4 == 0 && aligned16(x, 4),
             // 4 weights: 16 bytes (f32) or 8 bytes (f16/bf16)
             wv4: k % 4 == 0 && (w.buffer.address() + wbytes * w.offset as u64).is_multiple_of(4 * wbytes),
-            ov4: n % 4 == 0 && out.buffer.address().is_multiple_of(16),
-            check_n: n % bn as usize != 0,
+            ov4: tile.block_cols == 4 && n % 4 == 0 && out.buffer.address().is_multiple_of(16),
+            check_n: n % tile.cols as usize != 0,
             check_k: k % LINEAR_BK as usize != 0 || k == 0,
         };
         let mut p = ParamBlock::new(OP);
@@ -142,10 +154,9 @@ impl Context {
         for b in [x, w, bias, res, out] {
             batch.keep(&b.buffer);
         }
-        let threads = (bm / 4) * (bn / 4);
-        let kernel = self.kernels.get(&cfg.key(), threads, 1, || cfg.source())?;
+        let kernel = self.kernels.get(&cfg.key(), tile.threads(), 1, || cfg.source())?;
         let max = self.caps.max_workgroup_count;
-        let groups = [n.div_ceil(bn as usize) as u32, (t.div_ceil(bm as usize) as u64).min(max[1] as u64) as u32, 1];
+        let groups = [n.div_ceil(tile.cols as usize) as u32, (t.div_ceil(tile.rows as usize) as u64).min(max[1] as u64) as u32, 1];
         batch.dispatch_grid(&kernel, p.bytes(), (t * n).min(u32::MAX as usize) as u32, groups)
     }
 
@@ -377,19 +388,52 @@ const LINEAR_BK: u32 = 16;
 /// Queries per attention workgroup (one invocation each).
 const ATTN_QB: u32 = 64;
 
-/// The projection kernel's output tile (rows of T, columns of N) for an `[N, K]` weight: a
-/// function of the weight's shape only, so a row's bits never depend on the batch.
-pub fn linear_tile(n: usize, k: usize) -> (u32, u32) {
-    let _ = (n, k);
-    (64, 64)
+/// A projection workgroup's output tile: `rows` of T by `cols` of N, each invocation a
+/// `block_rows` × `block_cols` block of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LinearTile {
+    pub rows: u32,
+    pub cols: u32,
+    pub block_rows: u32,
+    pub block_cols: u32,
+}
+
+impl LinearTile {
+    const fn new(rows: u32, cols: u32, block_rows: u32, block_cols: u32) -> LinearTile {
+        LinearTile { rows, cols, block_rows, block_cols }
+    }
+
+    pub fn threads(&self) -> u32 {
+        (self.rows / self.block_rows) * (self.cols / self.block_cols)
+    }
+
+    fn groups(&self, n: usize, t: usize) -> usize {
+        n.div_ceil(self.cols as usize) * t.div_ceil(self.rows as usize)
+    }
+}
+
+/// The projection's tiles, largest first: 64 × 64 (4 × 4 per invocation) where the grid is big
+/// enough, then 32 × 32 (2 × 2), then 8 × 16 (one output per invocation, 128 invocations).
+const LINEAR_TILES: [LinearTile; 3] = [LinearTile::new(64, 64, 4, 4), LinearTile::new(32, 32, 2, 2), LinearTile::new(8, 16, 1, 1)];
+/// Workgroups a projection's grid should have to occupy a GPU of about a hundred compute
+/// units (MiniLM's N = 384 at T = 32: 6 with 64 × 64 tiles, 96 with 8 × 16).
+const LINEAR_MIN_GROUPS: usize = 128;
+
+/// The projection kernel's tile for an `[N, K]` weight and `T` rows: the largest of 64 × 64,
+/// 32 × 32 and 8 × 16 whose grid has at least 128 workgroups, else 8 × 16. It may depend on `T` because nothing in an output's arithmetic does: each output
+/// is the same fma chain(s) over k in ascending order in steps of a fixed BK, whatever the
+/// tile, the invocation's block or the row's place in it, so a row's bits are the same in
+/// every batch (tests: `linear_tile_switch_keeps_bits`).
+pub fn linear_tile(n: usize, t: usize) -> LinearTile {
+    let last = LINEAR_TILES[LINEAR_TILES.len() - 1];
+    LINEAR_TILES.into_iter().find(|tile| tile.groups(n, t) >= LINEAR_MIN_GROUPS).unwrap_or(last)
 }
 
 /// Everything the projection kernel's source depends on (its cache key is its Debug form).
 #[derive(Clone, Copy, Debug)]
 struct LinearCfg {
     precision: Precision,
-    bm: u32,
-    bn: u32,
+    tile: LinearTile,
     gelu: bool,
     residual: bool,
     xv4: bool,
@@ -407,11 +451,13 @@ impl LinearCfg {
     fn source(&self) -> String {
         let mut s = crate::kernels::numeric_prelude();
         s.push_str(include_str!("../kernels/encoder_math.glsl"));
-        writeln!(s, "#define BM {}\n#define BN {}\n#define BK {LINEAR_BK}", self.bm, self.bn).unwrap();
+        let t = self.tile;
+        writeln!(s, "#define BM {}\n#define BN {}\n#define BK {LINEAR_BK}\n#define TM {}\n#define TN {}", t.rows, t.cols, t.block_rows, t.block_cols).unwrap();
         s.push_str(match self.precision {
+            Precision::Fp32 => "#define W_F32\n",
+            Precision::Compensated => "#define W_F32\n#define COMP\n",
             Precision::Fp16 => "#define W_F16\n#define X_F16\n",
             Precision::Bf16 => "#define W_BF16\n#define X_BF16\n",
-            _ => "#define W_F32\n",
         });
         for (on, name) in [
             (self.gelu, "GELU"),
