@@ -487,6 +487,11 @@ fn minilm_fp32_is_within_1e4_of_pytorch() {
     minilm_against_pytorch(Precision::Fp32, "reference-fp32.bin", 1e-4, &[1, 2, 4, 8]);
 }
 
+#[test]
+fn minilm_compensated_is_within_1e4_of_pytorch() {
+    minilm_against_pytorch(Precision::Compensated, "reference-fp32.bin", 1e-4, &[1, 2, 4, 8]);
+}
+
 /// Cosine similarities are dot products (the embeddings are unit vectors); neighbours of `q`
 /// ordered by similarity, then index (identical inputs tie exactly and stay in index order).
 fn neighbours(all: &[Vec<f32>], q: usize, k: usize) -> Vec<(usize, f64)> {
