@@ -28,18 +28,23 @@ done > "$out/cold.jsonl"
 
 # 1. correctness on the corpus (fp32 within 1e-4 of torch fp32; the half modes reported)
 python3 bench/encoder/torch_encoder.py --model $model --reference "$out/torch-fp32.bin" --texts test/encoder/corpus.jsonl > "$out/torch-ref.jsonl" 2> "$out/torch-ref.err"
-for p in fp32 fp16 bf16; do
+for p in fp32 compensated fp16 bf16; do
   $nxv encode --model $model --precision $p --batch 8 --input test/encoder/corpus.jsonl > "$out/ours-$p.jsonl" 2>> "$out/encode.err"
   python3 bench/encoder/compare.py "$out/torch-fp32.bin" "$out/ours-$p.jsonl" --label "$p vs torch fp32"
 done > "$out/compare.jsonl"
+# the same bits at batch 1 as at batch 8 (and, for the long-input kernels, at 64)
+for b in 1 64; do
+  $nxv encode --model $model --batch $b --input test/encoder/corpus.jsonl > "$out/ours-fp32-b$b.jsonl" 2>> "$out/encode.err"
+  python3 -c "import json,sys; a=[json.loads(l)['embedding'] for l in open(sys.argv[1])]; b=[json.loads(l)['embedding'] for l in open(sys.argv[2])]; print(json.dumps({'bench':'batch_invariance','batches':[8,$b],'n':len(a),'identical_rows':sum(x==y for x,y in zip(a,b))}))" "$out/ours-fp32.jsonl" "$out/ours-fp32-b$b.jsonl" >> "$out/compare.jsonl"
+done
 
 # 2. speed
-$nxv encode-bench --model $model --precisions fp32,fp16,bf16 --reps "${REPS:-30}" > "$out/ours.jsonl" 2> "$out/ours.err"
-$nxv encode-bench --model $model --precisions fp32 --shapes 1x32,64x128 --reps 10 --profile > "$out/profile.jsonl" 2>&1
+$nxv encode-bench --model $model --precisions fp32,compensated,fp16,bf16 --reps "${REPS:-30}" > "$out/ours.jsonl" 2> "$out/ours.err"
+$nxv encode-bench --model $model --precisions fp32 --shapes 1x32 --reps 10 --profile > "$out/profile.jsonl" 2>&1
 ERL_LIBS=$PWD/.gpubeam elixir bench/encoder_bench.exs $model fp32,fp16 1x32,2x32,4x32,8x32,64x128 "${REPS:-30}" > "$out/elixir.jsonl" 2> "$out/elixir.err"
 python3 bench/encoder/torch_encoder.py --model $model --precisions fp32,fp16 --reps "${REPS:-30}" > "$out/torch.jsonl" 2> "$out/torch.err"
 # one results file (the device tool brings back only a few files)
 cat "$out/cold.jsonl" "$out/compare.jsonl" "$out/ours.jsonl" "$out/elixir.jsonl" "$out/torch.jsonl" "$out/profile.jsonl" > "$out/results.jsonl"
-rm -f "$out"/ours-*.jsonl "$out"/torch-fp32.bin*
+rm -f "$out"/ours-*.jsonl "$out"/torch-fp32.bin* "$out"/{cold,compare,ours,elixir,torch,torch-ref}.jsonl "$out/model.log"
 cat "$out/results.jsonl" | grep -v '"profile"' | cut -c1-400
-grep -h '"profile"' "$out/profile.jsonl" | head -12
+grep -h '"profile"' "$out/profile.jsonl" | head -12; rm -f "$out/profile.jsonl"

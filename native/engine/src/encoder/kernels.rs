@@ -145,7 +145,7 @@ impl Context {
             wv4: k % 4 == 0 && (w.buffer.address() + wbytes * w.offset as u64).is_multiple_of(4 * wbytes),
             ov4: tile.block_cols == 4 && n % 4 == 0 && out.buffer.address().is_multiple_of(16),
             check_n: n % tile.cols as usize != 0,
-            check_k: k % LINEAR_BK as usize != 0 || k == 0,
+            check_k: k % tile.k_step as usize != 0 || k == 0,
         };
         let mut p = ParamBlock::new(OP);
         let res = residual.unwrap_or(out);
@@ -383,24 +383,23 @@ void main() {
     }
 }
 
-/// K per step of the projection kernel.
-const LINEAR_BK: u32 = 16;
 /// Queries per attention workgroup (one invocation each).
 const ATTN_QB: u32 = 64;
 
 /// A projection workgroup's output tile: `rows` of T by `cols` of N, each invocation a
-/// `block_rows` × `block_cols` block of it.
+/// `block_rows` × `block_cols` block of it, `k_step` of K staged per step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LinearTile {
     pub rows: u32,
     pub cols: u32,
     pub block_rows: u32,
     pub block_cols: u32,
+    pub k_step: u32,
 }
 
 impl LinearTile {
-    const fn new(rows: u32, cols: u32, block_rows: u32, block_cols: u32) -> LinearTile {
-        LinearTile { rows, cols, block_rows, block_cols }
+    const fn new(rows: u32, cols: u32, block_rows: u32, block_cols: u32, k_step: u32) -> LinearTile {
+        LinearTile { rows, cols, block_rows, block_cols, k_step }
     }
 
     pub fn threads(&self) -> u32 {
@@ -414,14 +413,19 @@ impl LinearTile {
 
 /// The projection's tiles, largest first: 64 × 64 (4 × 4 per invocation) where the grid is big
 /// enough, then 32 × 32 (2 × 2), then 8 × 16 (one output per invocation, 128 invocations).
-const LINEAR_TILES: [LinearTile; 3] = [LinearTile::new(64, 64, 4, 4), LinearTile::new(32, 32, 2, 2), LinearTile::new(8, 16, 1, 1)];
+/// The small tiles stage more of K per step: with few outputs per workgroup a step is mostly
+/// its barriers, and MiniLM's FFN-down (K = 1536) at T = 32 took 43 µs on an H200 with 16 per
+/// step. The K step does not touch an output's arithmetic either: the chain is the same fmas
+/// in the same order, and a zero-padded tail adds fma(0, 0, acc) = acc (acc starts at +0.0
+/// and an exactly cancelling f32 sum is +0.0, so it is never -0.0).
+const LINEAR_TILES: [LinearTile; 3] = [LinearTile::new(64, 64, 4, 4, 16), LinearTile::new(32, 32, 2, 2, 32), LinearTile::new(8, 16, 1, 1, 64)];
 /// Workgroups a projection's grid should have to occupy a GPU of about a hundred compute
 /// units (MiniLM's N = 384 at T = 32: 6 with 64 × 64 tiles, 96 with 8 × 16).
 const LINEAR_MIN_GROUPS: usize = 128;
 
 /// The projection kernel's tile for an `[N, K]` weight and `T` rows: the largest of 64 × 64,
 /// 32 × 32 and 8 × 16 whose grid has at least 128 workgroups, else 8 × 16. It may depend on `T` because nothing in an output's arithmetic does: each output
-/// is the same fma chain(s) over k in ascending order in steps of a fixed BK, whatever the
+/// is the same fma chain(s) over k in ascending order, whatever the K step,
 /// tile, the invocation's block or the row's place in it, so a row's bits are the same in
 /// every batch (tests: `linear_tile_switch_keeps_bits`).
 pub fn linear_tile(n: usize, t: usize) -> LinearTile {
@@ -452,7 +456,7 @@ impl LinearCfg {
         let mut s = crate::kernels::numeric_prelude();
         s.push_str(include_str!("../kernels/encoder_math.glsl"));
         let t = self.tile;
-        writeln!(s, "#define BM {}\n#define BN {}\n#define BK {LINEAR_BK}\n#define TM {}\n#define TN {}", t.rows, t.cols, t.block_rows, t.block_cols).unwrap();
+        writeln!(s, "#define BM {}\n#define BN {}\n#define BK {}\n#define TM {}\n#define TN {}", t.rows, t.cols, t.k_step, t.block_rows, t.block_cols).unwrap();
         s.push_str(match self.precision {
             Precision::Fp32 => "#define W_F32\n",
             Precision::Compensated => "#define W_F32\n#define COMP\n",

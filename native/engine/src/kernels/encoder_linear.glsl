@@ -10,7 +10,7 @@
 // TM × TN block (rows ty·TM.., columns tx·TN..). x and w tiles are staged transposed in shared
 // memory as [k][row/TM] TM-vectors (TN for w), double-buffered, the next tile's loads in flight
 // while the current one is multiplied. Each output is one f32 fma chain in ascending k (two in
-// COMP: hi·hi, and hi·lo + lo·hi, added at the end): BK is fixed, so its bits do not depend on
+// COMP: hi·hi, and hi·lo + lo·hi, added at the end), whatever BK, so its bits do not depend on
 // the tile, its position in it, or T.
 //
 // COMP stages each operand as one uint: bf16(v) in the high half, bf16(v - bf16(v)) in the low
