@@ -155,6 +155,35 @@ impl Context {
         Ok(t)
     }
 
+    /// `upload` recorded into a caller's batch: where the device needs a staged copy, the copy
+    /// is a command of `batch` (one submission with the work that reads it) rather than a
+    /// submission of its own. For small inputs that lead a recorded pass (the encoder's token
+    /// ids): a staged upload's own submission costs a round trip before the pass can start.
+    pub fn record_upload(&self, batch: &mut Batch<'_>, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
+        let n = check_size(shape)?;
+        if bytes.len() != n * dtype.size() {
+            return Err(invalid!("{} bytes given for a {dtype} tensor of shape {shape:?}, which needs {}", bytes.len(), n * dtype.size()));
+        }
+        let buffer = self.pool.alloc_for_host_write((n * dtype.size()) as u64)?;
+        let t = Tensor::new(buffer, dtype, shape.to_vec());
+        if n > 0 && t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
+            let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
+            crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
+        } else if n > 0 {
+            let staging = self.staging.take(bytes.len() as u64, false)?;
+            {
+                let mut w = staging.subbuffer().write().map_err(|e| EngineError::vk("staging write", e))?;
+                crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
+            }
+            let (src, dst) = (staging.subbuffer(), t.buffer.subbuffer());
+            batch.copy_raw(src.buffer().handle(), src.offset(), dst.buffer().handle(), dst.offset(), bytes.len() as u64);
+            batch.keep(&t.buffer);
+            batch.keep_staging(staging);
+        }
+        self.stats.uploads.fetch_add(1, Relaxed);
+        Ok(t)
+    }
+
     /// Reads a tensor back as row-major little-endian bytes (views are materialised first).
     /// A synchronisation point: waits for the work that produces it.
     pub fn download(&self, t: &Tensor) -> Result<Vec<u8>> {

@@ -314,18 +314,33 @@ fn one_batch_is_one_submission() {
     let dir = temp_dir("submission");
     tiny.write(&dir, "", Pooling::Mean, true);
     let enc = std::sync::Arc::new(load(&dir, Precision::Fp32).expect("load tiny"));
+    // Both transfer paths: written in place where device memory is mapped (lavapipe), and a
+    // staged copy recorded with the pass (a discrete GPU's path, forced here).
     let enc2 = enc.clone();
-    let (before, after) = common::on_engine_alone(move |c| {
-        let before = c.stats();
-        enc2.embed(TEXTS).expect("embed");
-        (before, c.stats())
+    let runs = common::on_engine_alone(move |c| {
+        let mut runs = vec![];
+        for staged in [false, true] {
+            c.staged_transfers.store(staged, std::sync::atomic::Ordering::Relaxed);
+            let before = c.stats();
+            let out = enc2.embed(TEXTS).expect("embed");
+            runs.push((before, c.stats(), out));
+        }
+        c.staged_transfers.store(false, std::sync::atomic::Ordering::Relaxed);
+        runs
     });
-    // embeddings + per layer (qkv, attention, out-proj, norm, up, down, norm) + pooling, one
-    // upload (ids, positions, types, offsets together) and one read-back.
-    assert_eq!(after.dispatches - before.dispatches, 1 + 7 * tiny.layers as u64 + 1);
-    assert_eq!(after.uploads - before.uploads, 1);
-    assert_eq!(after.downloads - before.downloads, 1);
-    assert_eq!(after.recordings - before.recordings, 1 + (after.copies - before.copies), "the forward pass is one recording (a staged upload adds its copy's)");
+    for (before, after, _) in &runs {
+        // embeddings + per layer (qkv, attention, out-proj, norm, up, down, norm) + pooling, one
+        // upload (ids, positions, types, offsets together) and one read-back.
+        assert_eq!(after.dispatches - before.dispatches, 1 + 7 * tiny.layers as u64 + 1);
+        assert_eq!(after.uploads - before.uploads, 1);
+        assert_eq!(after.downloads - before.downloads, 1);
+    }
+    let delta = |r: &(nx_vulkan_engine::EngineStats, nx_vulkan_engine::EngineStats, _)| (r.1.recordings - r.0.recordings, r.1.copies - r.0.copies);
+    // mapped memory: the pass is the only recording, no copies
+    assert_eq!(delta(&runs[0]), (1, 0));
+    // staged: the upload's copy rides in the pass's recording; the read-back is its own copy
+    assert_eq!(delta(&runs[1]), (2, 2));
+    assert_eq!(runs[0].2, runs[1].2, "the staged upload gives the same embeddings");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -175,10 +175,11 @@ impl Encoder {
             max_len = max_len.max(s.ids.len());
         }
         let t = ids.len();
-        // One upload (one transfer, where the device needs a staged copy) holding ids,
-        // positions, token types and offsets; the kernels read views of it.
+        // One upload holding ids, positions, token types and offsets (the kernels read views
+        // of it), recorded with the pass: a staged copy rides in the same submission.
         let host: Vec<u8> = [&ids[..], &positions[..], &types[..], &offsets[..]].concat().iter().flat_map(|x| x.to_le_bytes()).collect();
-        let inputs = ctx.upload(DType::U32, &[3 * t + b + 1], &host)?;
+        let mut batch = ctx.batch()?;
+        let inputs = ctx.record_upload(&mut batch, DType::U32, &[3 * t + b + 1], &host)?;
         let part = |start: usize, len: usize| inputs.slice(&[start], &[len], &[1]);
         let (ids_t, pos_t, types_t, offsets_t) = (part(0, t)?, part(t, t)?, part(2 * t, t)?, part(3 * t, b + 1)?);
         let rows = |n: usize| -> Result<Tensor> { ctx.empty(DType::F32, &[t, n]) };
@@ -186,7 +187,6 @@ impl Encoder {
         let scale = 1.0 / (cfg.head_dim() as f32).sqrt();
         let eps = cfg.layer_norm_eps;
 
-        let mut batch = ctx.batch()?;
         let mut hidden = rows(h)?;
         ctx.record_encoder_embeddings(&mut batch, &ids_t, &pos_t, &types_t, &w.word, &w.position, &w.token_type, &w.embed_norm.0, &w.embed_norm.1, eps, &hidden)?;
         for l in &w.layers {
