@@ -117,6 +117,35 @@ impl Context {
     /// Copies host bytes (row-major, little-endian) into a new device tensor. Returns without
     /// waiting: the copy is queued on the stream (or, on host-visible memory, done in place).
     pub fn upload(&self, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
+        let (t, in_place) = self.upload_target(dtype, shape, bytes)?;
+        if !in_place {
+            // In chunks, each submitted at once: the device copies one while the host fills
+            // the next.
+            for (k, part) in bytes.chunks(transfer_chunk(bytes.len())).enumerate() {
+                let mut batch = self.batch()?;
+                self.record_staged_copy(&mut batch, part, &t, (k * transfer_chunk(bytes.len())) as u64)?;
+                batch.finish_submitted()?;
+            }
+        }
+        Ok(t)
+    }
+
+    /// `upload` recorded into a caller's batch: where the device needs a staged copy, the copy
+    /// is a command of `batch` (one submission with the work that reads it) rather than a
+    /// submission of its own. For small inputs that lead a recorded pass (the encoder's token
+    /// ids): a staged upload's own submission costs a round trip before the pass can start.
+    pub fn record_upload(&self, batch: &mut Batch<'_>, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
+        let (t, in_place) = self.upload_target(dtype, shape, bytes)?;
+        if !in_place {
+            self.record_staged_copy(batch, bytes, &t, 0)?;
+        }
+        Ok(t)
+    }
+
+    /// An upload's new tensor, checked against `bytes` and counted. Where its memory is
+    /// mapped (and staging is not forced) the bytes are written in place and the flag is
+    /// true; otherwise the caller copies them in (false; also for an empty tensor's nothing).
+    fn upload_target(&self, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<(Tensor, bool)> {
         let n = check_size(shape)?;
         if bytes.len() != n * dtype.size() {
             return Err(invalid!(
@@ -127,61 +156,34 @@ impl Context {
         }
         let buffer = self.pool.alloc_for_host_write((n * dtype.size()) as u64)?;
         let t = Tensor::new(buffer, dtype, shape.to_vec());
-        if n > 0 && t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
+        self.stats.uploads.fetch_add(1, Relaxed);
+        if n == 0 {
+            return Ok((t, true));
+        }
+        if t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
             // A buffer no queued work can touch (`alloc_for_host_write`): write it in place;
             // the submission that first reads it makes host writes visible to the device.
-            let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
-            crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
-        } else if n > 0 {
-            // In chunks, each submitted at once: the device copies one while the host fills
-            // the next.
-            let dst = t.buffer.subbuffer();
-            for (k, part) in bytes.chunks(transfer_chunk(bytes.len())).enumerate() {
-                let offset = (k * transfer_chunk(bytes.len())) as u64;
-                let staging = self.staging.take(part.len() as u64, false)?;
-                {
-                    let mut w = staging.subbuffer().write().map_err(|e| EngineError::vk("staging write", e))?;
-                    crate::memory::copy_parallel(&mut w[..part.len()], part);
-                }
-                let mut batch = self.batch()?;
-                let src = staging.subbuffer();
-                batch.copy_raw(src.buffer().handle(), src.offset(), dst.buffer().handle(), dst.offset() + offset, part.len() as u64);
-                batch.keep(&t.buffer);
-                batch.keep_staging(staging);
-                batch.finish_submitted()?;
-            }
-        }
-        self.stats.uploads.fetch_add(1, Relaxed);
-        Ok(t)
-    }
-
-    /// `upload` recorded into a caller's batch: where the device needs a staged copy, the copy
-    /// is a command of `batch` (one submission with the work that reads it) rather than a
-    /// submission of its own. For small inputs that lead a recorded pass (the encoder's token
-    /// ids): a staged upload's own submission costs a round trip before the pass can start.
-    pub fn record_upload(&self, batch: &mut Batch<'_>, dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
-        let n = check_size(shape)?;
-        if bytes.len() != n * dtype.size() {
-            return Err(invalid!("{} bytes given for a {dtype} tensor of shape {shape:?}, which needs {}", bytes.len(), n * dtype.size()));
-        }
-        let buffer = self.pool.alloc_for_host_write((n * dtype.size()) as u64)?;
-        let t = Tensor::new(buffer, dtype, shape.to_vec());
-        if n > 0 && t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
-            let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
-            crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
-        } else if n > 0 {
-            let staging = self.staging.take(bytes.len() as u64, false)?;
             {
-                let mut w = staging.subbuffer().write().map_err(|e| EngineError::vk("staging write", e))?;
+                let mut w = t.buffer.subbuffer().write().map_err(|e| EngineError::vk("mapped write", e))?;
                 crate::memory::copy_parallel(&mut w[..bytes.len()], bytes);
             }
-            let (src, dst) = (staging.subbuffer(), t.buffer.subbuffer());
-            batch.copy_raw(src.buffer().handle(), src.offset(), dst.buffer().handle(), dst.offset(), bytes.len() as u64);
-            batch.keep(&t.buffer);
-            batch.keep_staging(staging);
+            return Ok((t, true));
         }
-        self.stats.uploads.fetch_add(1, Relaxed);
-        Ok(t)
+        Ok((t, false))
+    }
+
+    /// Records a copy of `part` through a staging buffer into `t`'s buffer at byte `offset`.
+    fn record_staged_copy(&self, batch: &mut Batch<'_>, part: &[u8], t: &Tensor, offset: u64) -> Result<()> {
+        let staging = self.staging.take(part.len() as u64, false)?;
+        {
+            let mut w = staging.subbuffer().write().map_err(|e| EngineError::vk("staging write", e))?;
+            crate::memory::copy_parallel(&mut w[..part.len()], part);
+        }
+        let (src, dst) = (staging.subbuffer(), t.buffer.subbuffer());
+        batch.copy_raw(src.buffer().handle(), src.offset(), dst.buffer().handle(), dst.offset() + offset, part.len() as u64);
+        batch.keep(&t.buffer);
+        batch.keep_staging(staging);
+        Ok(())
     }
 
     /// Reads a tensor back as row-major little-endian bytes (views are materialised first).

@@ -281,16 +281,7 @@ fn linear_rows_are_batch_independent() {
                 let res = rng.vec(big * n, 1.0);
                 let (wt, _) = weights(ctx, precision, n, k, &w);
                 let bt = up_f32(ctx, &[n], &b);
-                let run = |rows: std::ops::Range<usize>| {
-                    let t = rows.len();
-                    let xt = up_f32(ctx, &[t, k], &x[rows.start * k..rows.end * k]);
-                    let rt = up_f32(ctx, &[t, n], &res[rows.start * n..rows.end * n]);
-                    let out = ctx.empty(DType::F32, &[t, n]).unwrap();
-                    let mut batch = ctx.batch().unwrap();
-                    ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, Activation::Gelu, Some(&rt), precision, &out).unwrap();
-                    batch.finish().unwrap();
-                    bits(&down(ctx, &out))
-                };
+                let run = |rows: std::ops::Range<usize>| linear_gelu_residual_rows(ctx, &x, &res, &wt, &bt, precision, rows);
                 let all = run(0..big);
                 for rows in [0..1, 0..7, 100..133, 200..201, 64..128, 250..257] {
                     assert_eq!(run(rows.clone()), all[rows.start * n..rows.end * n], "{precision:?} N={n} K={k} rows {rows:?}");
@@ -298,6 +289,19 @@ fn linear_rows_are_batch_independent() {
             }
         }
     });
+}
+
+/// `rows` of a GELU + residual projection, computed as a batch of their own: the output bits.
+fn linear_gelu_residual_rows(ctx: &Context, x: &[f32], res: &[f32], wt: &Tensor, bt: &Tensor, precision: Precision, rows: std::ops::Range<usize>) -> Vec<u32> {
+    let (n, k) = (wt.shape()[0], wt.shape()[1]);
+    let t = rows.len();
+    let xt = up_f32(ctx, &[t, k], &x[rows.start * k..rows.end * k]);
+    let rt = up_f32(ctx, &[t, n], &res[rows.start * n..rows.end * n]);
+    let out = ctx.empty(DType::F32, &[t, n]).unwrap();
+    let mut batch = ctx.batch().unwrap();
+    ctx.record_encoder_linear(&mut batch, &xt, wt, bt, Activation::Gelu, Some(&rt), precision, &out).unwrap();
+    batch.finish().unwrap();
+    bits(&down(ctx, &out))
 }
 
 /// The projection's tile depends on T (small grids get small tiles), its arithmetic does not:
@@ -330,16 +334,7 @@ fn linear_tile_switch_keeps_bits() {
             let bt = up_f32(ctx, &[n], &b);
             for precision in [Precision::Fp32, Precision::Compensated, Precision::Fp16, Precision::Bf16] {
                 let (wt, _) = weights(ctx, precision, n, k, &w);
-                let run = |rows: std::ops::Range<usize>| {
-                    let t = rows.len();
-                    let xt = up_f32(ctx, &[t, k], &x[rows.start * k..rows.end * k]);
-                    let rt = up_f32(ctx, &[t, n], &res[rows.start * n..rows.end * n]);
-                    let out = ctx.empty(DType::F32, &[t, n]).unwrap();
-                    let mut batch = ctx.batch().unwrap();
-                    ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, Activation::Gelu, Some(&rt), precision, &out).unwrap();
-                    batch.finish().unwrap();
-                    bits(&down(ctx, &out))
-                };
+                let run = |rows: std::ops::Range<usize>| linear_gelu_residual_rows(ctx, &x, &res, &wt, &bt, precision, rows);
                 let all = run(0..big);
                 let mut tiles = vec![linear_tile(n, big)];
                 for &s in &switches {

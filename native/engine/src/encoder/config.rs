@@ -153,7 +153,7 @@ impl EncoderConfig {
                 return Err(invalid!("encoder: config.json {name} = {v} is out of range"));
             }
         }
-        if m.hidden_size % m.num_attention_heads != 0 {
+        if !m.hidden_size.is_multiple_of(m.num_attention_heads) {
             return Err(invalid!("encoder: hidden_size {} is not a multiple of num_attention_heads {}", m.hidden_size, m.num_attention_heads));
         }
         if !(m.layer_norm_eps.is_finite() && m.layer_norm_eps > 0.0) {

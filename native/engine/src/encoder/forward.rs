@@ -2,8 +2,8 @@
 //!
 //! Per batch: tokenize, pack the sequences' rows one after another (no padding), upload ids,
 //! positions, token types and sequence offsets, record embeddings → per layer [fused QKV
-//! projection → attention → output projection + residual → layernorm → FFN up + GELU → FFN down
-//! + residual → layernorm] → pooling (+ L2 normalisation), submit once and read the `[B, H]`
+//! projection → attention → output projection with residual → layernorm → FFN up with GELU →
+//! FFN down with residual → layernorm] → pooling (and L2 normalisation), submit once and read the `[B, H]`
 //! result back. A batch too large for one recording is cut between sequences into chunks of at
 //! most [`MAX_CHUNK_ROWS`] rows: since no kernel's numerics depend on the batch, the answer is
 //! the same bits.

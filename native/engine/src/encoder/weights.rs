@@ -78,7 +78,7 @@ impl<'a> Checkpoint<'a> {
     }
 }
 
-fn upload_as(ctx: &Context, dtype: DType, shape: &[usize], values: &[f32], bytes: &mut u64) -> Result<Tensor> {
+fn upload_as(ctx: &Context, dtype: DType, shape: &[usize], values: &[f32]) -> Result<Tensor> {
     let data: Vec<u8> = match dtype {
         DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
         // Round to nearest even, as torch's .half()/.bfloat16() do.
@@ -86,7 +86,6 @@ fn upload_as(ctx: &Context, dtype: DType, shape: &[usize], values: &[f32], bytes
         DType::BF16 => values.iter().flat_map(|v| bf16::from_f32(*v).to_le_bytes()).collect(),
         other => return Err(invalid!("encoder weights: no {other} upload")),
     };
-    *bytes += data.len() as u64;
     ctx.upload(dtype, shape, &data)
 }
 
@@ -105,57 +104,41 @@ impl EncoderWeights {
         let ck = Checkpoint { st, prefix, path };
         let (h, i) = (config.hidden, config.intermediate);
         let proj = projection_type(precision);
-        let mut bytes = 0u64;
-        let f32_tensor = |name: &str, shape: &[usize], bytes: &mut u64| -> Result<Tensor> {
-            let v = ck.f32s(name, shape)?;
-            upload_as(ctx, DType::F32, shape, &v, bytes)
-        };
-        let word = f32_tensor("embeddings.word_embeddings.weight", &[config.vocab, h], &mut bytes)?;
-        let position = f32_tensor("embeddings.position_embeddings.weight", &[config.max_positions, h], &mut bytes)?;
-        let token_type = f32_tensor("embeddings.token_type_embeddings.weight", &[config.type_vocab, h], &mut bytes)?;
-        let embed_norm = (
-            f32_tensor("embeddings.LayerNorm.weight", &[h], &mut bytes)?,
-            f32_tensor("embeddings.LayerNorm.bias", &[h], &mut bytes)?,
-        );
+        // `name`'s values checked against `shape`, uploaded as `dtype`
+        let tensor = |name: &str, shape: &[usize], dtype: DType| -> Result<Tensor> { upload_as(ctx, dtype, shape, &ck.f32s(name, shape)?) };
+        let f32 = DType::F32;
+        let word = tensor("embeddings.word_embeddings.weight", &[config.vocab, h], f32)?;
+        let position = tensor("embeddings.position_embeddings.weight", &[config.max_positions, h], f32)?;
+        let token_type = tensor("embeddings.token_type_embeddings.weight", &[config.type_vocab, h], f32)?;
+        let embed_norm = (tensor("embeddings.LayerNorm.weight", &[h], f32)?, tensor("embeddings.LayerNorm.bias", &[h], f32)?);
         let mut layers = Vec::with_capacity(config.layers);
         for l in 0..config.layers {
-            let p = format!("encoder.layer.{l}.");
+            let p = |name: &str| format!("encoder.layer.{l}.{name}");
             let mut qkv = Vec::with_capacity(3 * h * h);
             let mut qkv_bias = Vec::with_capacity(3 * h);
             for part in ["query", "key", "value"] {
-                qkv.extend(ck.f32s(&format!("{p}attention.self.{part}.weight"), &[h, h])?);
-                qkv_bias.extend(ck.f32s(&format!("{p}attention.self.{part}.bias"), &[h])?);
+                qkv.extend(ck.f32s(&p(&format!("attention.self.{part}.weight")), &[h, h])?);
+                qkv_bias.extend(ck.f32s(&p(&format!("attention.self.{part}.bias")), &[h])?);
             }
-            let proj_tensor = |name: &str, shape: &[usize], bytes: &mut u64| -> Result<Tensor> {
-                let v = ck.f32s(&format!("{p}{name}"), shape)?;
-                upload_as(ctx, proj, shape, &v, bytes)
-            };
-            let attn_out = proj_tensor("attention.output.dense.weight", &[h, h], &mut bytes)?;
-            let ffn_up = proj_tensor("intermediate.dense.weight", &[i, h], &mut bytes)?;
-            let ffn_down = proj_tensor("output.dense.weight", &[h, i], &mut bytes)?;
-            let vec_tensor = |name: &str, n: usize, bytes: &mut u64| -> Result<Tensor> {
-                let v = ck.f32s(&format!("{p}{name}"), &[n])?;
-                upload_as(ctx, DType::F32, &[n], &v, bytes)
-            };
             layers.push(LayerWeights {
-                qkv: upload_as(ctx, proj, &[3 * h, h], &qkv, &mut bytes)?,
-                qkv_bias: upload_as(ctx, DType::F32, &[3 * h], &qkv_bias, &mut bytes)?,
-                attn_out,
-                attn_out_bias: vec_tensor("attention.output.dense.bias", h, &mut bytes)?,
-                attn_norm: (
-                    vec_tensor("attention.output.LayerNorm.weight", h, &mut bytes)?,
-                    vec_tensor("attention.output.LayerNorm.bias", h, &mut bytes)?,
-                ),
-                ffn_up,
-                ffn_up_bias: vec_tensor("intermediate.dense.bias", i, &mut bytes)?,
-                ffn_down,
-                ffn_down_bias: vec_tensor("output.dense.bias", h, &mut bytes)?,
-                ffn_norm: (
-                    vec_tensor("output.LayerNorm.weight", h, &mut bytes)?,
-                    vec_tensor("output.LayerNorm.bias", h, &mut bytes)?,
-                ),
+                qkv: upload_as(ctx, proj, &[3 * h, h], &qkv)?,
+                qkv_bias: upload_as(ctx, f32, &[3 * h], &qkv_bias)?,
+                attn_out: tensor(&p("attention.output.dense.weight"), &[h, h], proj)?,
+                attn_out_bias: tensor(&p("attention.output.dense.bias"), &[h], f32)?,
+                attn_norm: (tensor(&p("attention.output.LayerNorm.weight"), &[h], f32)?, tensor(&p("attention.output.LayerNorm.bias"), &[h], f32)?),
+                ffn_up: tensor(&p("intermediate.dense.weight"), &[i, h], proj)?,
+                ffn_up_bias: tensor(&p("intermediate.dense.bias"), &[i], f32)?,
+                ffn_down: tensor(&p("output.dense.weight"), &[h, i], proj)?,
+                ffn_down_bias: tensor(&p("output.dense.bias"), &[h], f32)?,
+                ffn_norm: (tensor(&p("output.LayerNorm.weight"), &[h], f32)?, tensor(&p("output.LayerNorm.bias"), &[h], f32)?),
             });
         }
+        let mut all = vec![&word, &position, &token_type, &embed_norm.0, &embed_norm.1];
+        for l in &layers {
+            all.extend([&l.qkv, &l.qkv_bias, &l.attn_out, &l.attn_out_bias, &l.attn_norm.0, &l.attn_norm.1]);
+            all.extend([&l.ffn_up, &l.ffn_up_bias, &l.ffn_down, &l.ffn_down_bias, &l.ffn_norm.0, &l.ffn_norm.1]);
+        }
+        let bytes = all.iter().map(|t| t.byte_size() as u64).sum();
         Ok(EncoderWeights { word, position, token_type, embed_norm, layers, bytes })
     }
 }

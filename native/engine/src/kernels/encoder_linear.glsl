@@ -162,6 +162,30 @@ float stage(float v) { return v; }
 #endif
 
 layout(local_size_x = NT) in;
+// The next K step's x and w tiles from device memory into registers (ra, rb; at k0), and
+// from registers into shared buffer `buf` (staged: rounded or split per the mode). Used for the
+// first step and, double-buffered, inside the K loop.
+#define LOAD_TILES() \
+    [[unroll]] for (int i = 0; i < LA; i++) { \
+        int q = tid + i * NT; \
+        if (q < QA) ra[i] = load_x(m0 + q / (BK / 4), k0 + (q % (BK / 4)) * 4); \
+    } \
+    [[unroll]] for (int i = 0; i < LB; i++) { \
+        int q = tid + i * NT; \
+        if (q < QB) rb[i] = load_w(n0 + q / (BK / 4), k0 + (q % (BK / 4)) * 4); \
+    }
+#define STAGE_TILES() \
+    [[unroll]] for (int i = 0; i < LA; i++) { \
+        int q = tid + i * NT; \
+        if (q < QA) { int r = q / (BK / 4); int c = (q % (BK / 4)) * 4; \
+            [[unroll]] for (int j = 0; j < 4; j++) A_AT(As[buf][c + j][r / TM], r % TM) = stage(ra[i][j]); } \
+    } \
+    [[unroll]] for (int i = 0; i < LB; i++) { \
+        int q = tid + i * NT; \
+        if (q < QB) { int r = q / (BK / 4); int c = (q % (BK / 4)) * 4; \
+            [[unroll]] for (int j = 0; j < 4; j++) B_AT(Bs[buf][c + j][r / TN], r % TN) = stage(rb[i][j]); } \
+    }
+
 void main() {
     ParamsU64 a = ParamsU64(pc.params);
     addrX = a.v[0]; addrW = a.v[1];
@@ -182,40 +206,17 @@ void main() {
 #endif
         vec4 ra[LA]; vec4 rb[LB];
         int k0 = 0;
-        [[unroll]] for (int i = 0; i < LA; i++) {
-            int q = tid + i * NT;
-            if (q < QA) ra[i] = load_x(m0 + q / (BK / 4), k0 + (q % (BK / 4)) * 4);
-        }
-        [[unroll]] for (int i = 0; i < LB; i++) {
-            int q = tid + i * NT;
-            if (q < QB) rb[i] = load_w(n0 + q / (BK / 4), k0 + (q % (BK / 4)) * 4);
-        }
+        LOAD_TILES();
         int buf = 0;
         barrier();
-        [[unroll]] for (int i = 0; i < LA; i++) {
-            int q = tid + i * NT;
-            if (q < QA) { int r = q / (BK / 4); int c = (q % (BK / 4)) * 4;
-                [[unroll]] for (int j = 0; j < 4; j++) A_AT(As[buf][c + j][r / TM], r % TM) = stage(ra[i][j]); }
-        }
-        [[unroll]] for (int i = 0; i < LB; i++) {
-            int q = tid + i * NT;
-            if (q < QB) { int r = q / (BK / 4); int c = (q % (BK / 4)) * 4;
-                [[unroll]] for (int j = 0; j < 4; j++) B_AT(Bs[buf][c + j][r / TN], r % TN) = stage(rb[i][j]); }
-        }
+        STAGE_TILES();
         barrier();
         for (int kt = 0; kt < nt; kt++) {
             int cur = kt & 1;
             k0 = (kt + 1) * BK;
             bool more = kt + 1 < nt;
             if (more) {
-                [[unroll]] for (int i = 0; i < LA; i++) {
-                    int q = tid + i * NT;
-                    if (q < QA) ra[i] = load_x(m0 + q / (BK / 4), k0 + (q % (BK / 4)) * 4);
-                }
-                [[unroll]] for (int i = 0; i < LB; i++) {
-                    int q = tid + i * NT;
-                    if (q < QB) rb[i] = load_w(n0 + q / (BK / 4), k0 + (q % (BK / 4)) * 4);
-                }
+                LOAD_TILES();
             }
             [[unroll]] for (int kk = 0; kk < BK; kk++) {
                 A_S av = As[cur][kk][ty];
@@ -233,16 +234,7 @@ void main() {
             }
             if (more) {
                 buf = cur ^ 1;
-                [[unroll]] for (int i = 0; i < LA; i++) {
-                    int q = tid + i * NT;
-                    if (q < QA) { int r = q / (BK / 4); int c = (q % (BK / 4)) * 4;
-                        [[unroll]] for (int j = 0; j < 4; j++) A_AT(As[buf][c + j][r / TM], r % TM) = stage(ra[i][j]); }
-                }
-                [[unroll]] for (int i = 0; i < LB; i++) {
-                    int q = tid + i * NT;
-                    if (q < QB) { int r = q / (BK / 4); int c = (q % (BK / 4)) * 4;
-                        [[unroll]] for (int j = 0; j < 4; j++) B_AT(Bs[buf][c + j][r / TN], r % TN) = stage(rb[i][j]); }
-                }
+                STAGE_TILES();
             }
             barrier();
         }
