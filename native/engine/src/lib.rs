@@ -38,6 +38,7 @@ pub mod tensor;
 pub mod window;
 pub mod conv;
 pub mod encoder;
+pub mod llm;
 
 pub use device::{list_devices, DeviceCaps, DeviceSelector};
 pub use dtype::DType;

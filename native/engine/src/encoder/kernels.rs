@@ -504,7 +504,7 @@ impl AttentionCfg {
 }
 
 /// `t` as a `[rows, cols]` matrix of `dtype` whose rows are contiguous (any offset).
-fn matrix(t: &Tensor, dtype: DType, op: &str, name: &str) -> Result<(usize, usize)> {
+pub(crate) fn matrix(t: &Tensor, dtype: DType, op: &str, name: &str) -> Result<(usize, usize)> {
     if t.dtype != dtype {
         return Err(invalid!("{op}: {name} must be {dtype}, got {}", t.dtype));
     }
@@ -518,7 +518,7 @@ fn matrix(t: &Tensor, dtype: DType, op: &str, name: &str) -> Result<(usize, usiz
 }
 
 /// `t` as a contiguous `[len]` vector of `dtype`.
-fn vector(t: &Tensor, dtype: DType, len: usize, op: &str, name: &str) -> Result<()> {
+pub(crate) fn vector(t: &Tensor, dtype: DType, len: usize, op: &str, name: &str) -> Result<()> {
     if t.dtype != dtype {
         return Err(invalid!("{op}: {name} must be {dtype}, got {}", t.dtype));
     }

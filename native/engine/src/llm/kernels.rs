@@ -1,0 +1,385 @@
+//! The LLM runtime's kernels, each recorded into a caller's batch: quantized matrix × activation
+//! products (with bias, residual and SwiGLU epilogues), the embedding lookup, RMSNorm, RoPE with
+//! the KV-cache store, causal attention over the cache, and greedy argmax.
+//!
+//! Token rows are packed: row `t` of a step belongs to session slot `rows[t].0` at position
+//! `rows[t].1` (a `[T, 2]` u32 tensor); prefill rows of one session and decode rows of many
+//! sessions go through the same kernels. Every kernel's summation order depends on the model's
+//! shapes and the row's own position only — never on `T` or the row's batch-mates — so a
+//! session's tokens are the same bits alone or batched (tests/llm.rs checks this).
+//!
+//! Numerics: weights are dequantized exactly as ggml does ([`super::quant`], bit for bit);
+//! every sum accumulates in f32 (one fma chain per thread, then a fixed tree).
+
+use super::quant::GgmlType;
+use crate::dtype::DType;
+use crate::encoder::kernels::{matrix, vector};
+use crate::error::{invalid, Result};
+use crate::ops::check_dense_output;
+use crate::params::ParamBlock;
+use crate::submit::Batch;
+use crate::tensor::Tensor;
+use crate::Context;
+use std::fmt::Write;
+
+/// A weight matrix `[rows, cols]` (PyTorch's `[out, in]`) on the device as its GGUF bytes.
+pub struct QMatrix {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    /// `[rows · row_bytes]` U8.
+    pub data: Tensor,
+}
+
+impl QMatrix {
+    /// Uploads `bytes` (rows of `ty` blocks) as they are stored.
+    pub fn upload(ctx: &Context, ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<QMatrix> {
+        check_weight_type(ty)?;
+        if cols % 32 != 0 || cols as u64 % ty.block_size() != 0 {
+            return Err(invalid!("{} matrix rows of {cols} values are not whole 32-value units", ty.name()));
+        }
+        if bytes.len() != rows * ty.row_bytes(cols) {
+            return Err(invalid!("{} matrix [{rows}, {cols}] needs {} bytes, got {}", ty.name(), rows * ty.row_bytes(cols), bytes.len()));
+        }
+        let data = ctx.upload(DType::U8, &[bytes.len()], bytes)?;
+        Ok(QMatrix { ty, rows, cols, data })
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.ty.row_bytes(self.cols)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.data.byte_size() as u64
+    }
+}
+
+fn check_weight_type(ty: GgmlType) -> Result<()> {
+    if !ty.is_weight_type() {
+        return Err(invalid!("{} is an activation format, not a weight type", ty.name()));
+    }
+    Ok(())
+}
+
+/// The kernel sources share the f16 conversions with the encoder and the dequantizer.
+fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
+    let mut s = String::from(crate::kernel::SHADER_PRELUDE);
+    for d in defines {
+        writeln!(s, "#define {d}").unwrap();
+    }
+    s.push_str(include_str!("../kernels/encoder_math.glsl"));
+    if let Some(ty) = ty {
+        writeln!(s, "#define WT_{}", ty.name()).unwrap();
+        s.push_str(include_str!("kernels/llm_dequant.glsl"));
+    }
+    s.push_str(body);
+    s
+}
+
+/// Columns (tokens) per matvec workgroup and threads per workgroup.
+const MATVEC_TC: usize = 8;
+const MATVEC_WG: u32 = 64;
+
+/// What a matrix product adds after the sum.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Epilogue<'a> {
+    pub bias: Option<&'a Tensor>,
+    /// `out = residual + W·x` (may be `out` itself: each element is read before it is written
+    /// by the same invocation).
+    pub residual: Option<&'a Tensor>,
+}
+
+impl Context {
+    /// `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n]) (+ residual[t, n]); `x` `[T, K]` f32,
+    /// `out` `[T, N]` f32. With `up`, a SwiGLU: `out = silu(w·x) · (up·x)` (`w` the gate; no
+    /// epilogue). One dispatch.
+    pub fn record_llm_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
+        const OP: &str = "llm matvec";
+        let (t, k) = matrix(x, DType::F32, OP, "x")?;
+        let n = w.rows;
+        if w.cols != k {
+            return Err(invalid!("{OP}: x is [{t}, {k}] but the weight is [{n}, {}]", w.cols));
+        }
+        if let Some(u) = up {
+            if (u.ty, u.rows, u.cols) != (w.ty, w.rows, w.cols) {
+                return Err(invalid!("{OP}: gate {} [{n}, {k}] and up {} [{}, {}] differ", w.ty.name(), u.ty.name(), u.rows, u.cols));
+            }
+            if epi.bias.is_some() || epi.residual.is_some() {
+                return Err(invalid!("{OP}: SwiGLU takes no bias or residual"));
+            }
+        }
+        if let Some(b) = epi.bias {
+            vector(b, DType::F32, n, OP, "bias")?;
+        }
+        if let Some(r) = epi.residual {
+            if matrix(r, DType::F32, OP, "residual")? != (t, n) {
+                return Err(invalid!("{OP}: residual is {:?}, expected [{t}, {n}]", r.shape));
+            }
+        }
+        check_dense_output(out, DType::F32, &[t, n], OP)?;
+        if t == 0 || n == 0 {
+            return Ok(());
+        }
+        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("TC {MATVEC_TC}"), format!("NSUM {}", if up.is_some() { 2 } else { 1 })];
+        for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL")] {
+            if on {
+                defines.push(d.into());
+            }
+        }
+        let key = format!("llm matvec {} {}", w.ty.name(), defines.join(" "));
+        let kernel = self.kernels.get(&key, MATVEC_WG, 1, || source(Some(w.ty), &defines, include_str!("kernels/llm_matvec.glsl")))?;
+        let w2 = up.map_or(&w.data, |u| &u.data);
+        let bias = epi.bias.unwrap_or(out);
+        let res = epi.residual.unwrap_or(out);
+        let mut p = ParamBlock::new(OP);
+        p.addrs([&w.data, w2, x, bias, res, out].map(|t| t.buffer.address()));
+        p.i32s([n, k, t, w.row_bytes(), x.offset, bias.offset, res.offset, out.offset])?;
+        for b in [&w.data, w2, x, bias, res, out] {
+            batch.keep(&b.buffer);
+        }
+        let max = self.caps.max_workgroup_count;
+        let groups = [n.min(max[0].min(65535) as usize) as u32, t.div_ceil(MATVEC_TC) as u32, 1];
+        batch.dispatch_grid(&kernel, p.bytes(), (t * n).min(u32::MAX as usize) as u32, groups)
+    }
+
+    /// `out[t] = dequant(table[ids[t]])`: the token embedding lookup. `ids` `[T]` u32 (checked
+    /// against the table on the host by the caller; clamped on the device), `out` `[T, H]` f32.
+    pub fn record_llm_get_rows(&self, batch: &mut Batch<'_>, table: &QMatrix, ids: &Tensor, out: &Tensor) -> Result<()> {
+        const OP: &str = "llm embedding lookup";
+        let t = ids.shape.first().copied().unwrap_or(0);
+        vector(ids, DType::U32, t, OP, "ids")?;
+        check_dense_output(out, DType::F32, &[t, table.cols], OP)?;
+        if t == 0 || table.rows == 0 {
+            return Ok(());
+        }
+        let key = format!("llm get_rows {}", table.ty.name());
+        let defines = vec!["GET_ROWS".to_string()];
+        let kernel = self.kernels.get(&key, 256, 1, || source(Some(table.ty), &defines, include_str!("kernels/llm_rows.glsl")))?;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([&table.data, ids, out, out].map(|t| t.buffer.address()));
+        p.i32s([t, table.cols, table.row_bytes(), 0, ids.offset, 0, table.rows])?;
+        for b in [&table.data, ids, out] {
+            batch.keep(&b.buffer);
+        }
+        batch.dispatch_grid(&kernel, p.bytes(), t as u32, [t.min(65535) as u32, 1, 1])
+    }
+
+    /// `out[r] = x[src] / sqrt(mean(x[src]²) + eps) · gamma` with `src = rows[r]` when `rows`
+    /// (`[R]` u32, gathering the rows whose logits are wanted) is given, else `src = r`. `x`
+    /// `[T, H]` f32, `gamma` `[H]` f32, `out` `[R, H]` f32.
+    pub fn record_llm_rmsnorm(&self, batch: &mut Batch<'_>, x: &Tensor, rows: Option<&Tensor>, gamma: &Tensor, eps: f32, out: &Tensor) -> Result<()> {
+        const OP: &str = "llm rmsnorm";
+        let (t, h) = matrix(x, DType::F32, OP, "x")?;
+        vector(gamma, DType::F32, h, OP, "gamma")?;
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(invalid!("{OP}: eps {eps} must be finite and non-negative"));
+        }
+        let r = match rows {
+            Some(ix) => {
+                let r = ix.shape.first().copied().unwrap_or(0);
+                vector(ix, DType::U32, r, OP, "rows")?;
+                r
+            }
+            None => t,
+        };
+        check_dense_output(out, DType::F32, &[r, h], OP)?;
+        if r == 0 || h == 0 || t == 0 {
+            return Ok(());
+        }
+        let defines: Vec<String> = if rows.is_some() { vec!["GATHER".into()] } else { vec![] };
+        let key = format!("llm rmsnorm {}", defines.join(" "));
+        let kernel = self.kernels.get(&key, 256, 1, || source(None, &defines, include_str!("kernels/llm_rows.glsl")))?;
+        let ix = rows.unwrap_or(x);
+        let mut p = ParamBlock::new(OP);
+        p.addrs([x, ix, gamma, out].map(|t| t.buffer.address()));
+        p.i32s([r, h, t, x.offset, ix.offset])?.i32(eps.to_bits() as i32)?;
+        if gamma.offset != 0 || out.offset != 0 {
+            return Err(invalid!("{OP}: gamma and out must start at their buffer's start"));
+        }
+        for b in [x, ix, gamma, out] {
+            batch.keep(&b.buffer);
+        }
+        batch.dispatch_grid(&kernel, p.bytes(), r as u32, [r.min(65535) as u32, 1, 1])
+    }
+
+    /// `ids[r] = argmax(logits[r])` (lowest index among ties; NaN never wins). `logits`
+    /// `[R, V]` f32, `ids` `[R]` u32.
+    pub fn record_llm_argmax(&self, batch: &mut Batch<'_>, logits: &Tensor, ids: &Tensor) -> Result<()> {
+        const OP: &str = "llm argmax";
+        let (r, v) = matrix(logits, DType::F32, OP, "logits")?;
+        check_dense_output(ids, DType::U32, &[r], OP)?;
+        if r == 0 || v == 0 {
+            return Ok(());
+        }
+        let kernel = self.kernels.get("llm argmax", 256, 1, || source(None, &[], include_str!("kernels/llm_argmax.glsl")))?;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([logits, ids].map(|t| t.buffer.address()));
+        p.i32s([r, v, logits.offset])?;
+        batch.keep(&logits.buffer);
+        batch.keep(&ids.buffer);
+        batch.dispatch_grid(&kernel, p.bytes(), r as u32, [r.min(65535) as u32, 1, 1])
+    }
+}
+
+/// The attention block's fixed shape, shared by [`Context::record_llm_rope_store`] and
+/// [`Context::record_llm_attention`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnShape {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub rope_dims: usize,
+    pub rope_neox: bool,
+    /// Positions per session slot in the cache.
+    pub ctx: usize,
+    pub slots: usize,
+    pub kv_f16: bool,
+}
+
+impl AttnShape {
+    fn check(&self, op: &str) -> Result<()> {
+        let ok = self.n_head > 0
+            && self.n_head_kv > 0
+            && self.n_head % self.n_head_kv == 0
+            && self.head_dim > 0
+            && self.head_dim <= 256
+            && self.rope_dims % 2 == 0
+            && self.rope_dims <= self.head_dim
+            && self.ctx > 0
+            && self.slots > 0;
+        if !ok {
+            return Err(invalid!("{op}: unsupported attention shape {self:?}"));
+        }
+        Ok(())
+    }
+
+    pub fn kv_dtype(&self) -> DType {
+        if self.kv_f16 { DType::F16 } else { DType::F32 }
+    }
+
+    /// The shape of one layer's K (or V) cache.
+    pub fn cache_shape(&self) -> [usize; 3] {
+        [self.slots, self.ctx, self.n_head_kv * self.head_dim]
+    }
+
+    fn defines(&self) -> Vec<String> {
+        let mut d = vec![format!("NH {}", self.n_head), format!("NKV {}", self.n_head_kv), format!("HD {}", self.head_dim), format!("ROPE_DIMS {}", self.rope_dims)];
+        if self.rope_neox {
+            d.push("NEOX".into());
+        }
+        if self.kv_f16 {
+            d.push("KV_F16".into());
+        }
+        d
+    }
+}
+
+fn check_rows(rows: &Tensor, op: &str) -> Result<usize> {
+    let (t, two) = matrix(rows, DType::U32, op, "rows")?;
+    if two != 2 || rows.offset != 0 {
+        return Err(invalid!("{op}: rows must be a [T, 2] u32 tensor of (slot, position) at its buffer's start"));
+    }
+    Ok(t)
+}
+
+impl Context {
+    /// For each row `t` (slot, position `rows[t]`): optional per-head RMSNorm of q and k
+    /// (`qk_norm` = (q gamma, k gamma), `[head_dim]` f32 each), rotary embedding of q and k with
+    /// `cos_sin` (`[ctx, rope_dims/2, 2]` f32), q written back in place, k and v stored in the
+    /// layer's caches (`cache_k`, `cache_v` of [`AttnShape::cache_shape`]). Positions and slots
+    /// are checked on the host by the caller (clamped on the device). One dispatch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_llm_rope_store(
+        &self,
+        batch: &mut Batch<'_>,
+        shape: &AttnShape,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        rows: &Tensor,
+        cos_sin: &Tensor,
+        qk_norm: Option<(&Tensor, &Tensor, f32)>,
+        cache_k: &Tensor,
+        cache_v: &Tensor,
+    ) -> Result<()> {
+        const OP: &str = "llm rope";
+        shape.check(OP)?;
+        let t = check_rows(rows, OP)?;
+        let (qd, kvd) = (shape.n_head * shape.head_dim, shape.n_head_kv * shape.head_dim);
+        for (x, w, name) in [(q, qd, "q"), (k, kvd, "k"), (v, kvd, "v")] {
+            if matrix(x, DType::F32, OP, name)? != (t, w) || x.offset != 0 {
+                return Err(invalid!("{OP}: {name} is {:?}, expected [{t}, {w}] at its buffer's start", x.shape));
+            }
+        }
+        if cos_sin.dtype != DType::F32 || cos_sin.shape != [shape.ctx, shape.rope_dims / 2, 2] || cos_sin.offset != 0 {
+            return Err(invalid!("{OP}: cos/sin table is {:?}, expected [{}, {}, 2] f32", cos_sin.shape, shape.ctx, shape.rope_dims / 2));
+        }
+        for (c, name) in [(cache_k, "k cache"), (cache_v, "v cache")] {
+            if c.dtype != shape.kv_dtype() || c.shape != shape.cache_shape() || c.offset != 0 {
+                return Err(invalid!("{OP}: {name} is {} {:?}, expected {} {:?}", c.dtype, c.shape, shape.kv_dtype(), shape.cache_shape()));
+            }
+        }
+        let (qn, kn, eps) = match qk_norm {
+            Some((qn, kn, eps)) => {
+                vector(qn, DType::F32, shape.head_dim, OP, "q norm")?;
+                vector(kn, DType::F32, shape.head_dim, OP, "k norm")?;
+                (qn, kn, eps)
+            }
+            None => (q, q, 0.0),
+        };
+        if t == 0 {
+            return Ok(());
+        }
+        let mut defines = shape.defines();
+        if qk_norm.is_some() {
+            defines.push("QK_NORM".into());
+        }
+        let key = format!("llm rope {}", defines.join(" "));
+        let kernel = self.kernels.get(&key, 128, 1, || source(None, &defines, include_str!("kernels/llm_rope.glsl")))?;
+        let all = [q, k, v, rows, cos_sin, cache_k, cache_v, qn, kn];
+        let mut p = ParamBlock::new(OP);
+        p.addrs(all.map(|t| t.buffer.address()));
+        p.i32s([t, shape.ctx, shape.slots])?.i32(eps.to_bits() as i32)?;
+        for b in all {
+            batch.keep(&b.buffer);
+        }
+        let heads = shape.n_head + 2 * shape.n_head_kv;
+        batch.dispatch_grid(&kernel, p.bytes(), (t * heads) as u32, [t.min(65535) as u32, heads as u32, 1])
+    }
+
+    /// Causal attention: `out[t, h] = Σ_{j ≤ pos} softmax_j(q[t, h] · k_j · scale) · v_j` over
+    /// row `t`'s session cache (query head `h` reads kv head `h / (n_head / n_head_kv)`). `q`
+    /// and `out` `[T, n_head · head_dim]` f32. One dispatch.
+    pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, out: &Tensor) -> Result<()> {
+        const OP: &str = "llm attention";
+        shape.check(OP)?;
+        let t = check_rows(rows, OP)?;
+        let qd = shape.n_head * shape.head_dim;
+        if matrix(q, DType::F32, OP, "q")? != (t, qd) || q.offset != 0 {
+            return Err(invalid!("{OP}: q is {:?}, expected [{t}, {qd}]", q.shape));
+        }
+        for c in [cache_k, cache_v] {
+            if c.dtype != shape.kv_dtype() || c.shape != shape.cache_shape() || c.offset != 0 {
+                return Err(invalid!("{OP}: cache is {} {:?}, expected {} {:?}", c.dtype, c.shape, shape.kv_dtype(), shape.cache_shape()));
+            }
+        }
+        check_dense_output(out, DType::F32, &[t, qd], OP)?;
+        if out.offset != 0 || !scale.is_finite() {
+            return Err(invalid!("{OP}: out must start at its buffer's start and the scale be finite"));
+        }
+        if t == 0 {
+            return Ok(());
+        }
+        let defines = shape.defines();
+        let key = format!("llm attention {}", defines.join(" "));
+        let kernel = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention.glsl")))?;
+        let all = [q, rows, cache_k, cache_v, out];
+        let mut p = ParamBlock::new(OP);
+        p.addrs(all.map(|t| t.buffer.address()));
+        p.i32s([t, shape.ctx, shape.slots])?.i32(scale.to_bits() as i32)?;
+        for b in all {
+            batch.keep(&b.buffer);
+        }
+        batch.dispatch_grid(&kernel, p.bytes(), (t * shape.n_head) as u32, [t.min(65535) as u32, shape.n_head as u32, 1])
+    }
+}

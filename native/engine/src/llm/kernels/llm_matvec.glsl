@@ -1,0 +1,76 @@
+// out[t, n] = Σ_k W[n, k] · x[t, k] (+ bias[n]) (+ residual[t, n]) for a quantized W (row n's
+// bytes at W + n · ROW_BYTES, dequantized 32 values at a time by dq_unit), x and out f32.
+// SWIGLU: two matrices (gate, up) of the same type; out = silu(gate·x) · (up·x).
+//
+// One workgroup per (row n, chunk of TC columns). Thread i takes units i, i + WG, ... of the
+// row (32 values each) in ascending order, one f32 fma chain per column; the WG partial sums
+// are then added over a fixed tree. The order of every sum depends on K alone — not on T, the
+// chunk or the other columns — so a token's result is the same bits however many tokens (or
+// sessions) share the dispatch.
+
+layout(local_size_x = WG) in;
+shared float red[TC * NSUM][WG];
+
+void main() {
+    ParamsU64 a = ParamsU64(pc.params);
+    uint64_t addrW = a.v[0], addrW2 = a.v[1], addrX = a.v[2], addrB = a.v[3], addrR = a.v[4], addrO = a.v[5];
+    ParamsI32 meta = ParamsI32(pc.params + 48ul);
+    uint N = uint(meta.v[0]), K = uint(meta.v[1]), T = uint(meta.v[2]), rowBytes = uint(meta.v[3]);
+    uint offX = uint(meta.v[4]), offB = uint(meta.v[5]), offR = uint(meta.v[6]), offO = uint(meta.v[7]);
+    uint tid = gl_LocalInvocationID.x;
+    uint units = K / 32u;
+    uint t0 = gl_WorkGroupID.y * uint(TC);
+    for (uint n = gl_WorkGroupID.x; n < N; n += gl_NumWorkGroups.x) {
+        float acc[TC * NSUM];
+        [[unroll]] for (int c = 0; c < TC * NSUM; c++) acc[c] = 0.0;
+        uint64_t row = addrW + uint64_t(n) * uint64_t(rowBytes);
+#ifdef SWIGLU
+        uint64_t row2 = addrW2 + uint64_t(n) * uint64_t(rowBytes);
+#endif
+        for (uint u = tid; u < units; u += uint(WG)) {
+            float w[32];
+            dq_unit(row, u, w);
+#ifdef SWIGLU
+            float w2[32];
+            dq_unit(row2, u, w2);
+#endif
+            [[unroll]] for (int c = 0; c < TC; c++) {
+                uint t = t0 + uint(c);
+                if (t < T) {
+                    uint xb = offX + t * K + u * 32u;
+                    [[unroll]] for (uint j = 0u; j < 32u; j++) {
+                        float xv = uintBitsToFloat(BufU32(addrX).v[xb + j]);
+                        acc[c] = fma(w[j], xv, acc[c]);
+#ifdef SWIGLU
+                        acc[TC + c] = fma(w2[j], xv, acc[TC + c]);
+#endif
+                    }
+                }
+            }
+        }
+        [[unroll]] for (int c = 0; c < TC * NSUM; c++) red[c][tid] = acc[c];
+        barrier();
+        [[unroll]] for (uint s = uint(WG) / 2u; s > 0u; s >>= 1) {
+            if (tid < s) {
+                [[unroll]] for (int c = 0; c < TC * NSUM; c++) red[c][tid] += red[c][tid + s];
+            }
+            barrier();
+        }
+        if (tid < uint(TC) && t0 + tid < T) {
+            uint t = t0 + tid;
+            float v = red[tid][0];
+#ifdef SWIGLU
+            float g = v;
+            v = (g / (1.0 + exp(-g))) * red[TC + tid][0];
+#endif
+#ifdef BIAS
+            v += uintBitsToFloat(BufU32(addrB).v[offB + n]);
+#endif
+#ifdef RESIDUAL
+            v = uintBitsToFloat(BufU32(addrR).v[offR + t * N + n]) + v;
+#endif
+            BufU32(addrO).v[offO + t * N + n] = floatBitsToUint(v);
+        }
+        barrier();
+    }
+}

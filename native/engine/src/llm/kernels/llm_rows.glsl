@@ -1,0 +1,56 @@
+// Row kernels over [T, H] f32 activations, one workgroup of 256 per row.
+// GET_ROWS: out[t] = dequant(W[ids[t]]) (the token embedding lookup; ids clamped into the
+//   table — the host checks them — so a bad id never reads out of range).
+// RMSNORM: out[r] = x[src(r)] · (1 / sqrt(mean(x²) + eps)) · g, src(r) = rows[r] when GATHER
+//   (the final norm of only the rows whose logits are wanted), else r. The sum of squares is
+//   f32 over a fixed tree: a row's bits depend on that row alone.
+
+layout(local_size_x = 256) in;
+shared float red[256];
+
+void main() {
+    ParamsU64 a = ParamsU64(pc.params);
+    uint64_t addrA = a.v[0], addrB = a.v[1], addrG = a.v[2], addrO = a.v[3];
+    ParamsI32 meta = ParamsI32(pc.params + 32ul);
+    uint R = uint(meta.v[0]), H = uint(meta.v[1]), extra = uint(meta.v[2]), offA = uint(meta.v[3]), offB = uint(meta.v[4]);
+    float eps = intBitsToFloat(meta.v[5]);
+    uint tid = gl_LocalInvocationID.x;
+    for (uint r = gl_WorkGroupID.x; r < R; r += gl_NumWorkGroups.x) {
+#ifdef GET_ROWS
+        // A = table (rows of `extra` bytes), B = ids
+        uint id = min(BufU32(addrB).v[offB + r], uint(meta.v[6]) - 1u);
+        uint64_t row = addrA + uint64_t(id) * uint64_t(extra);
+        for (uint u = tid; u < H / 32u; u += 256u) {
+            float w[32];
+            dq_unit(row, u, w);
+            [[unroll]] for (uint j = 0u; j < 32u; j++) BufU32(addrO).v[r * H + u * 32u + j] = floatBitsToUint(w[j]);
+        }
+#else
+        // A = x, B = rows (GATHER), G = gamma
+#ifdef GATHER
+        uint src = min(BufU32(addrB).v[offB + r], extra - 1u);
+#else
+        uint src = r;
+#endif
+        uint base = offA + src * H;
+        float ss = 0.0;
+        for (uint c = tid; c < H; c += 256u) {
+            float v = uintBitsToFloat(BufU32(addrA).v[base + c]);
+            ss = fma(v, v, ss);
+        }
+        red[tid] = ss;
+        barrier();
+        [[unroll]] for (uint s = 128u; s > 0u; s >>= 1) {
+            if (tid < s) red[tid] += red[tid + s];
+            barrier();
+        }
+        float scale = 1.0 / sqrt(red[0] / float(H) + eps);
+        barrier();
+        for (uint c = tid; c < H; c += 256u) {
+            float v = uintBitsToFloat(BufU32(addrA).v[base + c]);
+            float g = uintBitsToFloat(BufU32(addrG).v[c]);
+            BufU32(addrO).v[r * H + c] = floatBitsToUint((v * scale) * g);
+        }
+#endif
+    }
+}
