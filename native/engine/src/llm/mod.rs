@@ -8,6 +8,7 @@ pub mod gguf;
 pub mod kernels;
 pub mod model;
 pub mod quant;
+pub mod tokenizer;
 
 pub use gguf::{Gguf, MetaValue, TensorInfo};
 pub use quant::GgmlType;
