@@ -1,12 +1,16 @@
 //! The HTTP API: `POST /v1/embeddings` (OpenAI's request and answer, plus `device`,
-//! `precision` and `truncated`), `GET /health`, `GET /metrics`.
+//! `precision` and `truncated`), the generation endpoints of [`crate::completions`]
+//! (`POST /v1/completions`, `POST /v1/chat/completions`, `GET /v1/models`), `GET /health`,
+//! `GET /metrics`.
 //!
 //! Every error is `{"error": {"message", "type"}}` with a status that says whose fault it is:
-//! 400 malformed or invalid request, 401 missing/wrong API key, 404 another model, 413 body over
-//! the limit, 503 queue full (with `Retry-After`) or shutting down, 500 the embedder failed.
+//! 400 malformed or invalid request, 401 missing/wrong API key, 404 another model (or an
+//! endpoint whose kind of model this server was started without), 413 body over the limit, 503
+//! queue full (with `Retry-After`) or shutting down, 500 the embedder or generator failed.
 
+use crate::completions::{self, Generation};
 use crate::embedder::EmbedOutput;
-use crate::metrics::Metrics;
+use crate::metrics::{GenerationLoad, Metrics};
 use crate::queue::{BatchQueue, SubmitError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -20,19 +24,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// What the handlers share.
+/// What the handlers share. At least one of `queue` (the embedder) and `generation` is set.
 pub(crate) struct App {
-    pub queue: BatchQueue,
+    pub queue: Option<BatchQueue>,
+    pub generation: Option<Generation>,
     pub metrics: Arc<Metrics>,
     pub api_key: Option<String>,
 }
 
 pub(crate) fn router(app: Arc<App>, max_body_bytes: usize) -> Router {
-    let embeddings = Router::new()
+    let v1 = Router::new()
         .route("/v1/embeddings", post(embeddings))
+        .route("/v1/completions", post(completions::completions))
+        .route("/v1/chat/completions", post(completions::chat_completions))
+        .route("/v1/models", get(completions::models))
         .route_layer(middleware::from_fn_with_state(app.clone(), authorize));
     Router::new()
-        .merge(embeddings)
+        .merge(v1)
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "no such route".into()) })
@@ -51,12 +59,30 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, kind: &'static str, message: String) -> Self {
+    pub(crate) fn new(status: StatusCode, kind: &'static str, message: String) -> Self {
         ApiError { status, kind, message, retry_after: None }
     }
 
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", message.into())
+    }
+
+    /// 503 with `Retry-After: 1`: full now, worth retrying.
+    pub(crate) fn overloaded(message: String) -> Self {
+        ApiError { retry_after: Some(1), ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded_error", message) }
+    }
+
+    pub(crate) fn shutting_down() -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable_error", "the server is shutting down".into())
+    }
+
+    pub(crate) fn internal(message: String) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
+    }
+
+    /// 404 for an endpoint whose kind of model this server was started without.
+    pub(crate) fn not_loaded(what: &str, route: &str) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", format!("this server was started without {what}, so {route} is not served"))
     }
 }
 
@@ -74,8 +100,8 @@ impl IntoResponse for ApiError {
 impl From<SubmitError> for ApiError {
     fn from(e: SubmitError) -> Self {
         match e {
-            SubmitError::Full { .. } => ApiError { retry_after: Some(1), ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded_error", e.to_string()) },
-            SubmitError::Closed => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable_error", e.to_string()),
+            SubmitError::Full { .. } => ApiError::overloaded(e.to_string()),
+            SubmitError::Closed => ApiError::shutting_down(),
             SubmitError::TooLarge { .. } => ApiError::invalid(e.to_string()),
         }
     }
@@ -85,6 +111,9 @@ impl From<SubmitError> for ApiError {
 async fn count(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let route = match request.uri().path() {
         "/v1/embeddings" => "/v1/embeddings",
+        "/v1/completions" => "/v1/completions",
+        "/v1/chat/completions" => "/v1/chat/completions",
+        "/v1/models" => "/v1/models",
         "/health" => "/health",
         "/metrics" => "/metrics",
         _ => "other",
@@ -154,9 +183,9 @@ struct Usage {
 }
 
 async fn embeddings(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Json<EmbeddingsResponse>, ApiError> {
-    let body = body.map_err(|r| ApiError::new(r.status(), "invalid_request_error", r.body_text()))?;
-    let request: EmbeddingsRequest = serde_json::from_slice(&body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
-    let info = app.queue.info();
+    let queue = app.queue.as_ref().ok_or_else(|| ApiError::not_loaded("an embedding model", "/v1/embeddings"))?;
+    let request: EmbeddingsRequest = parse_body(body)?;
+    let info = queue.info();
     let texts = match request.input {
         Value::String(s) => vec![s],
         Value::Array(items) => items
@@ -184,11 +213,11 @@ async fn embeddings(State(app): State<Arc<App>>, body: Result<Bytes, BytesReject
         Some(d) if d >= 1 && d as u64 <= info.dimensions as u64 => Some(d as usize),
         Some(d) => return Err(ApiError::invalid(format!("dimensions {d}: the model gives 1 to {}", info.dimensions))),
     };
-    let answer = app.queue.submit(texts)?;
+    let answer = queue.submit(texts)?;
     let outputs: Vec<EmbedOutput> = answer
         .await
-        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "the request was dropped by the queue".into()))?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", format!("embedding failed: {e}")))?;
+        .map_err(|_| ApiError::internal("the request was dropped by the queue".into()))?
+        .map_err(|e| ApiError::internal(format!("embedding failed: {e}")))?;
     let tokens = outputs.iter().map(|o| o.tokens).sum();
     let truncated = outputs.iter().enumerate().filter(|(_, o)| o.truncated).map(|(i, _)| i).collect();
     let data = outputs
@@ -214,24 +243,52 @@ async fn embeddings(State(app): State<Arc<App>>, body: Result<Bytes, BytesReject
     }))
 }
 
+/// A request body as JSON (400 with serde's message when it is not), or the body limit's answer.
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let body = body.map_err(|r| ApiError::new(r.status(), "invalid_request_error", r.body_text()))?;
+    serde_json::from_slice(&body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+}
+
+/// The embedding model's fields at the top level (as before generation existed), the language
+/// model's under `"generator"`; each only when the server has that model.
 async fn health(State(app): State<Arc<App>>) -> Json<Value> {
-    let info = app.queue.info();
-    let config = app.queue.config();
-    Json(json!({
-        "status": if app.queue.is_closed() { "draining" } else { "ok" },
-        "model": info.model,
-        "device": info.device,
-        "precision": info.precision,
-        "dimensions": info.dimensions,
-        "max_tokens": info.max_tokens,
-        "queue_depth": app.queue.depth(),
-        "queue_capacity": config.capacity,
-        "batch": config.batch,
-    }))
+    let draining = app.queue.as_ref().is_some_and(|q| q.is_closed()) || app.generation.as_ref().is_some_and(|g| g.admission.is_closed());
+    let mut health = json!({"status": if draining { "draining" } else { "ok" }});
+    if let Some(queue) = &app.queue {
+        let info = queue.info();
+        let config = queue.config();
+        let fields = json!({
+            "model": info.model,
+            "device": info.device,
+            "precision": info.precision,
+            "dimensions": info.dimensions,
+            "max_tokens": info.max_tokens,
+            "queue_depth": queue.depth(),
+            "queue_capacity": config.capacity,
+            "batch": config.batch,
+        });
+        health.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+    }
+    if let Some(g) = &app.generation {
+        let config = g.admission.config();
+        health["generator"] = json!({
+            "model": g.info.id,
+            "device": g.info.device,
+            "quantization": g.info.quantization,
+            "context_length": g.info.context_length,
+            "active_sessions": g.admission.running(),
+            "waiting": g.admission.waiting(),
+            "max_sessions": config.max_sessions,
+            "queue": config.queue,
+        });
+    }
+    Json(health)
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
-    let text = app.metrics.render(app.queue.info(), app.queue.depth());
+    let embedding = app.queue.as_ref().map(|q| (q.info(), q.depth()));
+    let generation = app.generation.as_ref().map(|g| GenerationLoad { info: &g.info, running: g.admission.running(), waiting: g.admission.waiting() });
+    let text = app.metrics.render(embedding, generation);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
 }
 

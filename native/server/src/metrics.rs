@@ -4,6 +4,7 @@
 //! handlers update them, `/metrics` renders them. Names start with `nx_vulkan_`.
 
 use crate::embedder::ModelInfo;
+use crate::generator::GenModelInfo;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -43,6 +44,7 @@ impl Histogram {
 }
 
 const BATCH_BOUNDS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+const TTFT_BOUNDS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 const SECONDS_BOUNDS: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// Everything `/metrics` reports.
@@ -58,6 +60,19 @@ pub struct Metrics {
     batch_size: Mutex<Histogram>,
     queue_wait: Mutex<Histogram>,
     embed_seconds: Mutex<Histogram>,
+    /// Generation sessions ended, by how: a finish reason, `error`, or `client_gone`.
+    generations: Mutex<BTreeMap<&'static str, u64>>,
+    generated_tokens: AtomicU64,
+    generation_prompt_tokens: AtomicU64,
+    /// From the request's arrival (admission wait included) to its first token.
+    time_to_first_token: Mutex<Histogram>,
+}
+
+/// The generator's load now, for [`Metrics::render`].
+pub struct GenerationLoad<'a> {
+    pub info: &'a GenModelInfo,
+    pub running: usize,
+    pub waiting: usize,
 }
 
 impl Default for Metrics {
@@ -71,6 +86,10 @@ impl Default for Metrics {
             batch_size: Mutex::new(Histogram::new(BATCH_BOUNDS)),
             queue_wait: Mutex::new(Histogram::new(SECONDS_BOUNDS)),
             embed_seconds: Mutex::new(Histogram::new(SECONDS_BOUNDS)),
+            generations: Mutex::new(BTreeMap::new()),
+            generated_tokens: AtomicU64::new(0),
+            generation_prompt_tokens: AtomicU64::new(0),
+            time_to_first_token: Mutex::new(Histogram::new(TTFT_BOUNDS)),
         }
     }
 }
@@ -101,17 +120,44 @@ impl Metrics {
         self.abandoned_inputs.fetch_add(inputs as u64, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of every counter, with the queue's depth now.
-    pub fn render(&self, info: &ModelInfo, queue_depth: usize) -> String {
+    /// A generation's first token came `seconds` after its request arrived.
+    pub(crate) fn first_token(&self, seconds: f64) {
+        self.time_to_first_token.lock().observe_n(seconds, 1);
+    }
+
+    /// A generation ended (`how`: a finish reason, `error` or `client_gone`) after `completion`
+    /// tokens of a `prompt`-token prompt (0 when the generator did not say).
+    pub(crate) fn generation(&self, how: &'static str, prompt: usize, completion: usize) {
+        *self.generations.lock().entry(how).or_insert(0) += 1;
+        self.generation_prompt_tokens.fetch_add(prompt as u64, Ordering::Relaxed);
+        self.generated_tokens.fetch_add(completion as u64, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of every counter, with the embedding queue's depth and
+    /// the generator's load now (each when the server has that model).
+    pub fn render(&self, embedding: Option<(&ModelInfo, usize)>, generation: Option<GenerationLoad>) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP nx_vulkan_model_info The model served.\n# TYPE nx_vulkan_model_info gauge\nnx_vulkan_model_info{{model=\"{}\",device=\"{}\",precision=\"{}\",dimensions=\"{}\"}} 1",
-            label(&info.model),
-            label(&info.device),
-            label(&info.precision),
-            info.dimensions
-        );
+        if let Some((info, _)) = embedding {
+            let _ = writeln!(
+                out,
+                "# HELP nx_vulkan_model_info The embedding model served.\n# TYPE nx_vulkan_model_info gauge\nnx_vulkan_model_info{{model=\"{}\",device=\"{}\",precision=\"{}\",dimensions=\"{}\"}} 1",
+                label(&info.model),
+                label(&info.device),
+                label(&info.precision),
+                info.dimensions
+            );
+        }
+        if let Some(g) = &generation {
+            let _ = writeln!(
+                out,
+                "# HELP nx_vulkan_generator_info The language model served.\n# TYPE nx_vulkan_generator_info gauge\nnx_vulkan_generator_info{{model=\"{}\",device=\"{}\",quantization=\"{}\",context_length=\"{}\"}} 1",
+                label(&g.info.id),
+                label(&g.info.device),
+                label(&g.info.quantization),
+                g.info.context_length
+            );
+        }
+        let queue_depth = embedding.map_or(0, |(_, depth)| depth);
         let _ = writeln!(out, "# HELP nx_vulkan_requests_total HTTP requests answered, by route and status.\n# TYPE nx_vulkan_requests_total counter");
         for ((route, status), n) in self.requests.lock().iter() {
             let _ = writeln!(out, "nx_vulkan_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
@@ -129,6 +175,21 @@ impl Metrics {
         self.batch_size.lock().render(&mut out, "nx_vulkan_batch_size", "Inputs per batch run on the embedder.");
         self.queue_wait.lock().render(&mut out, "nx_vulkan_queue_wait_seconds", "Time each input waited in the queue before its batch started.");
         self.embed_seconds.lock().render(&mut out, "nx_vulkan_embed_seconds", "Embedder (device) time per batch.");
+        let _ = writeln!(out, "# HELP nx_vulkan_generations_total Generation sessions ended, by finish reason (or error, client_gone).\n# TYPE nx_vulkan_generations_total counter");
+        for (how, n) in self.generations.lock().iter() {
+            let _ = writeln!(out, "nx_vulkan_generations_total{{finish_reason=\"{how}\"}} {n}");
+        }
+        let counters = [
+            ("nx_vulkan_generated_tokens_total", "Tokens generated (completion tokens).", &self.generated_tokens),
+            ("nx_vulkan_generation_prompt_tokens_total", "Prompt tokens of finished generations.", &self.generation_prompt_tokens),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Ordering::Relaxed));
+        }
+        let (running, waiting) = generation.map_or((0, 0), |g| (g.running, g.waiting));
+        let _ = writeln!(out, "# HELP nx_vulkan_generation_active_sessions Generation sessions running.\n# TYPE nx_vulkan_generation_active_sessions gauge\nnx_vulkan_generation_active_sessions {running}");
+        let _ = writeln!(out, "# HELP nx_vulkan_generation_waiting Generation requests waiting for a session.\n# TYPE nx_vulkan_generation_waiting gauge\nnx_vulkan_generation_waiting {waiting}");
+        self.time_to_first_token.lock().render(&mut out, "nx_vulkan_time_to_first_token_seconds", "From a generation request's arrival to its first token.");
         out
     }
 }

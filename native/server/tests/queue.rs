@@ -34,6 +34,6 @@ fn a_dropped_receiver_is_skipped_not_run() {
     assert!(first.blocking_recv().unwrap().is_ok());
     assert_eq!(last.try_recv().unwrap().unwrap(), vec![fake_output("kept")]);
     assert_eq!(*batches.lock(), vec![1, 1]);
-    let text = metrics.render(&FakeEmbedder::new(0).info(), 0);
+    let text = metrics.render(Some((&FakeEmbedder::new(0).info(), 0)), None);
     assert_eq!(metric(&text, "nx_vulkan_abandoned_inputs_total"), 3.0);
 }

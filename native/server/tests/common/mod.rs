@@ -1,8 +1,12 @@
-//! What the server tests share: a fake embedder with deterministic vectors, and a minimal
-//! HTTP/1.1 client over loopback (one request per connection) that can also drop a request.
+//! What the server tests share: a fake embedder with deterministic vectors, a fake generator
+//! ([`generator`]), and a minimal HTTP/1.1 client over loopback (one request per connection)
+//! that can also drop a request, and read server-sent events.
 #![allow(dead_code)]
 
-use nx_vulkan_server::{EmbedOutput, Embedder, ModelInfo, Server, ServerConfig, ShutdownHandle};
+pub mod generator;
+
+use generator::FakeGenerator;
+use nx_vulkan_server::{EmbedOutput, Embedder, GenConfig, Generator, ModelInfo, Server, ServerConfig, ShutdownHandle};
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -79,6 +83,17 @@ pub async fn start(embedder: FakeEmbedder, config: ServerConfig) -> Running {
     Running { addr, stop, done }
 }
 
+/// A server with the fake embedder, the fake generator, or both.
+pub async fn start_with(embedder: Option<FakeEmbedder>, generator: Option<FakeGenerator>, config: ServerConfig, generation: GenConfig) -> Running {
+    let embedder = embedder.map(|e| Box::new(e) as Box<dyn Embedder>);
+    let generator = generator.map(|g| Arc::new(g) as Arc<dyn Generator>);
+    let server = Server::bind_with("127.0.0.1:0", embedder, generator, config, generation).await.expect("bind");
+    let addr = server.local_addr();
+    let stop = server.shutdown_handle();
+    let done = tokio::spawn(server.run());
+    Running { addr, stop, done }
+}
+
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
@@ -98,9 +113,37 @@ impl Reply {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+
+    /// The body as server-sent events: each `data:` payload, in order (`[DONE]` included).
+    pub fn events(&self) -> Vec<String> {
+        sse_events(&self.text())
+    }
 }
 
-fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+pub fn sse_events(text: &str) -> Vec<String> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| e.strip_prefix("data: ").unwrap_or_else(|| panic!("not a data event: {e:?}")).to_string())
+        .collect()
+}
+
+/// Sends a request, reads the reply until `events` server-sent events have arrived, then closes
+/// the connection (a client that leaves mid-stream). Returns what was read.
+pub async fn read_events_and_drop(addr: SocketAddr, path: &str, body: &[u8], events: usize) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(&request_bytes("POST", path, &[], body)).await.expect("write");
+    let mut raw = vec![];
+    let mut buf = [0u8; 4096];
+    while String::from_utf8_lossy(&raw).matches("data: ").count() < events {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await.expect("events within 10 s").expect("read");
+        assert!(n > 0, "the server closed the stream early: {:?}", String::from_utf8_lossy(&raw));
+        raw.extend_from_slice(&buf[..n]);
+    }
+    drop(stream);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+pub fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     if !body.is_empty() {
         head.push_str("Content-Type: application/json\r\n");
