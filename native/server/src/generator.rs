@@ -7,6 +7,9 @@
 //!   (at most [`GenConfig::max_sessions`](crate::GenConfig) sessions are open at a time); the
 //!   generator runs its sessions together (continuous batching) and answers each on its own
 //!   channel. `start` must not block on generation; it returns once the session is accepted.
+//!   The server counts a session as over once its `Done`/`Error` has arrived (or its receiver
+//!   was dropped), and may call `start` again at once: a generator without a free slot yet
+//!   answers [`GenError::Busy`] (503) or queues it.
 //! - **Events in order.** Zero or more [`GenEvent::Token`]s, then exactly one `Done` or `Error`,
 //!   then the sender is dropped.
 //! - **Cancellation is a closed channel.** When the client goes away the server drops the

@@ -121,23 +121,27 @@ impl Generator for FakeGenerator {
         let fake = self.clone();
         let prompt_tokens = prompt_tokens(&prompt);
         std::thread::spawn(move || {
-            if run_session(&fake, &tx, &k, &params, prompt_tokens, fail).is_err() {
+            let last = run_session(&fake, &tx, &k, &params, prompt_tokens, fail);
+            // The session is over once it has its last event (the server may start the next
+            // one as soon as that arrives), so it stops counting as open before sending it.
+            fake.record.open.fetch_sub(1, Ordering::SeqCst);
+            if last.and_then(|event| tx.blocking_send(event).map_err(|_| ())).is_err() {
                 fake.record.cancelled.fetch_add(1, Ordering::SeqCst);
             }
-            fake.record.open.fetch_sub(1, Ordering::SeqCst);
         });
         Ok(rx)
     }
 }
 
-/// One session: tokens until length, max_tokens or a stop string. Err when the receiver left.
-fn run_session(fake: &FakeGenerator, tx: &mpsc::Sender<GenEvent>, k: &str, params: &GenParams, prompt_tokens: usize, fail: bool) -> Result<(), ()> {
+/// One session's tokens, until length, max_tokens or a stop string; its last event (`Done` or
+/// `Error`) is returned, not sent. Err when the receiver left.
+fn run_session(fake: &FakeGenerator, tx: &mpsc::Sender<GenEvent>, k: &str, params: &GenParams, prompt_tokens: usize, fail: bool) -> Result<GenEvent, ()> {
     let n = fake.length.min(params.max_tokens);
     let mut text = String::new();
     for i in 0..n {
         std::thread::sleep(fake.delay);
         if fail && i == 2 {
-            return tx.blocking_send(GenEvent::Error("the fake was asked to fail".into())).map_err(|_| ());
+            return Ok(GenEvent::Error("the fake was asked to fail".into()));
         }
         let piece = fake_token(k, i);
         // A stop string: emit what comes before it, then stop.
@@ -148,13 +152,13 @@ fn run_session(fake: &FakeGenerator, tx: &mpsc::Sender<GenEvent>, k: &str, param
                 send_token(fake, tx, i, before, params)?;
             }
             let completion = i + usize::from(!before.is_empty());
-            return tx.blocking_send(GenEvent::Done { finish_reason: FinishReason::Stop, prompt_tokens, completion_tokens: completion }).map_err(|_| ());
+            return Ok(GenEvent::Done { finish_reason: FinishReason::Stop, prompt_tokens, completion_tokens: completion });
         }
         send_token(fake, tx, i, &piece, params)?;
         text = joined;
     }
     let finish_reason = if n < fake.length { FinishReason::Length } else { FinishReason::Stop };
-    tx.blocking_send(GenEvent::Done { finish_reason, prompt_tokens, completion_tokens: n }).map_err(|_| ())
+    Ok(GenEvent::Done { finish_reason, prompt_tokens, completion_tokens: n })
 }
 
 fn send_token(fake: &FakeGenerator, tx: &mpsc::Sender<GenEvent>, i: usize, text: &str, params: &GenParams) -> Result<(), ()> {
