@@ -111,6 +111,27 @@ impl MetaValue {
             MetaValue::Array(_) => "array",
         }
     }
+
+    /// The value for an error message: its type and value, a string cut at 40 characters, an
+    /// array by its length (a message never grows with what the file holds).
+    pub fn describe(&self) -> String {
+        match self {
+            MetaValue::String(s) if s.chars().nth(40).is_some() => format!("string {:?}…", s.chars().take(40).collect::<String>()),
+            MetaValue::String(s) => format!("string {s:?}"),
+            MetaValue::Array(a) => format!("an array of {} {}", a.len(), a.first().map_or("values", MetaValue::type_name)),
+            MetaValue::U8(v) => format!("u8 {v}"),
+            MetaValue::I8(v) => format!("i8 {v}"),
+            MetaValue::U16(v) => format!("u16 {v}"),
+            MetaValue::I16(v) => format!("i16 {v}"),
+            MetaValue::U32(v) => format!("u32 {v}"),
+            MetaValue::I32(v) => format!("i32 {v}"),
+            MetaValue::U64(v) => format!("u64 {v}"),
+            MetaValue::I64(v) => format!("i64 {v}"),
+            MetaValue::F32(v) => format!("f32 {v}"),
+            MetaValue::F64(v) => format!("f64 {v}"),
+            MetaValue::Bool(v) => format!("bool {v}"),
+        }
+    }
 }
 
 /// One tensor's header: its name, ggml dimensions (`dims[0]` is the contiguous row length) and
@@ -321,7 +342,7 @@ impl Gguf {
             None => 32,
             Some(v) => match v.as_u64() {
                 Some(a) if a > 0 && a.is_power_of_two() && a <= 1 << 20 => a,
-                _ => return Err(c.err(format_args!("general.alignment {v:?} is not a power of two up to 1 MiB"))),
+                _ => return Err(c.err(format_args!("general.alignment is {}, not a power of two up to 1 MiB", v.describe()))),
             },
         };
         let mut tensors = Vec::with_capacity(tensor_count as usize);
@@ -411,7 +432,7 @@ impl Gguf {
     fn typed<'a, T: 'a>(&'a self, key: &str, kind: &str, f: impl FnOnce(&'a MetaValue) -> Option<T>) -> Result<Option<T>> {
         match self.metadata.get(key) {
             None => Ok(None),
-            Some(v) => f(v).map(Some).ok_or_else(|| invalid!("{}: metadata {key:?} is {} {v:.60?}, expected {kind}", self.path.display(), v.type_name())),
+            Some(v) => f(v).map(Some).ok_or_else(|| invalid!("{}: metadata {key:?} is {}, expected {kind}", self.path.display(), v.describe())),
         }
     }
 
