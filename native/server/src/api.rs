@@ -257,7 +257,7 @@ async fn health(State(app): State<Arc<App>>) -> Json<Value> {
     if let Some(queue) = &app.queue {
         let info = queue.info();
         let config = queue.config();
-        let fields = json!({
+        let Value::Object(fields) = json!({
             "model": info.model,
             "device": info.device,
             "precision": info.precision,
@@ -266,8 +266,10 @@ async fn health(State(app): State<Arc<App>>) -> Json<Value> {
             "queue_depth": queue.depth(),
             "queue_capacity": config.capacity,
             "batch": config.batch,
-        });
-        health.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        }) else {
+            unreachable!("json!({..}) is an object")
+        };
+        health.as_object_mut().expect("an object").extend(fields);
     }
     if let Some(g) = &app.generation {
         let config = g.admission.config();
