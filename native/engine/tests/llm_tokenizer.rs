@@ -4,6 +4,7 @@
 //! vocabulary of test/llm/tokenizer/ against transformers' GGUF tokenizers, the Llama-3 / Qwen2 split
 //! regexes against HF `tokenizers`' Split pre-tokenizer, streaming decode, and damaged metadata.
 
+use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::tokenizer::{pre_tokenize, LlmTokenizer, StreamDecoder};
 use nx_vulkan_engine::llm::Gguf;
 use serde_json::Value;
@@ -136,4 +137,325 @@ fn split_regexes_of_known_pre_tokenizers() {
     assert_eq!(pre_tokenize("smollm", "a 123").unwrap(), ["a", " ", "1", "2", "3"]);
     let e = pre_tokenize("no-such-pre", "x").unwrap_err().to_string();
     assert!(e.contains("no-such-pre"), "{e}");
+}
+
+fn tokenizer_dir() -> PathBuf {
+    test_llm().join("tokenizer")
+}
+
+/// Encodes every case of a reference (`add_special`, control tokens parsed) and returns the
+/// failures, checking decode on the matches with `check_decode`.
+fn run_cases(tok: &LlmTokenizer, cases: &[Value], add_special: bool, check_decode: impl Fn(&str, &[u32], &str)) -> Vec<String> {
+    let mut bad = Vec::new();
+    for c in cases {
+        let text = c["text"].as_str().unwrap();
+        let want = ids_of(&c["ids"]);
+        let got = tok.encode(text, add_special, true).unwrap();
+        if got != want {
+            bad.push(format!("{text:?}\n  got  {got:?}\n  want {want:?}"));
+            continue;
+        }
+        check_decode(text, &got, c["decoded"].as_str().unwrap());
+    }
+    bad
+}
+
+#[test]
+fn every_fixture_vocabulary_matches_transformers() {
+    let r = json(&tokenizer_dir().join("fixtures.json"));
+    let mut seen = 0;
+    for v in r["vocabs"].as_array().unwrap() {
+        let cases = v["cases"].as_array().unwrap();
+        assert!(cases.len() >= 40);
+        for name in v["fixtures"].as_array().unwrap() {
+            let name = name.as_str().unwrap();
+            let g = Gguf::open(test_llm().join("fixtures").join(format!("{name}.gguf"))).unwrap();
+            let tok = LlmTokenizer::from_gguf(&g).unwrap();
+            assert_eq!(tok.pre_name(), Some("gpt-2"), "{name}");
+            let n = tok.vocab_size() as u32;
+            assert_eq!(tok.bos(), Some(n - 4));
+            assert_eq!(tok.eos(), Some(n - 3));
+            // eos and <|im_end|> (control).
+            assert_eq!(tok.eog_ids(), &[n - 3, n - 1]);
+            let bad = run_cases(&tok, cases, true, |text, ids, decoded| {
+                assert_eq!(decoded, text);
+                assert_eq!(tok.decode(ids, false), text, "{name}");
+            });
+            assert!(bad.is_empty(), "{name}: {} of {} cases differ:\n{}", bad.len(), cases.len(), bad.join("\n"));
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 17);
+}
+
+#[test]
+fn split_regexes_match_hf_tokenizers_split() {
+    let r = json(&tokenizer_dir().join("splits.json"));
+    let texts: Vec<&str> = r["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let families = r["families"].as_object().unwrap();
+    for fam in ["gpt-2", "smollm", "default", "llama3", "qwen2"] {
+        let want = families[fam]["pieces"].as_array().unwrap();
+        assert_eq!(want.len(), texts.len());
+        let mut bad = Vec::new();
+        for (text, want) in texts.iter().zip(want) {
+            let want: Vec<&str> = want.as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+            let got = pre_tokenize(fam, text).unwrap();
+            if got != want {
+                bad.push(format!("{text:?}\n  got  {got:?}\n  want {want:?}"));
+            }
+        }
+        assert!(bad.is_empty(), "{fam}: {} of {} texts differ:\n{}", bad.len(), texts.len(), bad.join("\n"));
+    }
+    // The aliases llama.cpp maps to the same families.
+    assert_eq!(pre_tokenize("llama-bpe", "x 1234").unwrap(), ["x", " ", "123", "4"]);
+    assert_eq!(pre_tokenize("qwen2", "x 1234").unwrap(), ["x", " ", "1", "2", "3", "4"]);
+}
+
+#[test]
+fn sentencepiece_vocabulary_matches_transformers() {
+    let g = Gguf::open(tokenizer_dir().join("spm.gguf")).unwrap();
+    let tok = LlmTokenizer::from_gguf(&g).unwrap();
+    let r = json(&tokenizer_dir().join("spm.json"));
+    assert_eq!(tok.vocab_size() as u64, r["n_vocab"].as_u64().unwrap());
+    assert_eq!((tok.bos(), tok.eos()), (Some(1), Some(2)));
+    assert!(tok.adds_bos());
+    assert_eq!(tok.pre_name(), None);
+    let cases = r["cases"].as_array().unwrap();
+    let bad = run_cases(&tok, cases, true, |text, ids, decoded| {
+        assert_eq!(tok.decode(ids, false), decoded, "{text:?}");
+        if !text.contains("<|im_start|>") {
+            assert_eq!(tok.decode(ids, true), text);
+        }
+    });
+    assert!(bad.is_empty(), "{} of {} cases differ:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    // Byte tokens decode to their byte; a character split into bytes streams back whole.
+    assert_eq!(tok.token_bytes(4 + 0xE6), vec![0xE6]);
+    let text = "日本 🤗 x";
+    let ids = tok.encode(text, true, false).unwrap();
+    let mut d = StreamDecoder::skipping_special();
+    let mut out = String::new();
+    for &id in &ids {
+        out.push_str(&d.push(&tok, id));
+    }
+    out.push_str(&d.finish());
+    assert_eq!(out, text);
+}
+
+/// A GGUF v3 file with no tensors and the given metadata (value = (type, encoded bytes)).
+fn gguf_bytes(kv: &[(&str, u32, Vec<u8>)]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend((kv.len() as u64).to_le_bytes());
+    for (k, ty, v) in kv {
+        b.extend((k.len() as u64).to_le_bytes());
+        b.extend(k.as_bytes());
+        b.extend(ty.to_le_bytes());
+        b.extend(v);
+    }
+    while b.len() % 32 != 0 {
+        b.push(0);
+    }
+    b
+}
+const T_I32: u32 = 5;
+const T_U32: u32 = 4;
+const T_STRING: u32 = 8;
+const T_ARRAY: u32 = 9;
+fn enc_str(s: &str) -> Vec<u8> {
+    let mut b = (s.len() as u64).to_le_bytes().to_vec();
+    b.extend(s.as_bytes());
+    b
+}
+fn enc_strs(v: &[&str]) -> Vec<u8> {
+    let mut b = T_STRING.to_le_bytes().to_vec();
+    b.extend((v.len() as u64).to_le_bytes());
+    for s in v {
+        b.extend(enc_str(s));
+    }
+    b
+}
+fn enc_i32s(v: &[i32]) -> Vec<u8> {
+    let mut b = T_I32.to_le_bytes().to_vec();
+    b.extend((v.len() as u64).to_le_bytes());
+    for x in v {
+        b.extend(x.to_le_bytes());
+    }
+    b
+}
+
+/// A tiny byte-level vocabulary: the 256 byte characters, "ab" from merge "a b", one control.
+struct Vocab {
+    model: &'static str,
+    pre: Option<&'static str>,
+    tokens: Option<Vec<String>>,
+    types: Option<Vec<i32>>,
+    merges: Option<Vec<String>>,
+    extra: Vec<(&'static str, u32, Vec<u8>)>,
+}
+
+fn byte_level_chars() -> Vec<String> {
+    let mut printable: Vec<u32> = (33..=126).chain(161..=172).chain(174..=255).collect();
+    let mut n = 0;
+    let mut all = Vec::new();
+    for b in 0..256u32 {
+        if !printable.contains(&b) {
+            printable.push(256 + n);
+            n += 1;
+        }
+    }
+    // ids 0..255 in bytes_to_unicode() order.
+    for c in printable {
+        all.push(char::from_u32(c).unwrap().to_string());
+    }
+    all
+}
+
+impl Vocab {
+    fn good() -> Vocab {
+        let mut tokens = byte_level_chars();
+        tokens.push("ab".into());
+        tokens.push("<|end|>".into());
+        let mut types = vec![1; 257];
+        types.push(3);
+        Vocab { model: "gpt2", pre: Some("gpt-2"), tokens: Some(tokens), types: Some(types), merges: Some(vec!["a b".into()]), extra: vec![] }
+    }
+    fn build(&self) -> Result<LlmTokenizer, String> {
+        let mut kv: Vec<(&str, u32, Vec<u8>)> = vec![("tokenizer.ggml.model", T_STRING, enc_str(self.model))];
+        if let Some(p) = self.pre {
+            kv.push(("tokenizer.ggml.pre", T_STRING, enc_str(p)));
+        }
+        if let Some(t) = &self.tokens {
+            kv.push(("tokenizer.ggml.tokens", T_ARRAY, enc_strs(&t.iter().map(String::as_str).collect::<Vec<_>>())));
+        }
+        if let Some(t) = &self.types {
+            kv.push(("tokenizer.ggml.token_type", T_ARRAY, enc_i32s(t)));
+        }
+        if let Some(m) = &self.merges {
+            kv.push(("tokenizer.ggml.merges", T_ARRAY, enc_strs(&m.iter().map(String::as_str).collect::<Vec<_>>())));
+        }
+        kv.extend(self.extra.iter().cloned());
+        let g = Gguf::from_bytes("test", gguf_bytes(&kv)).map_err(|e| format!("gguf: {e}"))?;
+        LlmTokenizer::from_gguf(&g).map_err(|e| e.to_string())
+    }
+}
+
+fn err_of(v: Vocab) -> String {
+    match v.build() {
+        Ok(_) => panic!("damaged metadata was accepted"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn a_hand_written_vocabulary_works() {
+    let tok = Vocab::good().build().unwrap();
+    assert_eq!(tok.encode("abc<|end|>", false, true).unwrap(), vec![256, 66, 257]);
+    assert_eq!(tok.encode("abc<|end|>", false, false).unwrap().len(), 9);
+    assert_eq!(tok.decode(&[256, 66, 257], false), "abc<|end|>");
+    assert_eq!(tok.decode(&[256, 66, 257], true), "abc");
+    // An id out of range decodes to nothing rather than panicking.
+    assert_eq!(tok.decode(&[256, 9999], false), "ab");
+    // <|end|> is one of the end-of-turn texts llama.cpp knows.
+    assert_eq!(tok.eog_ids(), &[257]);
+    // No pre key: llama.cpp's "default" family.
+    let tok = Vocab { pre: None, ..Vocab::good() }.build().unwrap();
+    assert_eq!(tok.pre_name(), Some("default"));
+}
+
+#[test]
+fn damaged_metadata_is_an_error() {
+    let has = |e: String, what: &str| assert!(e.contains(what), "{e:?} does not mention {what:?}");
+    has(err_of(Vocab { tokens: None, ..Vocab::good() }), "tokenizer.ggml.tokens is missing");
+    has(err_of(Vocab { tokens: Some(vec![]), types: None, merges: Some(vec![]), ..Vocab::good() }), "empty");
+    has(err_of(Vocab { merges: None, ..Vocab::good() }), "merges is missing");
+    has(err_of(Vocab { merges: Some(vec!["a zz".into()]), ..Vocab::good() }), "unknown token \"zz\"");
+    has(err_of(Vocab { merges: Some(vec!["b c".into()]), ..Vocab::good() }), "unknown token \"bc\"");
+    has(err_of(Vocab { merges: Some(vec!["ab".into()]), ..Vocab::good() }), "not two tokens");
+    has(err_of(Vocab { types: Some(vec![1; 10]), ..Vocab::good() }), "token_type has 10 entries for 258 tokens");
+    let mut types = vec![1; 258];
+    types[5] = 42;
+    has(err_of(Vocab { types: Some(types), ..Vocab::good() }), "token 5 has an unknown token type");
+    has(err_of(Vocab { pre: Some("mystery-pre"), ..Vocab::good() }), "\"mystery-pre\"");
+    has(err_of(Vocab { model: "bert", ..Vocab::good() }), "unsupported tokenizer model \"bert\"");
+    let extra = vec![("tokenizer.ggml.eos_token_id", T_U32, 258u32.to_le_bytes().to_vec())];
+    has(err_of(Vocab { extra, ..Vocab::good() }), "eos_token_id = 258 is out of range");
+    let extra = vec![("tokenizer.ggml.bos_token_id", T_STRING, enc_str("x"))];
+    err_of(Vocab { extra, ..Vocab::good() });
+    let extra = vec![("tokenizer.ggml.tokens", T_STRING, enc_str("x"))];
+    err_of(Vocab { tokens: None, extra, ..Vocab::good() });
+    // SentencePiece: scores must match the tokens.
+    let extra = vec![("tokenizer.ggml.scores", T_ARRAY, enc_i32s(&[0; 3]))];
+    has(err_of(Vocab { model: "llama", merges: None, extra, ..Vocab::good() }), "scores has 3 entries for 258 tokens");
+    // A character with no token and no unknown token: an error at encode, not a panic.
+    let mut tokens: Vec<String> = byte_level_chars().into_iter().take(200).collect();
+    tokens.push("<|end|>".into());
+    let tok = Vocab { tokens: Some(tokens), types: None, merges: Some(vec![]), ..Vocab::good() }.build().unwrap();
+    // (The first 200 byte characters leave out byte 0x20.)
+    let e = tok.encode("a b", false, true).unwrap_err().to_string();
+    assert!(e.contains("no token"), "{e}");
+}
+
+fn msg(role: &str, content: &str) -> ChatMessage {
+    ChatMessage { role: role.into(), content: content.into() }
+}
+
+#[test]
+fn smollm2_chat_template_renders_the_reference_prompt() {
+    let (g, tok) = smollm2();
+    let r = json(&test_llm().join("smollm2-reference.json"));
+    let chat = &r["chat"];
+    let t = ChatTemplate::from_gguf(&g, &tok).unwrap().expect("SmolLM2 has a chat template");
+    assert_eq!(t.name(), "gguf");
+    assert_eq!(t.source(), chat["template"].as_str().unwrap());
+    let messages: Vec<ChatMessage> = serde_json::from_value(chat["messages"].clone()).unwrap();
+    let text = t.render(&messages, true).unwrap();
+    assert_eq!(text, chat["prompt_text"].as_str().unwrap());
+    assert_eq!(tok.encode(&text, false, true).unwrap(), ids_of(&chat["prompt_ids"]));
+    // Without a system message the template adds its own.
+    let text = t.render(&[msg("user", "Hi")], false).unwrap();
+    assert!(text.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"), "{text}");
+    assert!(text.ends_with("<|im_start|>user\nHi<|im_end|>\n"), "{text}");
+    // SmolLM2's template is chatml plus that default system turn.
+    let chatml = ChatTemplate::builtin("chatml", &tok).unwrap();
+    assert_eq!(chatml.render(&messages, true).unwrap(), chat["prompt_text"].as_str().unwrap());
+    // The fixtures have no template.
+    let g = Gguf::open(test_llm().join("fixtures/llama-f32.gguf")).unwrap();
+    let ftok = LlmTokenizer::from_gguf(&g).unwrap();
+    assert!(ChatTemplate::from_gguf(&g, &ftok).unwrap().is_none());
+}
+
+#[test]
+fn builtin_and_hf_style_templates() {
+    let tok = Vocab::good().build().unwrap();
+    let conv = [msg("system", "  Be brief.  "), msg("user", "Hi")];
+    let l3 = ChatTemplate::builtin("llama3", &tok).unwrap();
+    assert_eq!(l3.name(), "llama3");
+    // This vocabulary has no BOS: bos_token renders empty.
+    assert_eq!(
+        l3.render(&conv, true).unwrap(),
+        "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    );
+    assert!(ChatTemplate::builtin("nope", &tok).unwrap_err().to_string().contains("\"nope\""));
+    // The HF-isms: raise_exception, |tojson, Python string/dict methods, loop vars,
+    // namespace, trim_blocks / lstrip_blocks.
+    let src = "{%- set ns = namespace(n=0) -%}
+{% for m in messages %}
+    {% if m.role not in ['system', 'user', 'assistant'] %}{{ raise_exception('bad role ' + m.role) }}{% endif %}
+    {% set ns.n = ns.n + 1 %}
+[{{ loop.index }}/{{ loop.length }}{% if loop.last %} last{% endif %}] {{ m.role.upper() }}: {{ m.content.strip() }} {{ m.content.split('.')[0].lstrip().startswith('Be') }} {{ m | tojson }}
+{% endfor %}
+{{ {'a': 1, 'b': [true, none, 'x\"y']} | tojson }} {{ {'k': 'v'}.items() | list }} {{ {'k': 'v'}.get('z', 'dflt') }} {{ ns.n }}
+{{ strftime_now('%Y')|length }}";
+    let t = ChatTemplate::from_source("test", src, &tok).unwrap();
+    let out = t.render(&conv, false).unwrap();
+    let want = "[1/2] SYSTEM: Be brief. True {\"role\": \"system\", \"content\": \"  Be brief.  \"}
+[2/2 last] USER: Hi False {\"role\": \"user\", \"content\": \"Hi\"}
+{\"a\": 1, \"b\": [true, null, \"x\\\"y\"]} [[\"k\", \"v\"]] dflt 2
+4";
+    assert_eq!(out, want);
+    let e = t.render(&[msg("tool", "x")], false).unwrap_err().to_string();
+    assert!(e.contains("bad role tool"), "{e}");
+    // A template that does not compile is an error when it is loaded.
+    assert!(ChatTemplate::from_source("bad", "{% for %}", &tok).is_err());
 }

@@ -3,6 +3,7 @@
 //! [`gguf`] reads and checks the file; [`quant`] knows ggml's block formats and dequantizes
 //! them on the host (the reference for the kernels).
 
+pub mod chat;
 pub mod config;
 pub mod gguf;
 pub mod kernels;
