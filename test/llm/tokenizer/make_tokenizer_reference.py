@@ -1,4 +1,4 @@
-"""Writes the tokenizer references in this folder (see test/llm/README.md, "Tokenizer references"):
+"""Writes the tokenizer references in this folder (see README.md here):
   fixtures.json  ids of the hard TEXTS for every distinct vocabulary of ../fixtures/*.gguf, from
                  transformers' GGUF tokenizer (convert_gguf_tokenizer, as make_smollm2_reference.py)
   splits.json    the pieces of TEXTS under llama.cpp's split regexes for the pre-tokenizer families
