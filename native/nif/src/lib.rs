@@ -49,6 +49,7 @@ pub(crate) fn get(h: &Handle) -> engine::Result<Tensor> {
 fn kind(e: &EngineError) -> Atom {
     match e {
         EngineError::InvalidArgument(_) => atoms::argument(),
+        EngineError::Busy(_) => atoms::busy(),
         EngineError::OutOfMemory { .. } => atoms::out_of_memory(),
         EngineError::NoDevice(_) | EngineError::DeviceNotFound { .. } | EngineError::Unsupported { .. } | EngineError::QueuedWork { .. } => atoms::device(),
         EngineError::ShaderCompile { .. } | EngineError::Vulkan(_) | EngineError::NeedsEngineThread => atoms::internal(),

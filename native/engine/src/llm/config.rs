@@ -105,7 +105,7 @@ impl LlmConfig {
             (None, Some(n)) => n,
             (None, None) => g.tensor("token_embd.weight").and_then(|t| t.dims.get(1).copied()).unwrap_or(0) as usize,
         };
-        let rms_eps = g.f64(&key("attention.layer_norm_rms_eps"))?.unwrap_or(1e-5) as f32;
+        let rms_eps = g.f64(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5) as f32;
         let rope_base = g.f64(&key("rope.freq_base"))?.unwrap_or(10000.0) as f32;
         let rope_dims = g.u64(&key("rope.dimension_count"))?.map_or(head_dim, |v| v as usize);
         if rope_dims == 0 || rope_dims > head_dim || rope_dims % 2 != 0 {

@@ -1,0 +1,223 @@
+//! The LLM runtime end to end on the random-weight GGUF fixtures of test/llm/fixtures (llama in
+//! every weight type, qwen2 with biases, qwen3 with QK-norm and head_dim ≠ n_embd/n_head),
+//! against the independent float64 NumPy reference stored beside them (test/llm/reference.py):
+//! prompt logits, teacher-forced decode logits and greedy ids, KV-cache decode against full
+//! recompute, and batched decode of several sessions against each session alone, bit for bit.
+
+mod common;
+
+use common::on_engine;
+use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm/fixtures")
+}
+
+struct Fixture {
+    name: String,
+    prompt: Vec<u32>,
+    greedy: Vec<u32>,
+    margins: Vec<f64>,
+    /// `[P + 32][vocab]`: row i = logits after feeding token i of prompt + greedy.
+    logits: Vec<Vec<f32>>,
+}
+
+fn fixture(name: &str) -> Fixture {
+    let dir = fixtures();
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap();
+    let ids = |k: &str| j[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let shape: Vec<usize> = j["logits_shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    let raw = std::fs::read(dir.join(j["logits_file"].as_str().unwrap())).unwrap();
+    let vals: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(vals.len(), shape[0] * shape[1]);
+    Fixture {
+        name: name.into(),
+        prompt: ids("prompt_ids"),
+        greedy: ids("greedy_ids"),
+        margins: j["margins"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect(),
+        logits: vals.chunks_exact(shape[1]).map(|r| r.to_vec()).collect(),
+    }
+}
+
+fn all_fixtures() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            (p.extension()? == "gguf").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 14, "fixtures missing: {names:?}");
+    names
+}
+
+fn load(name: &str, kv_f16: bool, slots: usize) -> Llm {
+    let ctx = common::ctx();
+    let opts = LlmOptions { context: Some(64), slots, kv_f16 };
+    Llm::load(ctx, fixtures().join(format!("{name}.gguf")), &opts, &|_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn max_abs(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).abs()).fold(0.0, f64::max)
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+fn rows(slot: u32, start: u32, tokens: &[u32]) -> Vec<Row> {
+    tokens.iter().enumerate().map(|(i, &token)| Row { slot, pos: start + i as u32, token }).collect()
+}
+
+/// What one fixture gives against its reference.
+struct Outcome {
+    prompt_err: f64,
+    decode_err: f64,
+    agree: usize,
+    comparable: usize,
+    recompute_err: f64,
+}
+
+/// Prompt in one step (all rows' logits), then the 32 reference tokens fed one step at a time
+/// through the KV cache (teacher forcing, so one small-margin step cannot derail the rest).
+fn run_fixture(m: &Llm, f: &Fixture, slot: u32) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let p = f.prompt.len();
+    let prompt_logits = m.forward(&rows(slot, 0, &f.prompt), &(0..p).collect::<Vec<_>>()).unwrap();
+    let mut decode = vec![];
+    for (i, &tok) in f.greedy.iter().enumerate() {
+        decode.push(m.forward(&rows(slot, (p + i) as u32, &[tok]), &[0]).unwrap().remove(0));
+    }
+    (prompt_logits, decode)
+}
+
+fn check(name: &str, kv_f16: bool) -> Outcome {
+    let f = fixture(name);
+    let m = load(name, kv_f16, 2);
+    let p = f.prompt.len();
+    let (prompt_logits, decode) = run_fixture(&m, &f, 0);
+    let prompt_err = (0..p).map(|i| max_abs(&prompt_logits[i], &f.logits[i])).fold(0.0, f64::max);
+    let decode_err = (0..32).map(|i| max_abs(&decode[i], &f.logits[p + i])).fold(0.0, f64::max);
+    // Row P-1+k picked greedy[k].
+    let mut picks = vec![argmax(&prompt_logits[p - 1])];
+    picks.extend(decode[..31].iter().map(|l| argmax(l)));
+    let (mut agree, mut comparable) = (0, 0);
+    for k in 0..32 {
+        if f.margins[k] > 1e-2 {
+            comparable += 1;
+            agree += (picks[k] == f.greedy[k]) as usize;
+        }
+    }
+    // Full recompute of prompt + greedy in one step (slot 1) against the cached decode.
+    let all: Vec<u32> = f.prompt.iter().chain(&f.greedy).copied().collect();
+    let full = m.forward(&rows(1, 0, &all), &(p..p + 32).collect::<Vec<_>>()).unwrap();
+    let recompute_err = (0..32).map(|i| max_abs(&full[i], &decode[i])).fold(0.0, f64::max);
+    println!(
+        "{} kv {}: prompt {prompt_err:.2e}, decode {decode_err:.2e}, greedy {agree}/{comparable} (margin > 1e-2), KV vs recompute {recompute_err:.2e}",
+        f.name,
+        if kv_f16 { "f16" } else { "f32" }
+    );
+    Outcome { prompt_err, decode_err, agree, comparable, recompute_err }
+}
+
+#[test]
+fn every_fixture_matches_the_float64_reference_with_an_f32_cache() {
+    on_engine(|_| {
+        let mut failures = vec![];
+        let (mut agree, mut comparable) = (0, 0);
+        for name in all_fixtures() {
+            let o = check(&name, false);
+            agree += o.agree;
+            comparable += o.comparable;
+            if o.prompt_err > 1e-3 || o.decode_err > 1e-3 || o.agree != o.comparable || o.recompute_err > 1e-4 {
+                failures.push(name);
+            }
+        }
+        println!("greedy ids equal to the reference at {agree}/{comparable} steps with margin > 1e-2");
+        assert!(failures.is_empty(), "outside tolerance: {failures:?}");
+    });
+}
+
+#[test]
+fn an_f16_cache_stays_close() {
+    on_engine(|_| {
+        for name in ["llama-q4_k", "qwen2-q8_0", "qwen3-q6_k"] {
+            let o = check(name, true);
+            // f16 keys and values carry 2^-11 relative rounding: measured, not a tight bound.
+            assert!(o.prompt_err < 2e-2 && o.decode_err < 2e-2, "{name}: f16 cache moved logits by {} / {}", o.prompt_err, o.decode_err);
+        }
+    });
+}
+
+#[test]
+fn batched_decode_equals_each_session_alone_bit_for_bit() {
+    on_engine(|_| {
+        for name in ["llama-q4_0", "qwen2-q4_k", "qwen3-q6_k"] {
+            let f = fixture(name);
+            let m = load(name, true, 3);
+            // Three sessions with different prompts (rotations of the reference prompt) and lengths.
+            let prompts: Vec<Vec<u32>> = (0..3).map(|s| f.prompt[s..].iter().chain(&f.prompt[..s]).copied().take(12 - 2 * s).collect()).collect();
+            let alone: Vec<Vec<Vec<f32>>> = prompts
+                .iter()
+                .map(|pr| {
+                    let mut out = vec![m.forward(&rows(0, 0, pr), &[pr.len() - 1]).unwrap().remove(0)];
+                    for i in 0..6 {
+                        out.push(m.forward(&rows(0, (pr.len() + i) as u32, &[f.greedy[i]]), &[0]).unwrap().remove(0));
+                    }
+                    out
+                })
+                .collect();
+            // Together: one prefill step holding all three prompts, then decode steps of three rows.
+            let mut prefill = vec![];
+            let mut want = vec![];
+            for (s, pr) in prompts.iter().enumerate() {
+                prefill.extend(rows(s as u32, 0, pr));
+                want.push(prefill.len() - 1);
+            }
+            let first = m.forward(&prefill, &want).unwrap();
+            for s in 0..3 {
+                assert!(bits_equal(&first[s], &alone[s][0]), "{name}: session {s}'s prefill logits changed when batched");
+            }
+            for i in 0..6 {
+                let step: Vec<Row> = prompts.iter().enumerate().map(|(s, pr)| Row { slot: s as u32, pos: (pr.len() + i) as u32, token: f.greedy[i] }).collect();
+                let got = m.forward(&step, &[0, 1, 2]).unwrap();
+                for s in 0..3 {
+                    assert!(bits_equal(&got[s], &alone[s][i + 1]), "{name}: session {s} step {i} changed when batched");
+                }
+            }
+            // Greedy on the device picks what the host argmax picks.
+            let ids = m.forward_greedy(&[Row { slot: 0, pos: 0, token: f.prompt[0] }], &[0]).unwrap();
+            let host = m.forward(&[Row { slot: 0, pos: 0, token: f.prompt[0] }], &[0]).unwrap();
+            assert_eq!(ids[0], argmax(&host[0]));
+        }
+    });
+}
+
+fn bits_equal(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn bad_rows_are_errors() {
+    on_engine(|_| {
+        let m = load("llama-q8_0", true, 2);
+        let bad = [
+            (Row { slot: 2, pos: 0, token: 1 }, "slot"),
+            (Row { slot: 0, pos: 64, token: 1 }, "context"),
+            (Row { slot: 0, pos: 0, token: 384 }, "vocabulary"),
+        ];
+        for (row, what) in bad {
+            let e = m.forward(&[row], &[0]).err().unwrap_or_else(|| panic!("{row:?} accepted")).to_string();
+            assert!(e.contains(what), "{e}");
+        }
+        let e = m.forward(&[Row { slot: 0, pos: 0, token: 1 }], &[1]).err().unwrap().to_string();
+        assert!(e.contains("row 1"), "{e}");
+    });
+}
