@@ -267,7 +267,7 @@ async fn health(State(app): State<Arc<App>>) -> Json<Value> {
             "queue_capacity": config.capacity,
             "batch": config.batch,
         }) else {
-            unreachable!("json!({..}) is an object")
+            unreachable!("an object literal is an object")
         };
         health.as_object_mut().expect("an object").extend(fields);
     }
