@@ -1,9 +1,11 @@
 //! What every robustness check does with one input: parse it, and where that succeeds, do what a
-//! loader does next — read the config, take every tensor's bytes, dequantize a few blocks of each
-//! — asserting the reader's documented guarantees along the way. Shared by `tests/gguf_robust.rs`
-//! and the `gguf_parse` fuzz target (`native/fuzz`), so both check the same things.
+//! loader does next — build the tokenizer, read the config, take every tensor's bytes, dequantize
+//! a few blocks of each — asserting the reader's documented guarantees along the way. Shared by
+//! `tests/gguf_robust.rs` and the `gguf_parse` fuzz target (`native/fuzz`), so both check the
+//! same things.
 
 use nx_vulkan_engine::llm::config::LlmConfig;
+use nx_vulkan_engine::llm::tokenizer::LlmTokenizer;
 use nx_vulkan_engine::llm::{quant, Gguf};
 
 /// Values dequantized from each end of a tensor (whole blocks, at least one).
@@ -63,6 +65,13 @@ pub fn exercise(name: &str, bytes: Vec<u8>) -> Outcome {
     for (key, v) in &g.metadata {
         let _ = (g.u64(key), g.f64(key), g.str(key), g.bool(key), g.array(key), g.strings(key));
         let _ = (v.as_i64(), v.type_name());
+    }
+
+    // The tokenizer reads the same metadata (vocabulary, types, merges, special ids).
+    if let Ok(tok) = LlmTokenizer::from_gguf(&g) {
+        let ids = tok.encode("Hello, world! <|im_start|>user\n12 ÿ€😀", true, true).unwrap_or_default();
+        let _ = tok.decode(&ids, true);
+        let _ = tok.decode(&[0, 1, tok.vocab_size() as u32, u32::MAX], false);
     }
 
     match LlmConfig::from_gguf(&g) {
