@@ -18,9 +18,10 @@ type Result<T> = std::result::Result<T, Box<dyn Error>>;
 /// Which model, how, on which device.
 #[derive(Args)]
 pub struct ModelArgs {
-    /// Checkpoint folder (config.json, model.safetensors, tokenizer.json).
+    /// Checkpoint folder (config.json, model.safetensors, tokenizer.json). For `serve`, a
+    /// GGUF file here serves text generation instead (same as --llm).
     #[arg(long)]
-    model: PathBuf,
+    model: Option<PathBuf>,
     /// Projection precision: fp32, compensated, fp16 or bf16. One the device cannot run is an
     /// error, never replaced by another.
     #[arg(long, default_value = "fp32")]
@@ -64,15 +65,36 @@ pub struct ServeArgs {
     /// Largest request body accepted (413 above).
     #[arg(long, default_value_t = 2 << 20)]
     max_body_bytes: usize,
+    /// A GGUF language model: /v1/completions and /v1/chat/completions beside the embeddings.
+    #[arg(long)]
+    llm: Option<PathBuf>,
+    /// Generation sessions decoded together (KV-cache slots).
+    #[arg(long, default_value_t = 8)]
+    slots: usize,
+    /// Positions per session (default: the model's context, at most 4096).
+    #[arg(long)]
+    context: Option<usize>,
+    /// KV cache type: f16 or f32.
+    #[arg(long, default_value = "f16")]
+    kv_type: String,
+    /// Chat template: the file's (default), or chatml / llama3.
+    #[arg(long)]
+    template: Option<String>,
+    /// Generation requests waiting for a session at most (503 beyond).
+    #[arg(long, default_value_t = 64)]
+    gen_queue: usize,
 }
 
 /// Opens the device (on an engine thread: it may compile) and loads the checkpoint.
-fn load(device: Option<String>, args: &ModelArgs) -> Result<EngineEmbedder> {
-    let precision = Precision::parse(&args.precision)?;
+fn open(device: Option<String>) -> Result<std::sync::Arc<Context>> {
     let selector = device.as_deref().map(DeviceSelector::parse).unwrap_or_else(DeviceSelector::from_env);
-    let ctx = exec::run(move || Context::open(&selector))?;
+    Ok(exec::run(move || Context::open(&selector))?)
+}
+
+fn load(ctx: std::sync::Arc<Context>, args: &ModelArgs, model: PathBuf) -> Result<EngineEmbedder> {
+    let precision = Precision::parse(&args.precision)?;
     let options = EncoderOptions { precision, max_tokens: args.max_tokens };
-    Ok(EngineEmbedder::load(ctx, args.model.clone(), options)?)
+    Ok(EngineEmbedder::load(ctx, model, options)?)
 }
 
 pub fn encode(device: Option<String>, args: EncodeArgs) -> Result<()> {
@@ -84,7 +106,8 @@ pub fn encode(device: Option<String>, args: EncodeArgs) -> Result<()> {
         let size = file.metadata().ok().map(|m| m.len());
         (Box::new(BufReader::new(file)), size)
     };
-    let mut embedder = load(device, &args.model)?;
+    let model = args.model.model.clone().ok_or("--model (the checkpoint folder) is required")?;
+    let mut embedder = load(open(device)?, &args.model, model)?;
     let bar = match size {
         Some(len) if std::io::stderr().is_terminal() => {
             let bar = indicatif::ProgressBar::new(len);
@@ -118,18 +141,52 @@ pub fn serve(device: Option<String>, args: ServeArgs) -> Result<()> {
         .map_err(|e| format!("{}:{}: {e}", args.host, args.port))?
         .next()
         .ok_or_else(|| format!("{}:{}: no address", args.host, args.port))?;
-    let embedder = load(device, &args.model)?;
-    let info = nx_vulkan_server::Embedder::info(&embedder);
+    let is_gguf = |p: &PathBuf| p.is_file() && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    let (encoder_dir, gguf) = match (args.model.model.clone(), args.llm.clone()) {
+        (Some(m), None) if is_gguf(&m) => (None, Some(m)),
+        (m, l) => (m, l),
+    };
+    if encoder_dir.is_none() && gguf.is_none() {
+        return Err("nothing to serve: give --model (an encoder checkpoint folder or a GGUF file) and/or --llm".into());
+    }
+    let ctx = open(device)?;
+    let embedder = match &encoder_dir {
+        Some(dir) => Some(load(ctx.clone(), &args.model, dir.clone())?),
+        None => None,
+    };
+    let generator = match &gguf {
+        Some(path) => {
+            let margs = crate::llm::ModelArgs { model: path.clone(), context: args.context, kv_type: args.kv_type.clone(), template: args.template.clone() };
+            let (runtime, template) = {
+                let ctx = ctx.clone();
+                exec::run(move || crate::llm::load(ctx, &margs, args.slots))?
+            };
+            let g = nx_vulkan_engine::llm::gguf::Gguf::open(path)?;
+            let quant = g.tensor("blk.0.ffn_down.weight").map(|t| t.type_name()).unwrap_or_default();
+            let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| runtime.llm.config.name.clone());
+            let device_name = ctx.caps.name.clone();
+            let generator: std::sync::Arc<dyn nx_vulkan_server::Generator> =
+                std::sync::Arc::new(nx_vulkan_server::EngineGenerator::new(std::sync::Arc::new(runtime), template, id, device_name, quant));
+            Some(generator)
+        }
+        None => None,
+    };
+    let info = embedder.as_ref().map(nx_vulkan_server::Embedder::info);
+    let gen_info = generator.as_ref().map(|g| g.info());
     let config = ServerConfig {
         queue: QueueConfig { batch: args.model.batch, max_wait: Duration::from_millis(args.max_wait_ms), capacity: args.queue },
         api_key: args.api_key,
         max_body_bytes: args.max_body_bytes,
     };
-    nx_vulkan_server::serve_until_signal(addr, embedder, config, |bound| {
-        eprintln!(
-            "nx-vulkan: serving {} ({} dims, {}) on {} at http://{bound}/v1/embeddings",
-            info.model, info.dimensions, info.precision, info.device
-        );
+    let generation = nx_vulkan_server::GenConfig { max_sessions: args.slots, queue: args.gen_queue };
+    let embedder = embedder.map(|e| Box::new(e) as Box<dyn nx_vulkan_server::Embedder>);
+    nx_vulkan_server::serve_until_signal_with(addr, embedder, generator, config, generation, |bound| {
+        if let Some(info) = &info {
+            eprintln!("nx-vulkan: serving {} ({} dims, {}) on {} at http://{bound}/v1/embeddings", info.model, info.dimensions, info.precision, info.device);
+        }
+        if let Some(g) = &gen_info {
+            eprintln!("nx-vulkan: serving {} ({}, context {}) on {} at http://{bound}/v1/chat/completions", g.id, g.quantization, g.context_length, g.device);
+        }
     })?;
     eprintln!("nx-vulkan: stopped");
     Ok(())

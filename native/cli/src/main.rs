@@ -12,6 +12,7 @@ use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, U
 
 mod embedding;
 mod encode_bench;
+mod llm;
 mod ops_bench;
 
 #[derive(Parser)]
@@ -26,8 +27,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// List Vulkan devices and what they can do.
-    Info,
+    /// List Vulkan devices and what they can do; with --model, a GGUF file's metadata and
+    /// tensors and whether this runtime reads them (no device needed, nothing uploaded).
+    Info {
+        #[arg(long)]
+        model: Option<std::path::PathBuf>,
+    },
+    /// Generate text from a GGUF model (streamed to standard output).
+    Generate(llm::GenerateArgs),
+    /// Chat with a GGUF model on standard input (one message per line, the chat template
+    /// applied, the history kept).
+    Chat(llm::ChatArgs),
     /// Run a few ops on the device and check them against the CPU.
     Demo,
     /// Hash the outputs of every float op on a fixed input set (compare devices bit for bit).
@@ -77,6 +87,14 @@ enum Command {
         /// Element counts for --ops (default 1024,1048576,16777216).
         #[arg(long, value_delimiter = ',')]
         sizes: Option<Vec<usize>>,
+        /// A GGUF model instead: prefill (pp) and decode (tg) tok/s, aggregate decode with
+        /// several sessions, and the bandwidth roofline (one JSON object).
+        #[arg(long)]
+        model: Option<std::path::PathBuf>,
+        #[arg(long, default_value = "f16")]
+        kv_type: String,
+        #[command(flatten)]
+        llm: llm::LlmBenchArgs,
     },
     /// Embed JSON lines with an encoder checkpoint: one JSON line out per line in, in order.
     Encode(embedding::EncodeArgs),
@@ -119,7 +137,8 @@ fn open(device: &Option<String>) -> Result<std::sync::Arc<Context>> {
 
 fn run(device: Option<String>, command: Command) -> Result<()> {
     match command {
-        Command::Info => {
+        Command::Info { model: Some(path) } => llm::info(&path),
+        Command::Info { model: None } => {
             if let Some(d) = &device {
                 std::env::set_var("NX_VULKAN_DEVICE", d);
             }
@@ -129,12 +148,17 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
         Command::Digest => digest(&*open(&device)?),
         Command::Demo => demo(&*open(&device)?),
         Command::Gemm { types, sizes, reps, calls, coopmat_all } => gemm(&*open(&device)?, &types, &sizes, reps, calls, coopmat_all),
-        Command::Bench { quick, elements, gemm, reps, ops, sizes, profile } => {
+        Command::Generate(args) => llm::generate(open(&device)?, args),
+        Command::Chat(args) => llm::chat(open(&device)?, args),
+        Command::Bench { quick, elements, gemm, reps, ops, sizes, profile, model, kv_type, llm: llm_args } => {
             let ctx = open(&device)?;
             if profile {
                 ctx.stream.profile_start()?;
             }
-            if ops {
+            if let Some(path) = model {
+                let margs = llm::ModelArgs { model: path, context: None, kv_type, template: None };
+                llm::bench(ctx.clone(), &margs, &llm_args)?;
+            } else if ops {
                 let sizes = sizes.unwrap_or(if quick { vec![1 << 10, 1 << 16] } else { vec![1 << 10, 1 << 20, 1 << 24] });
                 let dots = gemm.unwrap_or(if quick { vec![128] } else { vec![1024, 4096] });
                 ops_bench::run(&ctx, &sizes, &dots, reps)?;

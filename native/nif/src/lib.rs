@@ -14,6 +14,7 @@ use std::panic::RefUnwindSafe;
 mod complex;
 mod encoder;
 mod indexing;
+mod llm;
 mod plan;
 mod sort;
 mod window;

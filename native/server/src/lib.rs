@@ -21,6 +21,7 @@ pub mod admission;
 pub mod api;
 pub mod completions;
 pub mod embedder;
+pub mod engine_generator;
 pub mod generator;
 pub mod jsonl;
 pub mod metrics;
@@ -28,6 +29,7 @@ pub mod queue;
 
 pub use admission::GenConfig;
 pub use embedder::{EmbedOutput, Embedder, EngineEmbedder, ModelInfo};
+pub use engine_generator::EngineGenerator;
 pub use generator::{ChatMessage, FinishReason, GenError, GenEvent, GenModelInfo, GenParams, GenPrompt, GenToken, Generator};
 pub use jsonl::{encode_lines, EncodeError, EncodeSummary};
 pub use metrics::{GenerationLoad, Metrics};

@@ -121,6 +121,11 @@ impl Context {
             return Ok(());
         }
         let mut defines = vec![format!("WG {MATVEC_WG}"), format!("TC {MATVEC_TC}"), format!("NSUM {}", if up.is_some() { 2 } else { 1 })];
+        // A CPU driver pays for every workgroup and barrier: one row per invocation there.
+        let row_per_thread = self.caps.device_type == "cpu";
+        if row_per_thread {
+            defines.push("ROW_PER_THREAD".into());
+        }
         for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL")] {
             if on {
                 defines.push(d.into());
@@ -138,7 +143,8 @@ impl Context {
             batch.keep(&b.buffer);
         }
         let max = self.caps.max_workgroup_count;
-        let groups = [n.min(max[0].min(65535) as usize) as u32, t.div_ceil(MATVEC_TC) as u32, 1];
+        let rows_per_group = if row_per_thread { MATVEC_WG as usize } else { 1 };
+        let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(MATVEC_TC) as u32, 1];
         batch.dispatch_grid(&kernel, p.bytes(), (t * n).min(u32::MAX as usize) as u32, groups)
     }
 

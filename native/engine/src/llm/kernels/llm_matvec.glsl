@@ -9,6 +9,66 @@
 // sessions) share the dispatch.
 
 layout(local_size_x = WG) in;
+
+#ifdef ROW_PER_THREAD
+// CPU devices (lavapipe): one invocation per (row n, chunk of TC columns), the whole row in one
+// fma chain over k ascending — no barriers, which a CPU driver pays for per workgroup.
+void main() {
+    ParamsU64 a = ParamsU64(pc.params);
+    uint64_t addrW = a.v[0], addrW2 = a.v[1], addrX = a.v[2], addrB = a.v[3], addrR = a.v[4], addrO = a.v[5];
+    ParamsI32 meta = ParamsI32(pc.params + 48ul);
+    uint N = uint(meta.v[0]), K = uint(meta.v[1]), T = uint(meta.v[2]), rowBytes = uint(meta.v[3]);
+    uint offX = uint(meta.v[4]), offB = uint(meta.v[5]), offR = uint(meta.v[6]), offO = uint(meta.v[7]);
+    uint units = K / 32u;
+    uint t0 = gl_WorkGroupID.y * uint(TC);
+    for (uint n = gl_GlobalInvocationID.x; n < N; n += gl_NumWorkGroups.x * uint(WG)) {
+        float acc[TC * NSUM];
+        [[unroll]] for (int c = 0; c < TC * NSUM; c++) acc[c] = 0.0;
+        uint64_t row = addrW + uint64_t(n) * uint64_t(rowBytes);
+#ifdef SWIGLU
+        uint64_t row2 = addrW2 + uint64_t(n) * uint64_t(rowBytes);
+#endif
+        for (uint u = 0u; u < units; u++) {
+            float w[32];
+            dq_unit(row, u, w);
+#ifdef SWIGLU
+            float w2[32];
+            dq_unit(row2, u, w2);
+#endif
+            for (int c = 0; c < TC; c++) {
+                uint t = t0 + uint(c);
+                if (t < T) {
+                    uint xb = offX + t * K + u * 32u;
+                    [[unroll]] for (uint j = 0u; j < 32u; j++) {
+                        float xv = uintBitsToFloat(BufU32(addrX).v[xb + j]);
+                        acc[c] = fma(w[j], xv, acc[c]);
+#ifdef SWIGLU
+                        acc[TC + c] = fma(w2[j], xv, acc[TC + c]);
+#endif
+                    }
+                }
+            }
+        }
+        for (int c = 0; c < TC; c++) {
+            uint t = t0 + uint(c);
+            if (t < T) {
+                float v = acc[c];
+#ifdef SWIGLU
+                float g = v;
+                v = (g / (1.0 + exp(-g))) * acc[TC + c];
+#endif
+#ifdef BIAS
+                v += uintBitsToFloat(BufU32(addrB).v[offB + n]);
+#endif
+#ifdef RESIDUAL
+                v = uintBitsToFloat(BufU32(addrR).v[offR + t * N + n]) + v;
+#endif
+                BufU32(addrO).v[offO + t * N + n] = floatBitsToUint(v);
+            }
+        }
+    }
+}
+#else
 shared float red[TC * NSUM][WG];
 
 void main() {
@@ -74,3 +134,4 @@ void main() {
         barrier();
     }
 }
+#endif

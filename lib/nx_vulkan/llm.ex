@@ -1,0 +1,256 @@
+defmodule NxVulkan.LLM do
+  @moduledoc """
+  Text generation with GGUF models (llama, qwen2, qwen3; F32/F16/BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+  Q5_1, Q2_K…Q6_K weights) on the device.
+
+  Weights are uploaded as stored and dequantized inside the kernels. Generations run as
+  sessions in the model's KV-cache slots; a worker thread steps every live session together
+  (continuous batching), so concurrent callers share each pass over the weights. A session's
+  tokens are the same alone or batched.
+
+      {:ok, llm} = NxVulkan.LLM.load("SmolLM2-135M-Instruct.Q4_1.gguf")
+      {:ok, %{text: text}} = NxVulkan.LLM.chat(llm, [%{role: "user", content: "What is the capital of France?"}])
+      NxVulkan.LLM.stream(llm, "Once upon a time", max_tokens: 32) |> Enum.each(&IO.write/1)
+
+  Generation options (`generate/3`, `stream/3`, `chat/3`):
+    * `:max_tokens` (default 256), `:stop` (a string or a list: text that ends the generation,
+      not included), `:ignore_eos` (default false)
+    * `:temperature` (default 0: greedy), `:top_k` (0: off), `:top_p` (1.0: off), `:min_p`
+      (0.0: off), `:repeat_penalty` (1.0: off), `:repeat_last_n` (64), `:seed` (0) — a seed
+      reproduces its tokens
+    * `:logprobs` — the log-probabilities of this many best alternatives per token
+  """
+
+  alias NxVulkan.Native
+
+  @enforce_keys [:ref]
+  defstruct [:ref, :path, :info]
+
+  @type t :: %__MODULE__{}
+
+  @gen_defaults [
+    max_tokens: 256,
+    temperature: 0.0,
+    top_k: 0,
+    top_p: 1.0,
+    min_p: 0.0,
+    repeat_penalty: 1.0,
+    repeat_last_n: 64,
+    seed: 0,
+    logprobs: 0,
+    stop: [],
+    ignore_eos: false
+  ]
+
+  @doc """
+  Loads a GGUF file onto the device in use.
+
+  Options: `:context` (positions per session; default the model's, at most 4096), `:slots`
+  (sessions that can run at once, default 4), `:kv_type` (`:f16` default, or `:f32`),
+  `:template` (`nil`: the file's chat template; `"chatml"` or `"llama3"`), `:prefill_chunk`
+  (prompt rows per step, default 512).
+
+  Returns `{:ok, llm}` or `{:error, exception}`: a missing, damaged or truncated file, an
+  unsupported architecture or tensor type, a tokenizer this runtime cannot read.
+  """
+  def load(path, opts \\ []) do
+    opts = Keyword.validate!(opts, context: nil, slots: 4, kv_type: :f16, template: nil, prefill_chunk: 512)
+
+    native = %{
+      context: non_neg!(opts[:context] || 0, :context),
+      slots: pos!(opts[:slots], :slots),
+      kv_type: to_string(opts[:kv_type]),
+      template: to_string(opts[:template] || ""),
+      prefill_chunk: pos!(opts[:prefill_chunk], :prefill_chunk)
+    }
+
+    path = Path.expand(to_string(path))
+
+    case Native.llm_load(path, native) do
+      {:ok, ref} -> {:ok, %__MODULE__{ref: ref, path: path, info: unwrap!(Native.llm_info(ref))}}
+      {:error, reason} -> {:error, exception(reason)}
+    end
+  end
+
+  @doc "As `load/2`, raising on error."
+  def load!(path, opts \\ []) do
+    case load(path, opts) do
+      {:ok, llm} -> llm
+      {:error, e} -> raise e
+    end
+  end
+
+  @doc "What was loaded: model, architecture, device, vocabulary, context, slots, bytes, template."
+  def info(%__MODULE__{info: info}), do: info
+
+  @doc """
+  Token ids of `text`. Options: `:add_special` (prepend BOS where the model asks for it;
+  default true), `:parse_special` (control tokens written in the text, like `<|im_start|>`,
+  become their ids; default false).
+  """
+  def tokenize(%__MODULE__{ref: ref}, text, opts \\ []) when is_binary(text) do
+    opts = Keyword.validate!(opts, add_special: true, parse_special: false)
+    Native.llm_tokenize(ref, text, opts[:add_special], opts[:parse_special]) |> unwrap!()
+  end
+
+  @doc "The text of token ids (`skip_special: true` leaves control tokens out)."
+  def detokenize(%__MODULE__{ref: ref}, ids, opts \\ []) when is_list(ids) do
+    opts = Keyword.validate!(opts, skip_special: false)
+    Native.llm_detokenize(ref, ids, opts[:skip_special]) |> unwrap!()
+  end
+
+  @doc """
+  The prompt text for `messages` (maps or keyword lists with `:role` and `:content`) under the
+  model's chat template, ending with the assistant's turn.
+  """
+  def chat_prompt(%__MODULE__{ref: ref}, messages, opts \\ []) do
+    opts = Keyword.validate!(opts, add_generation_prompt: true)
+    Native.llm_chat_prompt(ref, Enum.map(messages, &message!/1), opts[:add_generation_prompt]) |> unwrap!()
+  end
+
+  @doc """
+  Generates from `prompt` (a string, tokenized with special tokens parsed, or a list of token
+  ids) to the end: `{:ok, %{text, tokens, finish_reason, usage, logprobs}}` or `{:error, e}`.
+  """
+  def generate(%__MODULE__{} = llm, prompt, opts \\ []) do
+    case start(llm, prompt, opts) do
+      {:ok, tag, session} -> collect(tag, session, [], [], [])
+      {:error, _} = e -> e
+    end
+  end
+
+  @doc "`generate/3` on the chat prompt of `messages`."
+  def chat(%__MODULE__{} = llm, messages, opts \\ []) do
+    # The rendered prompt already holds whatever BOS its template writes.
+    generate(llm, tokenize(llm, chat_prompt(llm, messages), add_special: false, parse_special: true), opts)
+  end
+
+  @doc """
+  A lazy stream of generated text pieces, produced as the device makes them (sent to the
+  caller as messages). Halting the stream early cancels the generation. Raises on errors.
+  """
+  def stream(%__MODULE__{} = llm, prompt, opts \\ []) do
+    Stream.resource(
+      fn ->
+        case start(llm, prompt, opts) do
+          {:ok, tag, session} -> {tag, session, false}
+          {:error, e} -> raise e
+        end
+      end,
+      fn
+        {_tag, _session, true} = acc ->
+          {:halt, acc}
+
+        {tag, session, false} ->
+          receive do
+            {:nx_vulkan_llm, ^tag, {:token, _id, text, _lp, _top}} -> {[text], {tag, session, false}}
+            {:nx_vulkan_llm, ^tag, {:done, _, _, _, _}} -> {:halt, {tag, session, true}}
+            {:nx_vulkan_llm, ^tag, {:error, message}} -> raise NxVulkan.Error, kind: :device, message: message
+          end
+      end,
+      fn
+        {_tag, _session, true} -> :ok
+        {tag, session, false} -> cancel_and_drain(tag, session)
+      end
+    )
+  end
+
+  @doc "Runtime counters: steps, rows fed, the largest batch, cached prompt tokens, ..."
+  def stats(%__MODULE__{ref: ref}), do: Native.llm_stats(ref) |> unwrap!()
+
+  # The session's messages carry a tag unique in this VM, so a process can run several.
+  defp start(llm, prompt, opts) do
+    opts = Keyword.validate!(opts, @gen_defaults)
+
+    ids =
+      cond do
+        is_binary(prompt) -> tokenize(llm, prompt, add_special: true, parse_special: true)
+        is_list(prompt) and Enum.all?(prompt, &(is_integer(&1) and &1 >= 0)) -> prompt
+        true -> raise ArgumentError, "the prompt must be a string or a list of token ids, got #{inspect(prompt)}"
+      end
+
+    stop = List.wrap(opts[:stop])
+
+    unless Enum.all?(stop, &is_binary/1), do: raise(ArgumentError, ":stop must be a string or a list of strings")
+
+    native = %{
+      max_tokens: pos!(opts[:max_tokens], :max_tokens),
+      temperature: num!(opts[:temperature], :temperature),
+      top_k: non_neg!(opts[:top_k], :top_k),
+      top_p: num!(opts[:top_p], :top_p),
+      min_p: num!(opts[:min_p], :min_p),
+      repeat_penalty: num!(opts[:repeat_penalty], :repeat_penalty),
+      repeat_last_n: non_neg!(opts[:repeat_last_n], :repeat_last_n),
+      seed: non_neg!(opts[:seed], :seed),
+      logprobs: non_neg!(opts[:logprobs], :logprobs),
+      stop: stop,
+      ignore_eos: opts[:ignore_eos] == true
+    }
+
+    tag = System.unique_integer([:positive])
+
+    case Native.llm_start(llm.ref, ids, native, self(), tag) do
+      {:ok, session} -> {:ok, tag, session}
+      {:error, reason} -> {:error, exception(reason)}
+    end
+  end
+
+  defp collect(tag, session, text, ids, lps) do
+    receive do
+      {:nx_vulkan_llm, ^tag, {:token, id, piece, lp, top}} ->
+        collect(tag, session, [text | piece], [id | ids], [{lp, top} | lps])
+
+      {:nx_vulkan_llm, ^tag, {:done, reason, prompt_tokens, completion_tokens, cached}} ->
+        {:ok,
+         %{
+           text: IO.iodata_to_binary(text),
+           tokens: Enum.reverse(ids),
+           finish_reason: reason,
+           logprobs: Enum.reverse(lps),
+           usage: %{prompt_tokens: prompt_tokens, completion_tokens: completion_tokens, cached_tokens: cached}
+         }}
+
+      {:nx_vulkan_llm, ^tag, {:error, message}} ->
+        {:error, %NxVulkan.Error{kind: :device, message: message}}
+    end
+  end
+
+  defp cancel_and_drain(tag, session) do
+    Native.llm_cancel(session)
+
+    receive do
+      {:nx_vulkan_llm, ^tag, {:done, _, _, _, _}} -> :ok
+      {:nx_vulkan_llm, ^tag, {:error, _}} -> :ok
+    after
+      30_000 -> :ok
+    end
+
+    flush(tag)
+  end
+
+  defp flush(tag) do
+    receive do
+      {:nx_vulkan_llm, ^tag, _} -> flush(tag)
+    after
+      0 -> :ok
+    end
+  end
+
+  defp message!(%{role: r, content: c}) when is_binary(r) and is_binary(c), do: {r, c}
+  defp message!(%{"role" => r, "content" => c}) when is_binary(r) and is_binary(c), do: {r, c}
+  defp message!([{_, _} | _] = kw), do: message!(Map.new(kw))
+  defp message!(other), do: raise(ArgumentError, "a chat message needs a string :role and :content, got #{inspect(other)}")
+
+  defp pos!(n, _) when is_integer(n) and n > 0, do: n
+  defp pos!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a positive integer, got #{inspect(n)}")
+  defp non_neg!(n, _) when is_integer(n) and n >= 0, do: n
+  defp non_neg!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a non-negative integer, got #{inspect(n)}")
+  defp num!(n, _) when is_number(n), do: n / 1
+  defp num!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a number, got #{inspect(n)}")
+
+  defp unwrap!({:ok, v}), do: v
+  defp unwrap!({:error, reason}), do: raise(exception(reason))
+
+  defp exception({:argument, message}), do: %ArgumentError{message: message}
+  defp exception({kind, message}), do: %NxVulkan.Error{kind: kind, message: message}
+end

@@ -1,0 +1,206 @@
+//! The LLM runtime (engine `llm/`): a GGUF model loaded into a resource (`llm_load`), its
+//! tokenizer and chat template, and generations whose events are sent to an Elixir process as
+//! messages `{:nx_vulkan_llm, tag, event}` from the runtime's worker thread. Translation only.
+
+use crate::encode_result;
+use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
+use nx_vulkan_engine::llm::gguf::Gguf;
+use nx_vulkan_engine::llm::model::{Llm, LlmOptions};
+use nx_vulkan_engine::llm::runtime::{GenEvent, GenRequest, LlmRuntime, RuntimeOptions, SessionHandle};
+use nx_vulkan_engine::llm::sample::SamplingParams;
+use nx_vulkan_engine::llm::tokenizer::LlmTokenizer;
+use nx_vulkan_engine::{self as engine, Context, EngineError};
+use rustler::{Encoder as _, Env, LocalPid, NifMap, OwnedEnv, ResourceArc, Term};
+use std::sync::Arc;
+
+mod atoms {
+    rustler::atoms! { nx_vulkan_llm, token, done, error }
+}
+
+pub struct LlmRef {
+    runtime: Arc<LlmRuntime>,
+    template: Option<ChatTemplate>,
+    model: String,
+    device: String,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for LlmRef {}
+
+pub struct SessionRef {
+    handle: SessionHandle,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for SessionRef {}
+
+#[derive(NifMap)]
+struct LoadOptions {
+    context: usize,
+    slots: usize,
+    kv_type: String,
+    template: String,
+    prefill_chunk: usize,
+}
+
+/// Loads `path` on the process-wide device. `context` 0: the model's (at most 4096);
+/// `template` "" uses the file's chat template, else a built-in one ("chatml", "llama3").
+#[rustler::nif(schedule = "DirtyIo")]
+fn llm_load(env: Env<'_>, path: String, opts: LoadOptions) -> Term<'_> {
+    let r = (|| {
+        let kv_f16 = match opts.kv_type.as_str() {
+            "f16" => true,
+            "f32" => false,
+            other => return Err(EngineError::InvalidArgument(format!("kv_type {other:?}: expected \"f16\" or \"f32\""))),
+        };
+        engine::exec::run(move || {
+            let ctx = Context::global()?;
+            let g = Gguf::open(&path)?;
+            let tokenizer = LlmTokenizer::from_gguf(&g)?;
+            let template = if opts.template.is_empty() { ChatTemplate::from_gguf(&g, &tokenizer)? } else { Some(ChatTemplate::builtin(&opts.template, &tokenizer)?) };
+            let options = LlmOptions { context: (opts.context > 0).then_some(opts.context), slots: opts.slots, kv_f16 };
+            let llm = Llm::from_gguf(ctx.clone(), &g, &options, &|_, _| {})?;
+            let model = g.str("general.name")?.unwrap_or("").to_string();
+            let runtime = LlmRuntime::new(llm, tokenizer, RuntimeOptions { prefill_chunk: opts.prefill_chunk.max(1), ..Default::default() })?;
+            Ok(LlmRef { runtime: Arc::new(runtime), template, model, device: ctx.caps.name.clone() })
+        })
+    })();
+    encode_result(env, r, |env, l| ResourceArc::new(l).encode(env))
+}
+
+/// `{:ok, %{...}}`: what was loaded.
+#[rustler::nif]
+fn llm_info(env: Env<'_>, llm: ResourceArc<LlmRef>) -> Term<'_> {
+    let m = &llm.runtime.llm;
+    let c = &m.config;
+    let pairs: Vec<(&str, Term)> = vec![
+        ("model", llm.model.encode(env)),
+        ("architecture", c.arch.name().encode(env)),
+        ("device", llm.device.encode(env)),
+        ("vocab_size", c.n_vocab.encode(env)),
+        ("layers", c.n_layer.encode(env)),
+        ("embedding_length", c.n_embd.encode(env)),
+        ("context", m.attn.ctx.encode(env)),
+        ("trained_context", c.context_length.encode(env)),
+        ("slots", m.attn.slots.encode(env)),
+        ("kv_type", (if m.attn.kv_f16 { "f16" } else { "f32" }).encode(env)),
+        ("weight_bytes", m.weight_bytes.encode(env)),
+        ("cache_bytes", m.cache_bytes.encode(env)),
+        ("chat_template", llm.template.as_ref().map(|t| t.name().to_string()).encode(env)),
+        ("eog_ids", llm.runtime.tokenizer.eog_ids().to_vec().encode(env)),
+    ];
+    let map = Term::map_from_pairs(env, &pairs.into_iter().map(|(k, v)| (rustler::Atom::from_str(env, k).unwrap().encode(env), v)).collect::<Vec<_>>()).unwrap();
+    encode_result(env, Ok(()), |_, ()| map)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn llm_tokenize(env: Env<'_>, llm: ResourceArc<LlmRef>, text: String, add_special: bool, parse_special: bool) -> Term<'_> {
+    let r = llm.runtime.tokenizer.encode(&text, add_special, parse_special);
+    encode_result(env, r, |env, ids| ids.encode(env))
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn llm_detokenize(env: Env<'_>, llm: ResourceArc<LlmRef>, ids: Vec<u32>, skip_special: bool) -> Term<'_> {
+    let n = llm.runtime.tokenizer.vocab_size();
+    let r = match ids.iter().find(|&&i| i as usize >= n) {
+        Some(i) => Err(EngineError::InvalidArgument(format!("token id {i} is outside the vocabulary of {n}"))),
+        None => Ok(llm.runtime.tokenizer.decode(&ids, skip_special)),
+    };
+    encode_result(env, r, |env, s| s.encode(env))
+}
+
+/// Renders `messages` (`[{role, content}]`) with the model's chat template.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn llm_chat_prompt(env: Env<'_>, llm: ResourceArc<LlmRef>, messages: Vec<(String, String)>, add_generation_prompt: bool) -> Term<'_> {
+    let r = match &llm.template {
+        None => Err(EngineError::InvalidArgument("the model has no chat template; load it with template: \"chatml\" or \"llama3\"".into())),
+        Some(t) => {
+            let msgs: Vec<ChatMessage> = messages.into_iter().map(|(role, content)| ChatMessage { role, content }).collect();
+            t.render(&msgs, add_generation_prompt)
+        }
+    };
+    encode_result(env, r, |env, s| s.encode(env))
+}
+
+#[derive(NifMap)]
+struct GenOptions {
+    max_tokens: usize,
+    temperature: f64,
+    top_k: usize,
+    top_p: f64,
+    min_p: f64,
+    repeat_penalty: f64,
+    repeat_last_n: usize,
+    seed: u64,
+    logprobs: usize,
+    stop: Vec<String>,
+    ignore_eos: bool,
+}
+
+/// Starts a generation of `prompt` (token ids); its events go to `pid` as
+/// `{:nx_vulkan_llm, tag, {:token, id, text, logprob, top} | {:done, reason, prompt_tokens,
+/// completion_tokens, cached_tokens} | {:error, message}}`. `{:ok, session}`.
+#[rustler::nif]
+fn llm_start(env: Env<'_>, llm: ResourceArc<LlmRef>, prompt: Vec<u32>, opts: GenOptions, pid: LocalPid, tag: u64) -> Term<'_> {
+    let req = GenRequest {
+        prompt,
+        sampling: SamplingParams {
+            temperature: opts.temperature as f32,
+            top_k: opts.top_k,
+            top_p: opts.top_p as f32,
+            min_p: opts.min_p as f32,
+            repeat_penalty: opts.repeat_penalty as f32,
+            repeat_last_n: opts.repeat_last_n,
+            seed: opts.seed,
+            logprobs: opts.logprobs,
+        },
+        max_tokens: opts.max_tokens,
+        stop: opts.stop,
+        ignore_eos: opts.ignore_eos,
+    };
+    let sink = Box::new(move |e: GenEvent| {
+        let mut owned = OwnedEnv::new();
+        owned
+            .send_and_clear(&pid, |env| {
+                let event = match e {
+                    GenEvent::Token { id, text, logprob, top } => {
+                        let lp = if logprob.is_nan() { None } else { Some(logprob as f64) };
+                        (atoms::token(), id, text, lp, top.into_iter().map(|(i, l)| (i, l as f64)).collect::<Vec<_>>()).encode(env)
+                    }
+                    GenEvent::Done { reason, prompt_tokens, completion_tokens, cached_tokens } => {
+                        (atoms::done(), rustler::Atom::from_str(env, reason.name()).unwrap(), prompt_tokens, completion_tokens, cached_tokens).encode(env)
+                    }
+                    GenEvent::Error(m) => (atoms::error(), m).encode(env),
+                };
+                (atoms::nx_vulkan_llm(), tag, event).encode(env)
+            })
+            .is_ok()
+    });
+    let r = llm.runtime.submit(req, sink);
+    encode_result(env, r, |env, h| ResourceArc::new(SessionRef { handle: h }).encode(env))
+}
+
+#[rustler::nif]
+fn llm_cancel(env: Env<'_>, session: ResourceArc<SessionRef>) -> Term<'_> {
+    session.handle.cancel();
+    encode_result(env, Ok(()), |env, ()| ().encode(env))
+}
+
+/// `{:ok, %{steps, rows, max_batch, prompt_tokens, cached_tokens, generated_tokens,
+/// device_argmax_steps}}`.
+#[rustler::nif]
+fn llm_stats(env: Env<'_>, llm: ResourceArc<LlmRef>) -> Term<'_> {
+    let s = llm.runtime.stats();
+    let pairs = [
+        ("steps", s.steps),
+        ("rows", s.rows),
+        ("max_batch", s.max_batch),
+        ("prompt_tokens", s.prompt_tokens),
+        ("cached_tokens", s.cached_tokens),
+        ("generated_tokens", s.generated_tokens),
+        ("device_argmax_steps", s.device_argmax_steps),
+    ];
+    let kv: Vec<(Term, Term)> = pairs.iter().map(|(k, v)| (rustler::Atom::from_str(env, k).unwrap().encode(env), v.encode(env))).collect();
+    let map = Term::map_from_pairs(env, &kv).unwrap();
+    encode_result(env, Ok(()), |_, ()| map)
+}
