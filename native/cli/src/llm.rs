@@ -399,10 +399,11 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
     Ok(())
 }
 
-/// The device's copy rate: a 256 MiB f32 negation (read once, written once), GB/s moved.
+/// The device's streaming rate: a 64 Mi-element f32 add (two reads and a write per element,
+/// the engine's fastest kernel), GB/s moved — what a bandwidth-bound decode step could reach.
 fn copy_gbs(ctx: &Context) -> Result<f64> {
     let n = 64usize << 20;
     let a = ctx.iota(nx_vulkan_engine::DType::F32, &[n], None)?;
-    let secs = crate::ops_bench::timed(ctx, 10, || ctx.unary(nx_vulkan_engine::UnaryOp::Negate, &a, nx_vulkan_engine::DType::F32))?;
-    Ok((n * 8) as f64 / secs / 1e9)
+    let secs = crate::ops_bench::timed(ctx, 10, || ctx.binary(nx_vulkan_engine::BinaryOp::Add, &a, &a, nx_vulkan_engine::DType::F32))?;
+    Ok((n * 12) as f64 / secs / 1e9)
 }

@@ -19,7 +19,6 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// A generation: prompt token ids, how to sample, when to stop.
 #[derive(Clone, Debug)]
@@ -100,7 +99,6 @@ pub struct RuntimeStats {
 }
 
 struct Pending {
-    id: u64,
     req: GenRequest,
     sink: Sink,
     cancel: Arc<AtomicBool>,
@@ -186,7 +184,7 @@ impl LlmRuntime {
             if q.pending.len() >= self.options.max_queued {
                 return Err(crate::error::EngineError::Busy(format!("{} requests are already waiting for a session slot", q.pending.len())));
             }
-            q.pending.push_back(Pending { id, req, sink, cancel: cancel.clone() });
+            q.pending.push_back(Pending { req, sink, cancel: cancel.clone() });
         }
         self.shared.wake.notify_all();
         Ok(SessionHandle { id, cancel, shared: self.shared.clone() })
@@ -224,7 +222,6 @@ impl Drop for LlmRuntime {
 
 /// A live session in a slot.
 struct Session {
-    id: u64,
     slot: u32,
     req: GenRequest,
     sink: Sink,
@@ -240,7 +237,6 @@ struct Session {
     decoder: StreamDecoder,
     /// Decoded text not yet sent (it may be the start of a stop string).
     held: String,
-    started: Instant,
 }
 
 impl Session {
@@ -325,7 +321,6 @@ impl Worker {
         self.slot_tokens[slot].truncate(cached);
         let seed = p.req.sampling.seed;
         self.live.push(Session {
-            id: p.id,
             slot: slot as u32,
             req: p.req,
             sink: p.sink,
@@ -337,7 +332,6 @@ impl Worker {
             rng: Rng::new(seed),
             decoder: StreamDecoder::new(),
             held: String::new(),
-            started: Instant::now(),
         });
     }
 
@@ -468,15 +462,13 @@ impl Worker {
     }
 
     fn finish(&mut self, mut s: Session, reason: FinishReason) {
-        let _ = s.started;
-        (s.sink)(GenEvent::Done { reason, prompt_tokens: s.req.prompt.len(), completion_tokens: s.generated.len(), cached_tokens: s.cached });
+        // Counters first: a caller that sees Done sees its session counted.
+        self.shared.stats.lock().cached_tokens += s.cached as u64;
         self.busy[s.slot as usize] = false;
-        let _ = s.id;
         // The cache holds the prompt and every fed generated token (the last pick was never fed).
         let held = &mut self.slot_tokens[s.slot as usize];
         held.truncate(s.pos().min(held.len()));
-        let mut st = self.shared.stats.lock();
-        st.cached_tokens += s.cached as u64;
+        (s.sink)(GenEvent::Done { reason, prompt_tokens: s.req.prompt.len(), completion_tokens: s.generated.len(), cached_tokens: s.cached });
     }
 }
 
