@@ -221,3 +221,17 @@ fn bad_rows_are_errors() {
         assert!(e.contains("row 1"), "{e}");
     });
 }
+
+#[test]
+fn the_gpu_matvec_kernel_matches_too() {
+    // Lavapipe runs the row-per-invocation matvec; GPUs run the workgroup-reduction one. Both
+    // are checked here, on a few formats (the workgroup kernel is slow on a CPU driver).
+    std::env::set_var("NX_VULKAN_LLM_MATVEC", "workgroup");
+    on_engine(|_| {
+        for name in ["llama-q4_k", "llama-q6_k", "llama-q8_0", "llama-q4_1"] {
+            let o = check(name, false);
+            assert!(o.prompt_err < 1e-3 && o.decode_err < 1e-3 && o.agree == o.comparable && o.recompute_err <= 1e-4, "{name}");
+        }
+    });
+    std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+}

@@ -120,9 +120,21 @@ impl Context {
         if t == 0 || n == 0 {
             return Ok(());
         }
-        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("TC {MATVEC_TC}"), format!("NSUM {}", if up.is_some() { 2 } else { 1 })];
+        // Columns per invocation: one for a single row (a decode step of one session), else
+        // MATVEC_TC. Each column's sum is the same chain either way, so this cannot change a bit.
+        let tc = if t == 1 { 1 } else { MATVEC_TC };
+        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("TC {tc}"), format!("NSUM {}", if up.is_some() { 2 } else { 1 })];
+        if x.offset % 4 == 0 {
+            defines.push("X_VEC4".into());
+        }
         // A CPU driver pays for every workgroup and barrier: one row per invocation there.
-        let row_per_thread = self.caps.device_type == "cpu";
+        // NX_VULKAN_LLM_MATVEC=workgroup|row overrides the choice (tests run the GPU kernel on
+        // lavapipe with it).
+        let row_per_thread = match std::env::var("NX_VULKAN_LLM_MATVEC").as_deref() {
+            Ok("workgroup") => false,
+            Ok("row") => true,
+            _ => self.caps.device_type == "cpu",
+        };
         if row_per_thread {
             defines.push("ROW_PER_THREAD".into());
         }
@@ -144,7 +156,7 @@ impl Context {
         }
         let max = self.caps.max_workgroup_count;
         let rows_per_group = if row_per_thread { MATVEC_WG as usize } else { 1 };
-        let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(MATVEC_TC) as u32, 1];
+        let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(tc) as u32, 1];
         batch.dispatch_grid(&kernel, p.bytes(), (t * n).min(u32::MAX as usize) as u32, groups)
     }
 

@@ -6,6 +6,12 @@
 
 uint rb(uint64_t a, uint off) { return uint(BufU8(a).v[off]); }
 float rh(uint64_t a, uint off) { return enc_f16_to_f32(rb(a, off) | (rb(a, off + 1u) << 8)); }
+// Wider loads where the format's blocks keep the alignment (fewer load instructions, the same
+// bytes): `off` must be a multiple of 2 (r16) or 4 (r32) from a row start so aligned.
+uint r16(uint64_t a, uint off) { return uint(BufU16(a).v[off >> 1]); }
+uint r32(uint64_t a, uint off) { return BufU32(a).v[off >> 2]; }
+uint byte_of(uint word, uint i) { return (word >> (8u * i)) & 255u; }
+int s8(uint b) { return int(b << 24) >> 24; }
 
 #if defined(WT_F32)
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
@@ -31,14 +37,19 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
     }
 }
 #elif defined(WT_Q4_1)
+// 20-byte blocks: rows and blocks stay 4-aligned.
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
     uint b = unit * 20u;
-    float d = rh(row, b), m = rh(row, b + 2u);
-    [[unroll]] for (uint j = 0u; j < 16u; j++) {
-        uint q = rb(row, b + 4u + j);
-        precise float lo = float(q & 15u) * d + m;
-        precise float hi = float(q >> 4) * d + m;
-        w[j] = lo; w[j + 16u] = hi;
+    uint dm = r32(row, b);
+    float d = enc_f16_to_f32(dm & 0xFFFFu), m = enc_f16_to_f32(dm >> 16);
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint q4 = r32(row, b + 4u + 4u * i);
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            uint q = byte_of(q4, k);
+            precise float lo = float(q & 15u) * d + m;
+            precise float hi = float(q >> 4) * d + m;
+            w[4u * i + k] = lo; w[4u * i + k + 16u] = hi;
+        }
     }
 }
 #elif defined(WT_Q5_0)
@@ -68,12 +79,15 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
     }
 }
 #elif defined(WT_Q8_0)
+// 34-byte blocks: 2-aligned, so 16-bit loads.
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
     uint b = unit * 34u;
-    float d = rh(row, b);
-    [[unroll]] for (uint j = 0u; j < 32u; j++) {
-        precise float v = float(int(int8_t(BufU8(row).v[b + 2u + j]))) * d;
-        w[j] = v;
+    float d = enc_f16_to_f32(r16(row, b));
+    [[unroll]] for (uint j = 0u; j < 16u; j++) {
+        uint pair = r16(row, b + 2u + 2u * j);
+        precise float lo = float(s8(pair & 255u)) * d;
+        precise float hi = float(s8(pair >> 8)) * d;
+        w[2u * j] = lo; w[2u * j + 1u] = hi;
     }
 }
 #elif defined(WT_Q2_K)
@@ -117,13 +131,9 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
     }
 }
 #elif defined(WT_Q4_K) || defined(WT_Q5_K)
-// d dmin scales[12] (qh[32]) qs[128]; unit j: sub-block j, bytes qs[(j/2)·32 ..], nibble j%2
-uvec2 scale_min_k4(uint64_t row, uint b, uint j) {
-    uint q = b + 4u;
-    if (j < 4u) return uvec2(rb(row, q + j) & 63u, rb(row, q + j + 4u) & 63u);
-    return uvec2((rb(row, q + j + 4u) & 15u) | ((rb(row, q + j - 4u) >> 6) << 4),
-                 (rb(row, q + j + 4u) >> 4) | ((rb(row, q + j) >> 6) << 4));
-}
+// d dmin scales[12] (qh[32]) qs[128]; unit j: sub-block j, bytes qs[(j/2)·32 ..], nibble j%2.
+// 144- and 176-byte blocks keep rows 4-aligned: 32-bit loads.
+uint kbyte(uvec3 s, uint i) { return byte_of(i < 4u ? s.x : (i < 8u ? s.y : s.z), i & 3u); }
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
 #if defined(WT_Q4_K)
     uint b = (unit >> 3) * 144u, qs = b + 16u;
@@ -131,34 +141,56 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
     uint b = (unit >> 3) * 176u, qs = b + 48u;
 #endif
     uint j = unit & 7u;
-    float d = rh(row, b), dmin = rh(row, b + 2u);
-    uvec2 sm = scale_min_k4(row, b, j);
-    precise float d1 = d * float(sm.x);
-    precise float m1 = dmin * float(sm.y);
-    [[unroll]] for (uint l = 0u; l < 32u; l++) {
-        uint q = rb(row, qs + (j >> 1) * 32u + l);
-        q = (j & 1u) == 0u ? (q & 15u) : (q >> 4);
+    uint dd = r32(row, b);
+    float d = enc_f16_to_f32(dd & 0xFFFFu), dmin = enc_f16_to_f32(dd >> 16);
+    uvec3 sc = uvec3(r32(row, b + 4u), r32(row, b + 8u), r32(row, b + 12u));
+    uint sv, mv;
+    if (j < 4u) {
+        sv = kbyte(sc, j) & 63u; mv = kbyte(sc, j + 4u) & 63u;
+    } else {
+        sv = (kbyte(sc, j + 4u) & 15u) | ((kbyte(sc, j - 4u) >> 6) << 4);
+        mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
+    }
+    precise float d1 = d * float(sv);
+    precise float m1 = dmin * float(mv);
+    uint qb = qs + (j >> 1) * 32u;
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        uint q4 = r32(row, qb + 4u * i);
 #if defined(WT_Q5_K)
-        q += ((rb(row, b + 16u + l) >> j) & 1u) << 4;
+        uint h4 = r32(row, b + 16u + 4u * i);
 #endif
-        precise float v = d1 * float(q) - m1;
-        w[l] = v;
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            uint q = byte_of(q4, k);
+            q = (j & 1u) == 0u ? (q & 15u) : (q >> 4);
+#if defined(WT_Q5_K)
+            q += ((byte_of(h4, k) >> j) & 1u) << 4;
+#endif
+            precise float v = d1 * float(q) - m1;
+            w[4u * i + k] = v;
+        }
     }
 }
 #elif defined(WT_Q6_K)
-// ql[128] qh[64] scales[16] d; unit j: n = j/4 (128-half), r = j%4 (which quarter)
+// ql[128] qh[64] scales[16] d; unit j: n = j/4 (128-half), r = j%4 (which quarter).
+// 210-byte blocks are 2-aligned: 16-bit loads, two values per load.
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
     uint b = (unit >> 3) * 210u, j = unit & 7u, n = j >> 2, r = j & 3u;
-    float d = rh(row, b + 208u);
-    [[unroll]] for (uint l = 0u; l < 32u; l++) {
-        uint ql = rb(row, b + n * 64u + (r & 1u) * 32u + l);
-        ql = r < 2u ? (ql & 15u) : (ql >> 4);
-        uint qh = (rb(row, b + 128u + n * 32u + l) >> (2u * r)) & 3u;
-        int q = int(ql | (qh << 4)) - 32;
-        int sc = int(int8_t(BufU8(row).v[b + 192u + n * 8u + l / 16u + 2u * r]));
+    float d = enc_f16_to_f32(r16(row, b + 208u));
+    uint scs = r16(row, b + 192u + n * 8u + 2u * r);   // the two scales of this unit's halves
+    [[unroll]] for (uint l2 = 0u; l2 < 16u; l2++) {
+        uint l = 2u * l2;
+        uint qlp = r16(row, b + n * 64u + (r & 1u) * 32u + l);
+        uint qhp = r16(row, b + 128u + n * 32u + l);
+        int sc = s8(byte_of(scs, l / 16u));
         precise float s = d * float(sc);
-        precise float v = s * float(q);
-        w[l] = v;
+        [[unroll]] for (uint k = 0u; k < 2u; k++) {
+            uint ql = byte_of(qlp, k);
+            ql = r < 2u ? (ql & 15u) : (ql >> 4);
+            uint qh = (byte_of(qhp, k) >> (2u * r)) & 3u;
+            int q = int(ql | (qh << 4)) - 32;
+            precise float v = s * float(q);
+            w[l + k] = v;
+        }
     }
 }
 #else

@@ -9,6 +9,19 @@
 // sessions) share the dispatch.
 
 layout(local_size_x = WG) in;
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufV4 { vec4 v[]; };
+
+// x[xb .. xb+32) as floats; with X_VEC4 (x 16-byte aligned, the host checks) in 8 vector loads.
+void load_x(uint64_t addrX, uint xb, out float xv[32]) {
+#ifdef X_VEC4
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        vec4 q = BufV4(addrX).v[(xb >> 2) + i];
+        xv[4u * i] = q.x; xv[4u * i + 1u] = q.y; xv[4u * i + 2u] = q.z; xv[4u * i + 3u] = q.w;
+    }
+#else
+    [[unroll]] for (uint j = 0u; j < 32u; j++) xv[j] = uintBitsToFloat(BufU32(addrX).v[xb + j]);
+#endif
+}
 
 #ifdef ROW_PER_THREAD
 // CPU devices (lavapipe): one invocation per (row n, chunk of TC columns), the whole row in one
@@ -38,12 +51,12 @@ void main() {
             for (int c = 0; c < TC; c++) {
                 uint t = t0 + uint(c);
                 if (t < T) {
-                    uint xb = offX + t * K + u * 32u;
+                    float xv[32];
+                    load_x(addrX, offX + t * K + u * 32u, xv);
                     [[unroll]] for (uint j = 0u; j < 32u; j++) {
-                        float xv = uintBitsToFloat(BufU32(addrX).v[xb + j]);
-                        acc[c] = fma(w[j], xv, acc[c]);
+                        acc[c] = fma(w[j], xv[j], acc[c]);
 #ifdef SWIGLU
-                        acc[TC + c] = fma(w2[j], xv, acc[TC + c]);
+                        acc[TC + c] = fma(w2[j], xv[j], acc[TC + c]);
 #endif
                     }
                 }
@@ -97,12 +110,12 @@ void main() {
             [[unroll]] for (int c = 0; c < TC; c++) {
                 uint t = t0 + uint(c);
                 if (t < T) {
-                    uint xb = offX + t * K + u * 32u;
+                    float xv[32];
+                    load_x(addrX, offX + t * K + u * 32u, xv);
                     [[unroll]] for (uint j = 0u; j < 32u; j++) {
-                        float xv = uintBitsToFloat(BufU32(addrX).v[xb + j]);
-                        acc[c] = fma(w[j], xv, acc[c]);
+                        acc[c] = fma(w[j], xv[j], acc[c]);
 #ifdef SWIGLU
-                        acc[TC + c] = fma(w2[j], xv, acc[TC + c]);
+                        acc[TC + c] = fma(w2[j], xv[j], acc[TC + c]);
 #endif
                     }
                 }
