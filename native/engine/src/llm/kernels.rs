@@ -76,9 +76,12 @@ fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
     s
 }
 
-/// Columns (tokens) per matvec workgroup and threads per workgroup.
+/// Columns (tokens) per matvec invocation (steps of several rows), threads per workgroup, and
+/// lanes per weight row in the GPU kernel (a K = 4096 row of 128 units gives each lane 8:
+/// enough loads in flight, a 4-step reduction).
 const MATVEC_TC: usize = 8;
 const MATVEC_WG: u32 = 64;
+const MATVEC_NT: usize = 16;
 
 /// What a matrix product adds after the sum.
 #[derive(Clone, Copy, Debug, Default)]
@@ -123,7 +126,7 @@ impl Context {
         // Columns per invocation: one for a single row (a decode step of one session), else
         // MATVEC_TC. Each column's sum is the same chain either way, so this cannot change a bit.
         let tc = if t == 1 { 1 } else { MATVEC_TC };
-        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("TC {tc}"), format!("NSUM {}", if up.is_some() { 2 } else { 1 })];
+        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("NT {MATVEC_NT}"), format!("TC {tc}"), format!("NSUM {}", if up.is_some() { 2 } else { 1 })];
         if x.offset % 4 == 0 {
             defines.push("X_VEC4".into());
         }
@@ -155,7 +158,7 @@ impl Context {
             batch.keep(&b.buffer);
         }
         let max = self.caps.max_workgroup_count;
-        let rows_per_group = if row_per_thread { MATVEC_WG as usize } else { 1 };
+        let rows_per_group = if row_per_thread { MATVEC_WG as usize } else { MATVEC_WG as usize / MATVEC_NT };
         let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(tc) as u32, 1];
         batch.dispatch_grid(&kernel, p.bytes(), (t * n).min(u32::MAX as usize) as u32, groups)
     }
@@ -367,8 +370,11 @@ impl Context {
 
     /// Causal attention: `out[t, h] = Σ_{j ≤ pos} softmax_j(q[t, h] · k_j · scale) · v_j` over
     /// row `t`'s session cache (query head `h` reads kv head `h / (n_head / n_head_kv)`). `q`
-    /// and `out` `[T, n_head · head_dim]` f32. One dispatch.
-    pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, out: &Tensor) -> Result<()> {
+    /// and `out` `[T, n_head · head_dim]` f32; `max_pos` bounds the rows' positions (the step's
+    /// largest). Two dispatches: the keys in chunks of 64, each chunk its own workgroup, then
+    /// the chunks combined in order (llm_attention_split.glsl).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, max_pos: usize, out: &Tensor) -> Result<()> {
         const OP: &str = "llm attention";
         shape.check(OP)?;
         let t = check_rows(rows, OP)?;
@@ -388,16 +394,24 @@ impl Context {
         if t == 0 {
             return Ok(());
         }
-        let defines = shape.defines();
-        let key = format!("llm attention {}", defines.join(" "));
-        let kernel = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention.glsl")))?;
-        let all = [q, rows, cache_k, cache_v, out];
+        // Chunks of the longest row; a row past a chunk's start skips it on the device.
+        let chunks = max_pos.min(shape.ctx - 1) / 64 + 1;
+        let partials = self.empty(DType::F32, &[t, shape.n_head, chunks, shape.head_dim + 2])?;
+        let mut defines = shape.defines();
+        let key = format!("llm attention split {}", defines.join(" "));
+        let split = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
+        defines.push("COMBINE".into());
+        let key = format!("llm attention combine {}", defines.join(" "));
+        let combine = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
+        let all = [q, rows, cache_k, cache_v, &partials, out];
         let mut p = ParamBlock::new(OP);
         p.addrs(all.map(|t| t.buffer.address()));
-        p.i32s([t, shape.ctx, shape.slots])?.i32(scale.to_bits() as i32)?;
+        p.i32s([t, shape.ctx, shape.slots])?.i32(scale.to_bits() as i32)?.i32s([chunks])?;
         for b in all {
             batch.keep(&b.buffer);
         }
-        batch.dispatch_grid(&kernel, p.bytes(), (t * shape.n_head) as u32, [t.min(65535) as u32, shape.n_head as u32, 1])
+        let rows_x = t.min(65535) as u32;
+        batch.dispatch_grid(&split, p.bytes(), (t * shape.n_head * chunks) as u32, [rows_x, shape.n_head as u32, chunks as u32])?;
+        batch.dispatch_grid(&combine, p.bytes(), (t * shape.n_head) as u32, [rows_x, shape.n_head as u32, 1])
     }
 }

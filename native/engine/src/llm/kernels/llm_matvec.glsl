@@ -82,6 +82,11 @@ void main() {
     }
 }
 #else
+// GPUs: NT lanes per row, WG / NT rows per workgroup. Lane i takes units i, i + NT, ... of its
+// row in ascending order (one fma chain per column), then the NT partial sums of each column
+// are added over a fixed tree. The order depends on K and NT alone — not on T, the chunk or
+// the other rows — so a token's result is the same bits however many tokens share a step.
+const uint ROWS = uint(WG) / uint(NT);
 shared float red[TC * NSUM][WG];
 
 void main() {
@@ -90,17 +95,20 @@ void main() {
     ParamsI32 meta = ParamsI32(pc.params + 48ul);
     uint N = uint(meta.v[0]), K = uint(meta.v[1]), T = uint(meta.v[2]), rowBytes = uint(meta.v[3]);
     uint offX = uint(meta.v[4]), offB = uint(meta.v[5]), offR = uint(meta.v[6]), offO = uint(meta.v[7]);
-    uint tid = gl_LocalInvocationID.x;
+    uint tid = gl_LocalInvocationID.x, lane = tid % uint(NT), r = tid / uint(NT);
     uint units = K / 32u;
     uint t0 = gl_WorkGroupID.y * uint(TC);
-    for (uint n = gl_WorkGroupID.x; n < N; n += gl_NumWorkGroups.x) {
+    // The loop bound is uniform over the workgroup (barriers inside); rows past N idle.
+    for (uint g = gl_WorkGroupID.x; g * ROWS < N; g += gl_NumWorkGroups.x) {
+        uint n = g * ROWS + r;
+        bool live = n < N;
         float acc[TC * NSUM];
         [[unroll]] for (int c = 0; c < TC * NSUM; c++) acc[c] = 0.0;
-        uint64_t row = addrW + uint64_t(n) * uint64_t(rowBytes);
+        uint64_t row = addrW + uint64_t(min(n, N - 1u)) * uint64_t(rowBytes);
 #ifdef SWIGLU
-        uint64_t row2 = addrW2 + uint64_t(n) * uint64_t(rowBytes);
+        uint64_t row2 = addrW2 + uint64_t(min(n, N - 1u)) * uint64_t(rowBytes);
 #endif
-        for (uint u = tid; u < units; u += uint(WG)) {
+        for (uint u = lane; live && u < units; u += uint(NT)) {
             float w[32];
             dq_unit(row, u, w);
 #ifdef SWIGLU
@@ -123,18 +131,19 @@ void main() {
         }
         [[unroll]] for (int c = 0; c < TC * NSUM; c++) red[c][tid] = acc[c];
         barrier();
-        [[unroll]] for (uint s = uint(WG) / 2u; s > 0u; s >>= 1) {
-            if (tid < s) {
+        [[unroll]] for (uint s = uint(NT) / 2u; s > 0u; s >>= 1) {
+            if (lane < s) {
                 [[unroll]] for (int c = 0; c < TC * NSUM; c++) red[c][tid] += red[c][tid + s];
             }
             barrier();
         }
-        if (tid < uint(TC) && t0 + tid < T) {
-            uint t = t0 + tid;
-            float v = red[tid][0];
+        if (live && lane < uint(TC) && t0 + lane < T) {
+            uint t = t0 + lane;
+            uint base = r * uint(NT);
+            float v = red[lane][base];
 #ifdef SWIGLU
-            float g = v;
-            v = (g / (1.0 + exp(-g))) * red[TC + tid][0];
+            float gv = v;
+            v = (gv / (1.0 + exp(-gv))) * red[TC + lane][base];
 #endif
 #ifdef BIAS
             v += uintBitsToFloat(BufU32(addrB).v[offB + n]);
