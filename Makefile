@@ -32,6 +32,7 @@ demo: build models
 	native/target/release/nx-vulkan info
 	native/target/release/nx-vulkan demo
 	native/target/release/nx-vulkan encode --model $$(bash scripts/fetch-minilm.sh) --input examples/sentences.jsonl | cut -c1-160
+	native/target/release/nx-vulkan generate --model $$(bash scripts/fetch-smollm2.sh) --chat --system "You are a helpful assistant." --prompt "What is the capital of France?" --max-tokens 32
 	native/target/release/nx-vulkan bench --quick
 
 clean:
