@@ -160,7 +160,7 @@ where
     }
 }
 
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     p.downcast_ref::<String>()
         .cloned()
         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))

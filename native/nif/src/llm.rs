@@ -158,10 +158,26 @@ fn llm_start(env: Env<'_>, llm: ResourceArc<LlmRef>, prompt: Vec<u32>, opts: Gen
         stop: opts.stop,
         ignore_eos: opts.ignore_eos,
     };
-    let sink = Box::new(move |e: GenEvent| {
-        let mut owned = OwnedEnv::new();
-        owned
-            .send_and_clear(&pid, |env| {
+    let mut sender = EventSender { pid, tag, ended: false };
+    let sink = Box::new(move |e: GenEvent| sender.send(e));
+    let r = llm.runtime.submit(req, sink);
+    encode_result(env, r, |env, h| ResourceArc::new(SessionRef { handle: h }).encode(env))
+}
+
+/// Sends a session's events to its Elixir process. If the runtime drops it before the last
+/// event (a worker failure), the process gets an error instead of waiting forever.
+struct EventSender {
+    pid: LocalPid,
+    tag: u64,
+    ended: bool,
+}
+
+impl EventSender {
+    fn send(&mut self, e: GenEvent) -> bool {
+        self.ended |= matches!(e, GenEvent::Done { .. } | GenEvent::Error(_));
+        let tag = self.tag;
+        OwnedEnv::new()
+            .send_and_clear(&self.pid, |env| {
                 let event = match e {
                     GenEvent::Token { id, text, logprob, top } => {
                         let lp = if logprob.is_nan() { None } else { Some(logprob as f64) };
@@ -175,9 +191,15 @@ fn llm_start(env: Env<'_>, llm: ResourceArc<LlmRef>, prompt: Vec<u32>, opts: Gen
                 (atoms::nx_vulkan_llm(), tag, event).encode(env)
             })
             .is_ok()
-    });
-    let r = llm.runtime.submit(req, sink);
-    encode_result(env, r, |env, h| ResourceArc::new(SessionRef { handle: h }).encode(env))
+    }
+}
+
+impl Drop for EventSender {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.send(GenEvent::Error("the generation ended without a result (the runtime's worker stopped)".into()));
+        }
+    }
 }
 
 #[rustler::nif]

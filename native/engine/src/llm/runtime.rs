@@ -153,7 +153,20 @@ impl LlmRuntime {
         let shared = Arc::new(Shared { queue: Mutex::new(Queue { pending: VecDeque::new(), shutdown: false }), wake: Condvar::new(), stats: Mutex::new(RuntimeStats::default()) });
         let worker = {
             let (llm, tokenizer, shared, chunk) = (llm.clone(), tokenizer.clone(), shared.clone(), options.prefill_chunk);
-            crate::exec::spawn_deep("nx-vulkan-llm", move || Worker::new(llm, tokenizer, shared, chunk).run())?
+            crate::exec::spawn_deep("nx-vulkan-llm", move || {
+                let worker = Worker::new(llm, tokenizer, shared.clone(), chunk);
+                // A panic must not leave requests waiting forever: refuse new ones and fail the
+                // queued ones (live sessions' sinks are dropped with the worker; the NIF's and
+                // the server's sinks report that as an error).
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run())) {
+                    let mut q = shared.queue.lock();
+                    q.shutdown = true;
+                    let msg = format!("the generation worker failed: {}", crate::exec::panic_message(&p));
+                    for mut pending in q.pending.drain(..) {
+                        (pending.sink)(GenEvent::Error(msg.clone()));
+                    }
+                }
+            })?
         };
         Ok(LlmRuntime { llm, tokenizer, shared, next_id: AtomicU64::new(1), options, worker: Some(worker) })
     }
