@@ -145,12 +145,15 @@ defmodule NxVulkan.LLM do
           receive do
             {:nx_vulkan_llm, ^tag, {:token, _id, text, _lp, _top}} -> {[text], {tag, session, false}}
             {:nx_vulkan_llm, ^tag, {:done, _, _, _, _}} -> {:halt, {tag, session, true}}
-            {:nx_vulkan_llm, ^tag, {:error, message}} -> raise NxVulkan.Error, kind: :device, message: message
+            # The session has ended: mark it so before raising (the after-function then has
+            # nothing to cancel).
+            {:nx_vulkan_llm, ^tag, {:error, message}} -> {:halt, {tag, session, {:error, message}}}
           end
       end,
       fn
-        {_tag, _session, true} -> :ok
         {tag, session, false} -> cancel_and_drain(tag, session)
+        {_tag, _session, {:error, message}} -> raise NxVulkan.Error, kind: :device, message: message
+        {_tag, _session, true} -> :ok
       end
     )
   end

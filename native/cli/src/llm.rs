@@ -200,12 +200,25 @@ fn template_or_error(t: &Option<ChatTemplate>) -> Result<&ChatTemplate> {
     t.as_ref().ok_or_else(|| EngineError::InvalidArgument("the model has no chat template: pass --template chatml or --template llama3".into()))
 }
 
-/// Runs one request, writing text to `out` as it comes; returns (ids, finish reason, usage).
-fn run_streaming(rt: &LlmRuntime, req: GenRequest, out: &mut dyn Write) -> Result<(Vec<u32>, &'static str, usize, usize, f64, f64)> {
+/// One finished generation: ids, the text as streamed (stop strings left out), finish
+/// reason, prompt and completion tokens, seconds to the first token and after it.
+struct Finished {
+    ids: Vec<u32>,
+    text: String,
+    reason: &'static str,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    prefill_s: f64,
+    decode_s: f64,
+}
+
+/// Runs one request, writing text to `out` as it comes.
+fn run_streaming(rt: &LlmRuntime, req: GenRequest, out: &mut dyn Write) -> Result<Finished> {
     let (tx, rx) = std::sync::mpsc::channel();
     let t0 = Instant::now();
     rt.submit(req, Box::new(move |e| tx.send((e, Instant::now())).is_ok()))?;
     let mut ids = vec![];
+    let mut all = String::new();
     let mut first: Option<Instant> = None;
     for (e, at) in rx {
         match e {
@@ -214,12 +227,19 @@ fn run_streaming(rt: &LlmRuntime, req: GenRequest, out: &mut dyn Write) -> Resul
                 ids.push(id);
                 out.write_all(text.as_bytes()).ok();
                 out.flush().ok();
+                all.push_str(&text);
             }
             GenEvent::Done { reason, prompt_tokens, completion_tokens, .. } => {
                 let first = first.unwrap_or(at);
-                let prefill_s = (first - t0).as_secs_f64();
-                let decode_s = (at - first).as_secs_f64();
-                return Ok((ids, reason.name(), prompt_tokens, completion_tokens, prefill_s, decode_s));
+                return Ok(Finished {
+                    ids,
+                    text: all,
+                    reason: reason.name(),
+                    prompt_tokens,
+                    completion_tokens,
+                    prefill_s: (first - t0).as_secs_f64(),
+                    decode_s: (at - first).as_secs_f64(),
+                });
             }
             GenEvent::Error(m) => return Err(EngineError::Vulkan(m)),
         }
@@ -242,12 +262,12 @@ pub fn generate(ctx: Arc<Context>, args: GenerateArgs) -> Result<()> {
     // A rendered chat prompt already holds whatever BOS its template writes.
     let prompt = rt.tokenizer.encode(&text, !args.chat, true)?;
     let mut sink: Box<dyn Write> = if args.json { Box::new(std::io::sink()) } else { Box::new(std::io::stdout()) };
-    let (ids, reason, p, c, prefill_s, decode_s) = run_streaming(&rt, args.sampling.request(prompt), &mut *sink)?;
+    let Finished { ids, text, reason, prompt_tokens: p, completion_tokens: c, prefill_s, decode_s } = run_streaming(&rt, args.sampling.request(prompt), &mut *sink)?;
     let decode_tps = if c > 1 { (c - 1) as f64 / decode_s } else { 0.0 };
     if args.json {
         let v = serde_json::json!({
             "model": rt.llm.config.name, "device": ctx.caps.name,
-            "text": rt.tokenizer.decode(&ids, true), "tokens": ids, "finish_reason": reason,
+            "text": text, "tokens": ids, "finish_reason": reason,
             "usage": {"prompt_tokens": p, "completion_tokens": c},
             "prefill_s": prefill_s, "decode_tok_s": decode_tps,
         });
@@ -292,9 +312,9 @@ pub fn chat(ctx: Arc<Context>, args: ChatArgs) -> Result<()> {
         }
         history.push(ChatMessage { role: "user".into(), content: line.to_string() });
         let prompt = rt.tokenizer.encode(&template.render(&history, true)?, false, true)?;
-        let (ids, ..) = run_streaming(&rt, args.sampling.request(prompt), &mut out)?;
+        let answer = run_streaming(&rt, args.sampling.request(prompt), &mut out)?;
         writeln!(out).ok();
-        history.push(ChatMessage { role: "assistant".into(), content: rt.tokenizer.decode(&ids, true) });
+        history.push(ChatMessage { role: "assistant".into(), content: answer.text });
     }
     Ok(())
 }
@@ -328,6 +348,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// row, each waiting for its token, as a chat does), aggregate decode with several sessions,
 /// and the roofline: weight bytes read per decode step against the device's copy rate.
 pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Result<()> {
+    if args.pp == 0 || args.tg == 0 || args.runs == 0 {
+        return Err(EngineError::InvalidArgument("--pp, --tg and --runs must be at least 1".into()));
+    }
     let max_sessions = args.sessions.iter().copied().max().unwrap_or(1).max(1);
     let mut margs = model.clone();
     margs.context = Some(margs.context.unwrap_or(args.pp + args.tg + 8).max(args.pp + args.tg + 8));

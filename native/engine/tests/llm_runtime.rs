@@ -183,6 +183,7 @@ fn stop_strings_cancellation_and_limits() {
         // Bad requests.
         let err = |r: GenRequest| rt.submit(r, Box::new(|_| true)).err().expect("accepted").to_string();
         assert!(err(request(vec![], 4)).contains("empty"));
+        assert!(err(request(prompt.clone(), 0)).contains("max_tokens"));
         assert!(err(request(vec![1; 96], 4)).contains("context"));
         assert!(err(request(vec![100_000], 4)).contains("vocabulary"));
         assert!(err(GenRequest { sampling: SamplingParams { top_p: 2.0, ..Default::default() }, ..request(prompt.clone(), 4) }).contains("top_p"));

@@ -11,6 +11,7 @@ use nx_vulkan_engine::llm::sample::SamplingParams;
 use nx_vulkan_engine::llm::tokenizer::LlmTokenizer;
 use nx_vulkan_engine::{self as engine, Context, EngineError};
 use rustler::{Encoder as _, Env, LocalPid, NifMap, OwnedEnv, ResourceArc, Term};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 mod atoms {
@@ -158,9 +159,15 @@ fn llm_start(env: Env<'_>, llm: ResourceArc<LlmRef>, prompt: Vec<u32>, opts: Gen
         stop: opts.stop,
         ignore_eos: opts.ignore_eos,
     };
-    let mut sender = EventSender { pid, tag, ended: false };
+    // Armed once the runtime has accepted the request: a refused request's sink is dropped
+    // here, on a scheduler thread, where nothing may be sent (and nothing needs to be).
+    let armed = Arc::new(AtomicBool::new(false));
+    let mut sender = EventSender { pid, tag, ended: false, armed: armed.clone() };
     let sink = Box::new(move |e: GenEvent| sender.send(e));
     let r = llm.runtime.submit(req, sink);
+    if r.is_ok() {
+        armed.store(true, Ordering::Release);
+    }
     encode_result(env, r, |env, h| ResourceArc::new(SessionRef { handle: h }).encode(env))
 }
 
@@ -170,6 +177,7 @@ struct EventSender {
     pid: LocalPid,
     tag: u64,
     ended: bool,
+    armed: Arc<AtomicBool>,
 }
 
 impl EventSender {
@@ -196,7 +204,7 @@ impl EventSender {
 
 impl Drop for EventSender {
     fn drop(&mut self) {
-        if !self.ended {
+        if !self.ended && self.armed.load(Ordering::Acquire) {
             self.send(GenEvent::Error("the generation ended without a result (the runtime's worker stopped)".into()));
         }
     }

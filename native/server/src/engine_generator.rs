@@ -56,7 +56,9 @@ impl Generator for EngineGenerator {
                 top_p: params.top_p,
                 min_p: params.min_p,
                 repeat_penalty: params.repeat_penalty,
-                seed: params.seed.unwrap_or(0),
+                // No seed asked for: a fresh one per request (a fixed default would make every
+                // "random" answer to the same prompt the same).
+                seed: params.seed.unwrap_or_else(fresh_seed),
                 logprobs: params.logprobs.unwrap_or(0),
                 ..Default::default()
             },
@@ -106,4 +108,13 @@ impl Generator for EngineGenerator {
         });
         Ok(out_rx)
     }
+}
+
+fn fresh_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
 }

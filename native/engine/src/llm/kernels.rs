@@ -370,11 +370,24 @@ impl Context {
 
     /// Causal attention: `out[t, h] = Σ_{j ≤ pos} softmax_j(q[t, h] · k_j · scale) · v_j` over
     /// row `t`'s session cache (query head `h` reads kv head `h / (n_head / n_head_kv)`). `q`
-    /// and `out` `[T, n_head · head_dim]` f32; `max_pos` bounds the rows' positions (the step's
-    /// largest). Two dispatches: the keys in chunks of 64, each chunk its own workgroup, then
+    /// and `out` `[T, n_head · head_dim]` f32; `partials` from [`Context::llm_attention_scratch`]
+    /// for the step's largest position. Two dispatches: the keys in chunks of 64, each chunk its own workgroup, then
     /// the chunks combined in order (llm_attention_split.glsl).
+    /// The split attention's scratch for a step of `t` rows whose largest position is
+    /// `max_pos`: `[t, n_head, chunks, head_dim + 2]` f32, reusable by every layer of the step
+    /// (each layer's attention finishes before the next starts).
+    pub fn llm_attention_scratch(&self, shape: &AttnShape, t: usize, max_pos: usize) -> Result<Tensor> {
+        let chunks = max_pos.min(shape.ctx.saturating_sub(1)) / 64 + 1;
+        let floats = t as u64 * shape.n_head as u64 * chunks as u64 * (shape.head_dim as u64 + 2);
+        // The kernels index it with 32-bit offsets.
+        if floats > u32::MAX as u64 {
+            return Err(invalid!("llm attention: a step of {t} rows up to position {max_pos} needs {floats} scratch values; feed fewer rows per step"));
+        }
+        self.empty(DType::F32, &[t, shape.n_head, chunks, shape.head_dim + 2])
+    }
+
     #[allow(clippy::too_many_arguments)]
-    pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, max_pos: usize, out: &Tensor) -> Result<()> {
+    pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, partials: &Tensor, out: &Tensor) -> Result<()> {
         const OP: &str = "llm attention";
         shape.check(OP)?;
         let t = check_rows(rows, OP)?;
@@ -394,16 +407,19 @@ impl Context {
         if t == 0 {
             return Ok(());
         }
-        // Chunks of the longest row; a row past a chunk's start skips it on the device.
-        let chunks = max_pos.min(shape.ctx - 1) / 64 + 1;
-        let partials = self.empty(DType::F32, &[t, shape.n_head, chunks, shape.head_dim + 2])?;
+        // Chunks of the step's longest row (the scratch's third axis); a row past a chunk's
+        // start skips it on the device.
+        let chunks = match partials.shape() {
+            [pt, ph, c, pd] if (*pt, *ph, *pd) == (t, shape.n_head, shape.head_dim + 2) && partials.dtype == DType::F32 && partials.offset == 0 => *c,
+            other => return Err(invalid!("{OP}: scratch is {other:?}, expected [{t}, {}, chunks, {}] f32 (llm_attention_scratch)", shape.n_head, shape.head_dim + 2)),
+        };
         let mut defines = shape.defines();
         let key = format!("llm attention split {}", defines.join(" "));
         let split = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
         defines.push("COMBINE".into());
         let key = format!("llm attention combine {}", defines.join(" "));
         let combine = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
-        let all = [q, rows, cache_k, cache_v, &partials, out];
+        let all = [q, rows, cache_k, cache_v, partials, out];
         let mut p = ParamBlock::new(OP);
         p.addrs(all.map(|t| t.buffer.address()));
         p.i32s([t, shape.ctx, shape.slots])?.i32(scale.to_bits() as i32)?.i32s([chunks])?;

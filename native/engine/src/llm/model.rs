@@ -227,6 +227,7 @@ impl Llm {
         ctx.record_llm_get_rows(batch, &self.token_embd, &ids, &x)?;
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
         let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
+        let partials = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
         for l in &self.layers {
             ctx.record_llm_rmsnorm(batch, &x, None, &l.attn_norm, cfg.rms_eps, &xn)?;
             let bias = |i: usize| l.qkv_bias.as_ref().map(|b| [&b.0, &b.1, &b.2][i]);
@@ -235,7 +236,7 @@ impl Llm {
             ctx.record_llm_matvec(batch, &l.wv, None, &xn, Epilogue { bias: bias(2), residual: None }, &v)?;
             let qk_norm = l.qk_norm.as_ref().map(|(a, b)| (a, b, cfg.rms_eps));
             ctx.record_llm_rope_store(batch, &self.attn, &q, &k, &v, &meta, &self.cos_sin, qk_norm, &l.cache_k, &l.cache_v)?;
-            ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, max_pos, &att)?;
+            ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &partials, &att)?;
             ctx.record_llm_matvec(batch, &l.wo, None, &att, Epilogue { bias: None, residual: Some(&x) }, &x)?;
             ctx.record_llm_rmsnorm(batch, &x, None, &l.ffn_norm, cfg.rms_eps, &xn)?;
             ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), &xn, Epilogue::default(), &act)?;
@@ -245,7 +246,7 @@ impl Llm {
         ctx.record_llm_rmsnorm(batch, &x, Some(&wanted), &self.output_norm, cfg.rms_eps, &fin)?;
         let logits = ctx.empty(DType::F32, &[want.len(), cfg.n_vocab])?;
         ctx.record_llm_matvec(batch, self.output_matrix(), None, &fin, Epilogue::default(), &logits)?;
-        for b in [&x, &xn, &q, &k, &v, &att, &act, &fin, &ids, &meta, &wanted] {
+        for b in [&x, &xn, &q, &k, &v, &att, &act, &fin, &ids, &meta, &wanted, &partials] {
             batch.keep(&b.buffer);
         }
         Ok(logits)

@@ -17,7 +17,7 @@ use super::tokenizer::{LlmTokenizer, StreamDecoder};
 use crate::error::{invalid, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A generation: prompt token ids, how to sample, when to stop.
@@ -88,7 +88,8 @@ pub struct RuntimeStats {
     pub steps: u64,
     /// Rows fed, prompt and decode.
     pub rows: u64,
-    /// The most sessions that shared one step.
+    /// The most sessions live during one step (some may have had no row in it while the
+    /// prefill budget went to others).
     pub max_batch: u64,
     pub prompt_tokens: u64,
     /// Prompt tokens skipped because a slot already held them.
@@ -118,7 +119,6 @@ struct Queue {
 /// A running generation's handle: cancel it from any thread.
 #[derive(Clone)]
 pub struct SessionHandle {
-    pub id: u64,
     cancel: Arc<AtomicBool>,
     shared: Arc<Shared>,
 }
@@ -135,15 +135,14 @@ pub struct LlmRuntime {
     pub llm: Arc<Llm>,
     pub tokenizer: Arc<LlmTokenizer>,
     shared: Arc<Shared>,
-    next_id: AtomicU64,
     options: RuntimeOptions,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LlmRuntime {
     pub fn new(llm: Llm, tokenizer: LlmTokenizer, options: RuntimeOptions) -> Result<LlmRuntime> {
-        if options.prefill_chunk == 0 {
-            return Err(invalid!("prefill_chunk must be at least 1"));
+        if options.prefill_chunk == 0 || options.prefill_chunk > 8192 {
+            return Err(invalid!("prefill_chunk {} must be in 1..=8192", options.prefill_chunk));
         }
         if tokenizer.vocab_size() > llm.config.n_vocab {
             return Err(invalid!("the tokenizer has {} tokens, the model's vocabulary {}", tokenizer.vocab_size(), llm.config.n_vocab));
@@ -168,7 +167,7 @@ impl LlmRuntime {
                 }
             })?
         };
-        Ok(LlmRuntime { llm, tokenizer, shared, next_id: AtomicU64::new(1), options, worker: Some(worker) })
+        Ok(LlmRuntime { llm, tokenizer, shared, options, worker: Some(worker) })
     }
 
     /// Queues a generation; its events go to `sink` from the worker thread.
@@ -177,6 +176,9 @@ impl LlmRuntime {
         let ctx = self.llm.attn.ctx;
         if req.prompt.is_empty() {
             return Err(invalid!("the prompt is empty"));
+        }
+        if req.max_tokens == 0 {
+            return Err(invalid!("max_tokens must be at least 1"));
         }
         if req.prompt.len() >= ctx {
             return Err(invalid!("the prompt has {} tokens; the context holds {ctx} (prompt and generated tokens together)", req.prompt.len()));
@@ -188,11 +190,10 @@ impl LlmRuntime {
             return Err(invalid!("a stop string is empty"));
         }
         let cancel = Arc::new(AtomicBool::new(false));
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut q = self.shared.queue.lock();
             if q.shutdown {
-                return Err(invalid!("the runtime is shutting down"));
+                return Err(invalid!("the runtime has stopped (shut down, or its worker failed: see the earlier errors)"));
             }
             if q.pending.len() >= self.options.max_queued {
                 return Err(crate::error::EngineError::Busy(format!("{} requests are already waiting for a session slot", q.pending.len())));
@@ -200,7 +201,7 @@ impl LlmRuntime {
             q.pending.push_back(Pending { req, sink, cancel: cancel.clone() });
         }
         self.shared.wake.notify_all();
-        Ok(SessionHandle { id, cancel, shared: self.shared.clone() })
+        Ok(SessionHandle { cancel, shared: self.shared.clone() })
     }
 
     /// Runs one generation to its end and returns its events (tests, the CLI).
@@ -325,10 +326,15 @@ impl Worker {
     }
 
     fn start(&mut self, p: Pending) {
-        // The free slot holding the longest prefix of this prompt (ties: the lowest slot). At
-        // least the last prompt token is fed: its row gives the first logits.
+        // The free slot holding the longest prefix of this prompt. At least the last prompt
+        // token is fed: its row gives the first logits.
         let common = |held: &[u32]| held.iter().zip(&p.req.prompt).take_while(|(a, b)| a == b).count().min(p.req.prompt.len() - 1);
-        let slot = (0..self.busy.len()).filter(|&s| !self.busy[s]).max_by_key(|&s| (common(&self.slot_tokens[s]), std::cmp::Reverse(s))).unwrap();
+        // Among equal prefixes the slot holding the least is overwritten, keeping other
+        // sessions' caches for their next turn.
+        let slot = (0..self.busy.len())
+            .filter(|&s| !self.busy[s])
+            .max_by_key(|&s| (common(&self.slot_tokens[s]), std::cmp::Reverse(self.slot_tokens[s].len()), std::cmp::Reverse(s)))
+            .unwrap();
         let cached = common(&self.slot_tokens[slot]);
         self.busy[slot] = true;
         self.slot_tokens[slot].truncate(cached);
@@ -394,8 +400,8 @@ impl Worker {
         }
         let want: Vec<usize> = picks.iter().map(|p| p.1).collect();
         let device_argmax = picks.iter().all(|&(si, _)| self.live[si].req.sampling.device_argmax_suffices());
-        let chosen: Vec<Pick> = if device_argmax {
-            self.llm.forward_greedy(&rows, &want)?.into_iter().map(|id| Pick { id, logprob: f32::NAN, top: vec![] }).collect()
+        let chosen: Vec<std::result::Result<Pick, String>> = if device_argmax {
+            self.llm.forward_greedy(&rows, &want)?.into_iter().map(|id| Ok(Pick { id, logprob: f32::NAN, top: vec![] })).collect()
         } else {
             let logits = self.llm.forward(&rows, &want)?;
             let mut out = Vec::with_capacity(picks.len());
@@ -403,7 +409,8 @@ impl Worker {
                 let s = &mut self.live[si];
                 let mut history: Vec<u32> = s.req.prompt.clone();
                 history.extend_from_slice(&s.generated);
-                out.push(sample(l, &s.req.sampling, &history, &mut s.rng)?);
+                // A row that cannot be sampled (every logit NaN) ends its own session only.
+                out.push(sample(l, &s.req.sampling, &history, &mut s.rng).map_err(|e| e.to_string()));
             }
             out
         };
@@ -417,16 +424,28 @@ impl Worker {
             st.device_argmax_steps += device_argmax as u64;
         }
         // Apply picks; finished sessions leave (highest index first keeps indices valid).
-        let mut done: Vec<(usize, FinishReason)> = vec![];
+        let mut done: Vec<(usize, std::result::Result<FinishReason, String>)> = vec![];
         for (&(si, _), pick) in picks.iter().zip(chosen) {
-            if let Some(reason) = self.accept(si, pick) {
-                done.push((si, reason));
+            match pick {
+                Ok(pick) => {
+                    if let Some(reason) = self.accept(si, pick) {
+                        done.push((si, Ok(reason)));
+                    }
+                }
+                Err(e) => done.push((si, Err(e))),
             }
         }
         done.sort_by(|a, b| b.0.cmp(&a.0));
-        for (si, reason) in done {
-            let s = self.live.swap_remove(si);
-            self.finish(s, reason);
+        for (si, end) in done {
+            let mut s = self.live.swap_remove(si);
+            match end {
+                Ok(reason) => self.finish(s, reason),
+                Err(e) => {
+                    self.busy[s.slot as usize] = false;
+                    self.slot_tokens[s.slot as usize].clear();
+                    (s.sink)(GenEvent::Error(e));
+                }
+            }
         }
         Ok(())
     }
@@ -436,7 +455,7 @@ impl Worker {
         let ctx = self.llm.attn.ctx;
         let tok = self.tok.clone();
         let s = &mut self.live[si];
-        let is_eog = !s.req.ignore_eos && tok.eog_ids().contains(&pick.id);
+        let is_eog = !s.req.ignore_eos && tok.is_eog(pick.id);
         s.generated.push(pick.id);
         if is_eog {
             let flushed = s.decoder.finish();
