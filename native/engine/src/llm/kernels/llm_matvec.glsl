@@ -23,6 +23,44 @@ void load_x(uint64_t addrX, uint xb, out float xv[32]) {
 #endif
 }
 
+// Adds unit u (32 values) of row n's products with columns t0 .. t0+TC-1 (those < T) to acc:
+// acc[c] is column c's fma chain over the row (acc[TC + c]: the up matrix's, with SWIGLU).
+void add_unit(uint64_t row, uint64_t row2, uint u, uint64_t addrX, uint offX, uint K, uint T, uint t0, inout float acc[TC * NSUM]) {
+    float w[32];
+    dq_unit(row, u, w);
+#ifdef SWIGLU
+    float w2[32];
+    dq_unit(row2, u, w2);
+#endif
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        uint t = t0 + uint(c);
+        if (t < T) {
+            float xv[32];
+            load_x(addrX, offX + t * K + u * 32u, xv);
+            [[unroll]] for (uint j = 0u; j < 32u; j++) {
+                acc[c] = fma(w[j], xv[j], acc[c]);
+#ifdef SWIGLU
+                acc[TC + c] = fma(w2[j], xv[j], acc[TC + c]);
+#endif
+            }
+        }
+    }
+}
+
+// out[t, n] from column t's sums (gate and, with SWIGLU, up): the epilogue, then the store.
+void store_out(float v, float up, uint n, uint t, uint N, uint64_t addrB, uint offB, uint64_t addrR, uint offR, uint64_t addrO, uint offO) {
+#ifdef SWIGLU
+    v = (v / (1.0 + exp(-v))) * up;
+#endif
+#ifdef BIAS
+    v += uintBitsToFloat(BufU32(addrB).v[offB + n]);
+#endif
+#ifdef RESIDUAL
+    v = uintBitsToFloat(BufU32(addrR).v[offR + t * N + n]) + v;
+#endif
+    BufU32(addrO).v[offO + t * N + n] = floatBitsToUint(v);
+}
+
 #ifdef ROW_PER_THREAD
 // CPU devices (lavapipe): one invocation per (row n, chunk of TC columns), the whole row in one
 // fma chain over k ascending — no barriers, which a CPU driver pays for per workgroup.
@@ -37,47 +75,11 @@ void main() {
     for (uint n = gl_GlobalInvocationID.x; n < N; n += gl_NumWorkGroups.x * uint(WG)) {
         float acc[TC * NSUM];
         [[unroll]] for (int c = 0; c < TC * NSUM; c++) acc[c] = 0.0;
-        uint64_t row = addrW + uint64_t(n) * uint64_t(rowBytes);
-#ifdef SWIGLU
-        uint64_t row2 = addrW2 + uint64_t(n) * uint64_t(rowBytes);
-#endif
-        for (uint u = 0u; u < units; u++) {
-            float w[32];
-            dq_unit(row, u, w);
-#ifdef SWIGLU
-            float w2[32];
-            dq_unit(row2, u, w2);
-#endif
-            for (int c = 0; c < TC; c++) {
-                uint t = t0 + uint(c);
-                if (t < T) {
-                    float xv[32];
-                    load_x(addrX, offX + t * K + u * 32u, xv);
-                    [[unroll]] for (uint j = 0u; j < 32u; j++) {
-                        acc[c] = fma(w[j], xv[j], acc[c]);
-#ifdef SWIGLU
-                        acc[TC + c] = fma(w2[j], xv[j], acc[TC + c]);
-#endif
-                    }
-                }
-            }
-        }
+        uint64_t row = addrW + uint64_t(n) * uint64_t(rowBytes), row2 = addrW2 + uint64_t(n) * uint64_t(rowBytes);
+        for (uint u = 0u; u < units; u++) add_unit(row, row2, u, addrX, offX, K, T, t0, acc);
         for (int c = 0; c < TC; c++) {
             uint t = t0 + uint(c);
-            if (t < T) {
-                float v = acc[c];
-#ifdef SWIGLU
-                float g = v;
-                v = (g / (1.0 + exp(-g))) * acc[TC + c];
-#endif
-#ifdef BIAS
-                v += uintBitsToFloat(BufU32(addrB).v[offB + n]);
-#endif
-#ifdef RESIDUAL
-                v = uintBitsToFloat(BufU32(addrR).v[offR + t * N + n]) + v;
-#endif
-                BufU32(addrO).v[offO + t * N + n] = floatBitsToUint(v);
-            }
+            if (t < T) store_out(acc[c], acc[(NSUM - 1) * TC + c], n, t, N, addrB, offB, addrR, offR, addrO, offO);
         }
     }
 }
@@ -104,31 +106,9 @@ void main() {
         bool live = n < N;
         float acc[TC * NSUM];
         [[unroll]] for (int c = 0; c < TC * NSUM; c++) acc[c] = 0.0;
-        uint64_t row = addrW + uint64_t(min(n, N - 1u)) * uint64_t(rowBytes);
-#ifdef SWIGLU
-        uint64_t row2 = addrW2 + uint64_t(min(n, N - 1u)) * uint64_t(rowBytes);
-#endif
-        for (uint u = lane; live && u < units; u += uint(NT)) {
-            float w[32];
-            dq_unit(row, u, w);
-#ifdef SWIGLU
-            float w2[32];
-            dq_unit(row2, u, w2);
-#endif
-            [[unroll]] for (int c = 0; c < TC; c++) {
-                uint t = t0 + uint(c);
-                if (t < T) {
-                    float xv[32];
-                    load_x(addrX, offX + t * K + u * 32u, xv);
-                    [[unroll]] for (uint j = 0u; j < 32u; j++) {
-                        acc[c] = fma(w[j], xv[j], acc[c]);
-#ifdef SWIGLU
-                        acc[TC + c] = fma(w2[j], xv[j], acc[TC + c]);
-#endif
-                    }
-                }
-            }
-        }
+        uint nr = min(n, N - 1u);
+        uint64_t row = addrW + uint64_t(nr) * uint64_t(rowBytes), row2 = addrW2 + uint64_t(nr) * uint64_t(rowBytes);
+        for (uint u = lane; live && u < units; u += uint(NT)) add_unit(row, row2, u, addrX, offX, K, T, t0, acc);
         [[unroll]] for (int c = 0; c < TC * NSUM; c++) red[c][tid] = acc[c];
         barrier();
         [[unroll]] for (uint s = uint(NT) / 2u; s > 0u; s >>= 1) {
@@ -138,20 +118,8 @@ void main() {
             barrier();
         }
         if (live && lane < uint(TC) && t0 + lane < T) {
-            uint t = t0 + lane;
             uint base = r * uint(NT);
-            float v = red[lane][base];
-#ifdef SWIGLU
-            float gv = v;
-            v = (gv / (1.0 + exp(-gv))) * red[TC + lane][base];
-#endif
-#ifdef BIAS
-            v += uintBitsToFloat(BufU32(addrB).v[offB + n]);
-#endif
-#ifdef RESIDUAL
-            v = uintBitsToFloat(BufU32(addrR).v[offR + t * N + n]) + v;
-#endif
-            BufU32(addrO).v[offO + t * N + n] = floatBitsToUint(v);
+            store_out(red[lane][base], red[(NSUM - 1) * TC + lane][base], n, t0 + lane, N, addrB, offB, addrR, offR, addrO, offO);
         }
         barrier();
     }
