@@ -114,6 +114,12 @@ impl Reply {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// Checks a 503 is the queue's refusal: retry after a second, an "overloaded_error" body.
+    pub fn assert_overloaded(&self) {
+        assert_eq!(self.header("retry-after"), Some("1"));
+        assert_eq!(self.json()["error"]["type"], "overloaded_error");
+    }
+
     /// The body as server-sent events: each `data:` payload, in order (`[DONE]` included).
     pub fn events(&self) -> Vec<String> {
         sse_events(&self.text())
