@@ -4,7 +4,7 @@
 use clap::Args;
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::gguf::Gguf;
-use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
+use nx_vulkan_engine::llm::model::{LlmOptions, Row};
 use nx_vulkan_engine::llm::runtime::{GenEvent, GenRequest, LlmRuntime, RuntimeOptions};
 use nx_vulkan_engine::llm::sample::SamplingParams;
 use nx_vulkan_engine::llm::tokenizer::LlmTokenizer;
@@ -165,12 +165,12 @@ pub fn info(path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn progress_bar(total: u64) -> indicatif::ProgressBar {
+fn progress_bar() -> indicatif::ProgressBar {
     use std::io::IsTerminal;
     if !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
-    let bar = indicatif::ProgressBar::new(total);
+    let bar = indicatif::ProgressBar::new(0);
     if let Ok(style) = indicatif::ProgressStyle::with_template("loading {bar:40} {bytes}/{total_bytes} {bytes_per_sec}") {
         bar.set_style(style);
     }
@@ -179,21 +179,15 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
 
 /// Opens the model with a progress bar while the weights go up.
 pub fn load(ctx: Arc<Context>, args: &ModelArgs, slots: usize) -> Result<(LlmRuntime, Option<ChatTemplate>)> {
-    let g = Gguf::open(&args.model)?;
-    let tokenizer = LlmTokenizer::from_gguf(&g)?;
-    let template = match &args.template {
-        Some(name) => Some(ChatTemplate::builtin(name, &tokenizer)?),
-        None => ChatTemplate::from_gguf(&g, &tokenizer)?,
+    let kv_f16 = LlmOptions::parse_kv_type(&args.kv_type)?;
+    let bar = progress_bar();
+    let progress = |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
     };
-    let kv_f16 = match args.kv_type.as_str() {
-        "f16" => true,
-        "f32" => false,
-        o => return Err(EngineError::InvalidArgument(format!("--kv-type {o}: expected f16 or f32"))),
-    };
-    let bar = progress_bar(g.tensors.iter().map(|t| t.size).sum());
-    let llm = Llm::from_gguf(ctx, &g, &LlmOptions { context: args.context, slots, kv_f16 }, &|done, _| bar.set_position(done))?;
+    let m = LlmRuntime::open(ctx, &args.model, &LlmOptions { context: args.context, slots, kv_f16 }, args.template.as_deref(), RuntimeOptions::default(), &progress)?;
     bar.finish_and_clear();
-    Ok((LlmRuntime::new(llm, tokenizer, RuntimeOptions::default())?, template))
+    Ok((m.runtime, m.template))
 }
 
 fn template_or_error(t: &Option<ChatTemplate>) -> Result<&ChatTemplate> {

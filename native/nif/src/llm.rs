@@ -4,11 +4,9 @@
 
 use crate::encode_result;
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
-use nx_vulkan_engine::llm::gguf::Gguf;
-use nx_vulkan_engine::llm::model::{Llm, LlmOptions};
+use nx_vulkan_engine::llm::model::LlmOptions;
 use nx_vulkan_engine::llm::runtime::{GenEvent, GenRequest, LlmRuntime, RuntimeOptions, SessionHandle};
 use nx_vulkan_engine::llm::sample::SamplingParams;
-use nx_vulkan_engine::llm::tokenizer::LlmTokenizer;
 use nx_vulkan_engine::{self as engine, Context, EngineError};
 use rustler::{Encoder as _, Env, LocalPid, NifMap, OwnedEnv, ResourceArc, Term};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,21 +47,14 @@ struct LoadOptions {
 #[rustler::nif(schedule = "DirtyIo")]
 fn llm_load(env: Env<'_>, path: String, opts: LoadOptions) -> Term<'_> {
     let r = (|| {
-        let kv_f16 = match opts.kv_type.as_str() {
-            "f16" => true,
-            "f32" => false,
-            other => return Err(EngineError::InvalidArgument(format!("kv_type {other:?}: expected \"f16\" or \"f32\""))),
-        };
+        let kv_f16 = LlmOptions::parse_kv_type(&opts.kv_type)?;
         engine::exec::run(move || {
             let ctx = Context::global()?;
-            let g = Gguf::open(&path)?;
-            let tokenizer = LlmTokenizer::from_gguf(&g)?;
-            let template = if opts.template.is_empty() { ChatTemplate::from_gguf(&g, &tokenizer)? } else { Some(ChatTemplate::builtin(&opts.template, &tokenizer)?) };
-            let options = LlmOptions { context: (opts.context > 0).then_some(opts.context), slots: opts.slots, kv_f16 };
-            let llm = Llm::from_gguf(ctx.clone(), &g, &options, &|_, _| {})?;
-            let model = g.str("general.name")?.unwrap_or("").to_string();
-            let runtime = LlmRuntime::new(llm, tokenizer, RuntimeOptions { prefill_chunk: opts.prefill_chunk.max(1), ..Default::default() })?;
-            Ok(LlmRef { runtime: Arc::new(runtime), template, model, device: ctx.caps.name.clone() })
+            let model = LlmOptions { context: (opts.context > 0).then_some(opts.context), slots: opts.slots, kv_f16 };
+            let template = (!opts.template.is_empty()).then_some(opts.template.as_str());
+            let runtime = RuntimeOptions { prefill_chunk: opts.prefill_chunk.max(1), ..Default::default() };
+            let m = LlmRuntime::open(ctx.clone(), &path, &model, template, runtime, &|_, _| {})?;
+            Ok(LlmRef { runtime: Arc::new(m.runtime), template: m.template, model: m.name, device: ctx.caps.name.clone() })
         })
     })();
     encode_result(env, r, |env, l| ResourceArc::new(l).encode(env))

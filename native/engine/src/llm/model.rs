@@ -25,6 +25,17 @@ pub struct LlmOptions {
     pub kv_f16: bool,
 }
 
+impl LlmOptions {
+    /// The KV cache type by name: "f16" (true) or "f32" (false).
+    pub fn parse_kv_type(name: &str) -> Result<bool> {
+        match name {
+            "f16" => Ok(true),
+            "f32" => Ok(false),
+            other => Err(invalid!("KV cache type {other:?}: expected \"f16\" or \"f32\"")),
+        }
+    }
+}
+
 impl Default for LlmOptions {
     fn default() -> Self {
         LlmOptions { context: None, slots: 4, kv_f16: true }

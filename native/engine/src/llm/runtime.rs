@@ -11,7 +11,9 @@
 //! prompt goes to the free slot sharing the longest prefix with it and skips that prefix
 //! (a system prompt or a chat history is not recomputed).
 
-use super::model::{Llm, Row};
+use super::chat::ChatTemplate;
+use super::gguf::Gguf;
+use super::model::{Llm, LlmOptions, Row};
 use super::sample::{sample, Pick, Rng, SamplingParams};
 use super::tokenizer::{LlmTokenizer, StreamDecoder};
 use crate::error::{invalid, Result};
@@ -221,6 +223,39 @@ impl LlmRuntime {
 
     pub fn stats(&self) -> RuntimeStats {
         self.shared.stats.lock().clone()
+    }
+}
+
+/// A GGUF file opened for generation: the runtime, its chat template and the file's name.
+pub struct OpenedModel {
+    pub runtime: LlmRuntime,
+    /// The built-in template named at opening, else the file's own (`None`: it has none).
+    pub template: Option<ChatTemplate>,
+    /// `general.name` ("" when the file has none).
+    pub name: String,
+}
+
+impl LlmRuntime {
+    /// Opens `path` on `ctx`: tokenizer, chat template (`template`: a built-in one by name,
+    /// else the file's), weights (`progress(done, total)` in bytes as they go up) and the
+    /// batching worker.
+    pub fn open(
+        ctx: std::sync::Arc<crate::Context>,
+        path: impl AsRef<std::path::Path>,
+        model: &LlmOptions,
+        template: Option<&str>,
+        options: RuntimeOptions,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<OpenedModel> {
+        let g = Gguf::open(path)?;
+        let tokenizer = LlmTokenizer::from_gguf(&g)?;
+        let template = match template {
+            Some(name) => Some(ChatTemplate::builtin(name, &tokenizer)?),
+            None => ChatTemplate::from_gguf(&g, &tokenizer)?,
+        };
+        let name = g.str("general.name")?.unwrap_or("").to_string();
+        let llm = Llm::from_gguf(ctx, &g, model, progress)?;
+        Ok(OpenedModel { runtime: LlmRuntime::new(llm, tokenizer, options)?, template, name })
     }
 }
 
