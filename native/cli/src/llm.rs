@@ -370,6 +370,15 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
             tg.push(args.tg as f64 / (t2 - t1).as_secs_f64());
         }
     }
+    // Host time to record one decode step (not submitted): what the device waits for between
+    // tokens besides the read-back.
+    let mut record_us = vec![];
+    for _ in 0..21 {
+        let mut batch = ctx.batch()?;
+        let t0 = Instant::now();
+        llm.record_forward(&mut batch, &[Row { slot: 0, pos: args.pp as u32, token: 1 }], &[0])?;
+        record_us.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
     let weights = llm.weight_bytes as f64;
     let copy_gbs = copy_gbs(&ctx)?;
     let mut report = serde_json::json!({
@@ -377,7 +386,7 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
         "weight_bytes": llm.weight_bytes, "load_s": load_s, "kv_type": model.kv_type,
         "pp_tokens": args.pp, "pp_tok_s": median(pp.clone()), "pp_runs": pp,
         "tg_tokens": args.tg, "tg_tok_s": median(tg.clone()), "tg_runs": tg,
-        "copy_gbs": copy_gbs, "roofline_tok_s_at_copy": copy_gbs * 1e9 / weights,
+        "decode_record_us": median(record_us), "copy_gbs": copy_gbs, "roofline_tok_s_at_copy": copy_gbs * 1e9 / weights,
     });
     if let Some(peak) = args.peak_gbs {
         report["peak_gbs"] = peak.into();

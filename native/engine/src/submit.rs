@@ -155,13 +155,17 @@ impl Submitter {
             }
             // A barrier before every command, the first included: earlier submissions may still
             // be running on the queue, and a barrier orders against everything submitted before.
+            // (A dispatch recorded as concurrent with the one before it — it neither reads what
+            // that one writes nor writes what it touches — skips it, so the two may overlap.)
             for (i, command) in rec.commands.iter().enumerate() {
-                (fns.v1_0.cmd_pipeline_barrier)(cb, stages, stages, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
+                if !matches!(command, Command::Dispatch { concurrent: true, .. }) {
+                    (fns.v1_0.cmd_pipeline_barrier)(cb, stages, stages, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
+                }
                 if let Some(qp) = query_pool {
                     (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, 2 * i as u32);
                 }
                 match command {
-                    Command::Dispatch { kernel, params_offset, count, groups } => {
+                    Command::Dispatch { kernel, params_offset, count, groups, .. } => {
                         let pipeline = kernel.pipeline_handle();
                         if pipeline != bound {
                             (fns.v1_0.cmd_bind_pipeline)(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
@@ -258,8 +262,10 @@ pub(crate) enum Keep {
     Kernel(Arc<Kernel>),
 }
 
+#[derive(Clone)]
 pub(crate) enum Command {
-    Dispatch { kernel: Arc<Kernel>, params_offset: u64, count: u32, groups: [u32; 3] },
+    /// `concurrent`: no barrier in front (see [`Batch::dispatch_grid_concurrent`]).
+    Dispatch { kernel: Arc<Kernel>, params_offset: u64, count: u32, groups: [u32; 3], concurrent: bool },
     Copy { src: vk::Buffer, src_offset: u64, dst: vk::Buffer, dst_offset: u64, bytes: u64 },
 }
 
@@ -283,12 +289,28 @@ impl Recording {
         self.params.resize(base as usize, 0);
         self.params.extend_from_slice(&other.params);
         self.commands.extend(other.commands.into_iter().map(|c| match c {
-            Command::Dispatch { kernel, params_offset, count, groups } => {
-                Command::Dispatch { kernel, params_offset: params_offset + base, count, groups }
+            // An appended op's first command keeps its barrier (it was recorded first).
+            Command::Dispatch { kernel, params_offset, count, groups, concurrent } => {
+                Command::Dispatch { kernel, params_offset: params_offset + base, count, groups, concurrent }
             }
             copy => copy,
         }));
         self.keep.extend(other.keep);
+    }
+
+    /// A copy to record again (a kept program replayed): `None` if it holds staging buffers,
+    /// which belong to one submission.
+    pub(crate) fn duplicate(&self) -> Option<Recording> {
+        let keep = self
+            .keep
+            .iter()
+            .map(|k| match k {
+                Keep::Buffer(b) => Some(Keep::Buffer(b.clone())),
+                Keep::Kernel(k) => Some(Keep::Kernel(k.clone())),
+                Keep::Staging(_) => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Recording { params: self.params.clone(), commands: self.commands.clone(), keep })
     }
 
     /// Takes out the device buffers this recording keeps (released when the op is committed;
@@ -338,7 +360,7 @@ impl<'a> Batch<'a> {
         let groups = count.div_ceil(kernel.items_per_group() as u64);
         let max = self.ctx.caps.max_workgroup_count[0].min(max_groups()) as u64;
         let x = groups.min(max) as u32;
-        self.push_dispatch(kernel, params, count32, [x, 1, 1])
+        self.push_dispatch(kernel, params, count32, [x, 1, 1], false)
     }
 
     /// Adds a dispatch with an explicit grid (for kernels that map groups to tiles).
@@ -346,22 +368,40 @@ impl<'a> Batch<'a> {
         if groups.contains(&0) {
             return Ok(());
         }
+        self.check_grid(groups)?;
+        self.push_dispatch(kernel, params, count, groups, false)
+    }
+
+    /// [`Batch::dispatch_grid`] without the barrier in front: the device may run it alongside
+    /// the dispatches recorded since the last barrier in this batch. Only for a dispatch that
+    /// reads nothing those write and writes nothing they read or write (the Q, K and V
+    /// products of one input, say). The first command of a batch always keeps its barrier.
+    pub fn dispatch_grid_concurrent(&mut self, kernel: &Arc<Kernel>, params: &[u8], count: u32, groups: [u32; 3]) -> Result<()> {
+        if groups.contains(&0) {
+            return Ok(());
+        }
+        self.check_grid(groups)?;
+        let concurrent = matches!(self.rec.commands.last(), Some(Command::Dispatch { .. }));
+        self.push_dispatch(kernel, params, count, groups, concurrent)
+    }
+
+    fn check_grid(&self, groups: [u32; 3]) -> Result<()> {
         for (g, max) in groups.iter().zip(self.ctx.caps.max_workgroup_count) {
             if *g > max {
                 return Err(EngineError::InvalidArgument(format!("grid {groups:?} exceeds the device limit")));
             }
         }
-        self.push_dispatch(kernel, params, count, groups)
+        Ok(())
     }
 
-    fn push_dispatch(&mut self, kernel: &Arc<Kernel>, params: &[u8], count: u32, groups: [u32; 3]) -> Result<()> {
+    fn push_dispatch(&mut self, kernel: &Arc<Kernel>, params: &[u8], count: u32, groups: [u32; 3], concurrent: bool) -> Result<()> {
         // 16-byte alignment keeps 64-bit fields in the block aligned.
         let rec = &mut self.rec;
         let params_offset = rec.params.len().next_multiple_of(16) as u64;
         rec.params.resize(params_offset as usize, 0);
         rec.params.extend_from_slice(params);
         rec.keep.push(Keep::Kernel(kernel.clone()));
-        rec.commands.push(Command::Dispatch { kernel: kernel.clone(), params_offset, count, groups });
+        rec.commands.push(Command::Dispatch { kernel: kernel.clone(), params_offset, count, groups, concurrent });
         Ok(())
     }
 
@@ -383,6 +423,17 @@ impl<'a> Batch<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.rec.is_empty()
+    }
+
+    /// The commands recorded so far, to keep and replay ([`Batch::append`]) instead of
+    /// finishing this batch.
+    pub(crate) fn into_recording(self) -> Recording {
+        self.rec
+    }
+
+    /// Appends a kept recording (its first command keeps its barrier).
+    pub(crate) fn append(&mut self, rec: Recording) {
+        self.rec.append(rec);
     }
 
     /// Queues the recorded work on the device's stream and returns without waiting (or waits,

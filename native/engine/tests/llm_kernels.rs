@@ -2,13 +2,13 @@
 //! dequantizer, bit-exact with gguf-py, and an f64 dot), at model-sized rows (K = 4096: every
 //! lane of the GPU kernel takes several units), for both kernels (row per invocation, as on
 //! CPU drivers, and the workgroup reduction GPUs run), with bias, residual and SwiGLU
-//! epilogues, odd row counts and several token columns; a column's bits must not depend on
-//! how many columns share the dispatch.
+//! epilogues and with the RMSNorm fused in front, odd row counts and several token columns; a
+//! column's bits must not depend on how many columns share the dispatch.
 
 mod common;
 
 use common::on_engine;
-use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix};
+use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix, RmsNorm};
 use nx_vulkan_engine::llm::quant::{dequantize, GgmlType};
 use nx_vulkan_engine::llm::sample::Rng;
 use nx_vulkan_engine::{Context, DType, Tensor};
@@ -65,6 +65,19 @@ fn run(ctx: &Context, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, bias: Optio
     download(ctx, &out)
 }
 
+/// The same product of `rmsnorm(x)` (gamma, eps) with the norm fused into the kernel.
+fn run_normed(ctx: &Context, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, gamma: &Tensor, bias: Option<&Tensor>) -> Vec<f32> {
+    let t = x.shape()[0];
+    let out = ctx.empty(DType::F32, &[t, w.rows]).unwrap();
+    let mut batch = ctx.batch().unwrap();
+    let norm = RmsNorm { gamma, eps: NORM_EPS };
+    ctx.record_llm_normed_matvec(&mut batch, w, up, x, norm, Epilogue { bias, residual: None }, &out).unwrap();
+    batch.finish().unwrap();
+    download(ctx, &out)
+}
+
+const NORM_EPS: f32 = 1e-5;
+
 fn silu(g: f64) -> f64 {
     g / (1.0 + (-g).exp())
 }
@@ -97,7 +110,29 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                     let plain = run(&ctx, &w, None, &x, None, None);
                     let epi = run(&ctx, &w, None, &x, Some(&bt), Some(&rt));
                     let glu = run(&ctx, &w, Some(&u), &x, None, None);
+                    let gamma: Vec<f32> = (0..k).map(|_| (rng.next_f64() * 1.5 + 0.25) as f32).collect();
+                    let gt = f32_tensor(&ctx, &[k], &gamma);
+                    let normed = run_normed(&ctx, &w, None, &x, &gt, Some(&bt));
+                    let normed_glu = run_normed(&ctx, &w, Some(&u), &x, &gt, None);
                     for c in 0..t {
+                        let row = &xv[c * k..(c + 1) * k];
+                        let rs = 1.0 / (row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / k as f64 + NORM_EPS as f64).sqrt();
+                        for r in 0..n {
+                            // The normed product against rmsnorm(x) in f64.
+                            let (mut dn, mut dun, mut magn) = (0f64, 0f64, 0f64);
+                            for j in 0..k {
+                                let xj = row[j] as f64 * rs * gamma[j] as f64;
+                                dn += wd[r * k + j] as f64 * xj;
+                                dun += ud[r * k + j] as f64 * xj;
+                                magn += (wd[r * k + j] as f64 * xj).abs() + (ud[r * k + j] as f64 * xj).abs();
+                            }
+                            let tol = magn * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
+                            let at = c * n + r;
+                            let want = dn + bias[r] as f64;
+                            assert!((normed[at] as f64 - want).abs() <= tol + 1e-6, "{kernel} {ty:?} T={t} row {r} col {c} normed: {} vs {want}", normed[at]);
+                            let wg = silu(dn) * dun;
+                            assert!((normed_glu[at] as f64 - wg).abs() <= tol * (1.0 + dun.abs() + dn.abs()), "{kernel} {ty:?} T={t} row {r} col {c} normed swiglu: {} vs {wg}", normed_glu[at]);
+                        }
                         for r in 0..n {
                             let (mut d, mut du, mut mag) = (0f64, 0f64, 0f64);
                             for j in 0..k {
@@ -117,11 +152,22 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                             assert!((glu[at] as f64 - wg).abs() <= tol * (1.0 + du.abs() + d.abs()), "{what} swiglu: {} vs {wg}", glu[at]);
                         }
                     }
+                    // The GPU kernel's rows per lane group share reads of x and nothing else.
+                    if kernel == "workgroup" {
+                        std::env::set_var("NX_VULKAN_LLM_ROWS", "1");
+                        let one = run(&ctx, &w, None, &x, None, None);
+                        let glu_one = run(&ctx, &w, Some(&u), &x, None, None);
+                        std::env::remove_var("NX_VULKAN_LLM_ROWS");
+                        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
+                        assert!(same(&one, &plain) && same(&glu_one, &glu), "{ty:?} T={t}: rows per lane group changed a bit");
+                    }
                     // Column 0 alone gives the same bits as column 0 among t.
                     if t > 1 {
                         let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
                         let alone = run(&ctx, &w, None, &x0, None, None);
                         assert!(alone.iter().zip(&plain[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel} {ty:?}: column 0 changed with T={t}");
+                        let alone = run_normed(&ctx, &w, Some(&u), &x0, &gt, None);
+                        assert!(alone.iter().zip(&normed_glu[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel} {ty:?}: normed column 0 changed with T={t}");
                     }
                 }
             }

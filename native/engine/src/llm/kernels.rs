@@ -21,6 +21,7 @@ use crate::submit::Batch;
 use crate::tensor::Tensor;
 use crate::Context;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// A weight matrix `[rows, cols]` (PyTorch's `[out, in]`) on the device as its GGUF bytes.
 pub struct QMatrix {
@@ -77,11 +78,29 @@ fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
 }
 
 /// Columns (tokens) per matvec invocation (steps of several rows), threads per workgroup, and
-/// lanes per weight row in the GPU kernel (a K = 4096 row of 128 units gives each lane 8:
-/// enough loads in flight, a 4-step reduction).
+/// lanes per weight row in the GPU kernel (a K = 4096 row of 64 Q4_K tasks gives each lane 4:
+/// enough loads in flight, a 4-step reduction). NX_VULKAN_LLM_NT=8|16|32 overrides the lanes
+/// (benchmarks).
 const MATVEC_TC: usize = 8;
 const MATVEC_WG: u32 = 64;
 const MATVEC_NT: usize = 16;
+
+/// Weight rows each lane group of the GPU kernel takes (sharing its reads of x): four
+/// pointers in all, so two rows of a SwiGLU pair. NX_VULKAN_LLM_ROWS=1|2|4|8 overrides it
+/// (benchmarks; it cannot change a bit).
+fn matvec_lane_rows(nsum: usize) -> usize {
+    match std::env::var("NX_VULKAN_LLM_ROWS").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(r @ (1 | 2 | 4 | 8)) => r,
+        _ => 4 / nsum,
+    }
+}
+
+fn matvec_lanes() -> usize {
+    match std::env::var("NX_VULKAN_LLM_NT").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(nt @ (8 | 16 | 32 | 64)) => nt,
+        _ => MATVEC_NT,
+    }
+}
 
 /// What a matrix product adds after the sum.
 #[derive(Clone, Copy, Debug, Default)]
@@ -92,11 +111,56 @@ pub struct Epilogue<'a> {
     pub residual: Option<&'a Tensor>,
 }
 
+/// An RMSNorm applied to a matrix product's input inside the product
+/// ([`Context::record_llm_normed_matvec`]): `x / sqrt(mean(x²) + eps) · gamma`.
+#[derive(Clone, Copy, Debug)]
+pub struct RmsNorm<'a> {
+    /// `[K]` f32, at its buffer's start.
+    pub gamma: &'a Tensor,
+    pub eps: f32,
+}
+
 impl Context {
     /// `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n]) (+ residual[t, n]); `x` `[T, K]` f32,
     /// `out` `[T, N]` f32. With `up`, a SwiGLU: `out = silu(w·x) · (up·x)` (`w` the gate; no
     /// epilogue). One dispatch.
     pub fn record_llm_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
+        self.record_matvec(batch, w, up, x, None, epi, out)
+    }
+
+    /// [`Context::record_llm_matvec`] of `rmsnorm(x)` without writing the normalised rows: the
+    /// kernel scales x by gamma as it reads it and the sum by the row's 1/rms. One dispatch
+    /// (the plain norm and product are two, with a write and a read of the normalised rows).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_llm_normed_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: RmsNorm<'_>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
+        self.record_matvec(batch, w, up, x, Some(norm), epi, out)
+    }
+
+    /// The attention block's input projections `q, k, v = (wq, wk, wv) · rmsnorm(x)` (or of x
+    /// itself without `norm`; + the biases `bias[i]`): three products recorded without
+    /// barriers between them, so
+    /// the device overlaps them (K and V are small: alone, each would leave most of a GPU
+    /// idle).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_llm_qkv(&self, batch: &mut Batch<'_>, w: [&QMatrix; 3], x: &Tensor, norm: Option<RmsNorm<'_>>, bias: [Option<&Tensor>; 3], out: [&Tensor; 3]) -> Result<()> {
+        if out.iter().any(|o| Arc::ptr_eq(&o.buffer, &x.buffer)) || Arc::ptr_eq(&out[0].buffer, &out[1].buffer) || Arc::ptr_eq(&out[0].buffer, &out[2].buffer) || Arc::ptr_eq(&out[1].buffer, &out[2].buffer) {
+            return Err(invalid!("llm qkv: q, k, v and x must be four distinct buffers (the products run concurrently)"));
+        }
+        for i in 0..3 {
+            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out[i], i > 0)?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
+        self.record_matvec_in(batch, w, up, x, norm, epi, out, false)
+    }
+
+    /// The one matvec recorder; `concurrent`: without a barrier in front (the caller vouches
+    /// that the dispatches since the last barrier touch nothing this one writes).
+    #[allow(clippy::too_many_arguments)]
+    fn record_matvec_in(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor, concurrent: bool) -> Result<()> {
         const OP: &str = "llm matvec";
         let (t, k) = matrix(x, DType::F32, OP, "x")?;
         let n = w.rows;
@@ -119,6 +183,15 @@ impl Context {
                 return Err(invalid!("{OP}: residual is {:?}, expected [{t}, {n}]", r.shape));
             }
         }
+        if let Some(nm) = norm {
+            vector(nm.gamma, DType::F32, k, OP, "norm weight")?;
+            if nm.gamma.offset != 0 {
+                return Err(invalid!("{OP}: the norm weight must start at its buffer's start"));
+            }
+            if !(nm.eps.is_finite() && nm.eps >= 0.0) {
+                return Err(invalid!("{OP}: norm eps {} must be finite and non-negative", nm.eps));
+            }
+        }
         check_dense_output(out, DType::F32, &[t, n], OP)?;
         if t == 0 || n == 0 {
             return Ok(());
@@ -126,10 +199,7 @@ impl Context {
         // Columns per invocation: one for a single row (a decode step of one session), else
         // MATVEC_TC. Each column's sum is the same chain either way, so this cannot change a bit.
         let tc = if t == 1 { 1 } else { MATVEC_TC };
-        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("NT {MATVEC_NT}"), format!("TC {tc}"), format!("NSUM {}", if up.is_some() { 2 } else { 1 })];
-        if x.offset % 4 == 0 {
-            defines.push("X_VEC4".into());
-        }
+        let nt = matvec_lanes();
         // A CPU driver pays for every workgroup and barrier: one row per invocation there.
         // NX_VULKAN_LLM_MATVEC=workgroup|row overrides the choice (tests run the GPU kernel on
         // lavapipe with it).
@@ -138,29 +208,45 @@ impl Context {
             Ok("row") => true,
             _ => self.caps.device_type == "cpu",
         };
+        let nsum = if up.is_some() { 2 } else { 1 };
+        let lane_rows = if row_per_thread { 1 } else { matvec_lane_rows(nsum) };
+        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("NT {nt}"), format!("TC {tc}"), format!("LANE_ROWS {lane_rows}"), format!("NR {}", lane_rows * nsum)];
+        if x.offset % 4 == 0 {
+            defines.push("X_VEC4".into());
+        }
         if row_per_thread {
             defines.push("ROW_PER_THREAD".into());
         }
-        for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL")] {
+        for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (norm.is_some(), "NORM")] {
             if on {
                 defines.push(d.into());
             }
         }
         let key = format!("llm matvec {} {}", w.ty.name(), defines.join(" "));
-        let kernel = self.kernels.get(&key, MATVEC_WG, 1, || source(Some(w.ty), &defines, include_str!("kernels/llm_matvec.glsl")))?;
+        let kernel = self.kernels.get(&key, MATVEC_WG, 1, || {
+            let body = format!("{}{}", include_str!("kernels/llm_qdot.glsl"), include_str!("kernels/llm_matvec.glsl"));
+            source(Some(w.ty), &defines, &body)
+        })?;
         let w2 = up.map_or(&w.data, |u| &u.data);
         let bias = epi.bias.unwrap_or(out);
         let res = epi.residual.unwrap_or(out);
+        let gamma = norm.map_or(out, |nm| nm.gamma);
         let mut p = ParamBlock::new(OP);
-        p.addrs([&w.data, w2, x, bias, res, out].map(|t| t.buffer.address()));
+        p.addrs([&w.data, w2, x, bias, res, out, gamma].map(|t| t.buffer.address()));
         p.i32s([n, k, t, w.row_bytes(), x.offset, bias.offset, res.offset, out.offset])?;
-        for b in [&w.data, w2, x, bias, res, out] {
+        p.i32(norm.map_or(0.0f32, |nm| nm.eps).to_bits() as i32)?;
+        for b in [&w.data, w2, x, bias, res, out, gamma] {
             batch.keep(&b.buffer);
         }
         let max = self.caps.max_workgroup_count;
-        let rows_per_group = if row_per_thread { MATVEC_WG as usize } else { MATVEC_WG as usize / MATVEC_NT };
+        let rows_per_group = if row_per_thread { MATVEC_WG as usize } else { MATVEC_WG as usize / nt * lane_rows };
         let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(tc) as u32, 1];
-        batch.dispatch_grid(&kernel, p.bytes(), (t * n).min(u32::MAX as usize) as u32, groups)
+        let count = (t * n).min(u32::MAX as usize) as u32;
+        if concurrent {
+            batch.dispatch_grid_concurrent(&kernel, p.bytes(), count, groups)
+        } else {
+            batch.dispatch_grid(&kernel, p.bytes(), count, groups)
+        }
     }
 
     /// `out[t] = dequant(table[ids[t]])`: the token embedding lookup. `ids` `[T]` u32 (checked

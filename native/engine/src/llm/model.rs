@@ -4,11 +4,12 @@
 
 use super::config::LlmConfig;
 use super::gguf::{Gguf, TensorInfo};
-use super::kernels::{AttnShape, Epilogue, QMatrix};
+use super::kernels::{AttnShape, Epilogue, QMatrix, RmsNorm};
 use super::quant::{dequantize, GgmlType};
 use crate::dtype::DType;
 use crate::error::{invalid, Result};
-use crate::submit::Batch;
+use crate::submit::{Batch, Command, Recording};
+use parking_lot::Mutex;
 use crate::tensor::Tensor;
 use crate::Context;
 use std::path::Path;
@@ -80,6 +81,8 @@ pub struct Llm {
     /// Bytes of weights uploaded, and of KV cache allocated.
     pub weight_bytes: u64,
     pub cache_bytes: u64,
+    /// Kept recordings of recent step shapes (decode steps).
+    programs: Mutex<Vec<StepProgram>>,
 }
 
 /// A 1-D tensor of the file as f32 values (norm weights and biases), length checked.
@@ -187,7 +190,7 @@ impl Llm {
         let cos_sin = upload_f32(&ctx, &rope_table(&cfg, context))?.reshape(&[context, cfg.rope_dims / 2, 2])?;
         let weight_bytes = done.get();
         ctx.synchronize()?;
-        Ok(Llm { ctx, config: cfg, attn, token_embd, output, output_norm, layers, cos_sin, weight_bytes, cache_bytes })
+        Ok(Llm { ctx, config: cfg, attn, token_embd, output, output_norm, layers, cos_sin, weight_bytes, cache_bytes, programs: Mutex::new(vec![]) })
     }
 
     pub fn output_matrix(&self) -> &QMatrix {
@@ -216,20 +219,61 @@ impl Llm {
     /// Records one forward step over `rows` (any mix of sessions and positions; a row attends
     /// to its session's cache positions `0..=pos`, which this step or earlier ones must have
     /// filled) and returns the logits `[want.len(), n_vocab]` of the rows listed in `want`.
+    /// Steps of at most [`PROGRAM_MAX_ROWS`] rows (decode steps) replay a kept recording of
+    /// their shape (see [`StepProgram`]); the logits tensor then belongs to that program and is
+    /// overwritten by its next step, so read it before recording another.
     pub fn record_forward(&self, batch: &mut Batch<'_>, rows: &[Row], want: &[usize]) -> Result<Tensor> {
         self.check_rows(rows, want)?;
         let ctx = &*self.ctx;
+        let inputs = step_inputs(rows, want);
+        if rows.len() <= PROGRAM_MAX_ROWS && !want.is_empty() {
+            let mut programs = self.programs.lock();
+            let at = match programs.iter().position(|p| (p.rows, p.want) == (rows.len(), want.len())) {
+                Some(i) => i,
+                None => {
+                    if programs.len() == PROGRAM_SHAPES {
+                        programs.remove(0);
+                    }
+                    programs.push(self.step_program(rows.len(), want.len())?);
+                    programs.len() - 1
+                }
+            };
+            let program = &programs[at];
+            let staged = ctx.record_upload(batch, DType::U32, &[inputs.len() / 4], &inputs)?;
+            record_copy(batch, &staged, &program.inputs);
+            let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
+            batch.append(program.replay(max_pos / 64 + 1)?);
+            return Ok(program.logits.clone());
+        }
+        let staged = ctx.record_upload(batch, DType::U32, &[inputs.len() / 4], &inputs)?;
+        let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
+        self.record_step(batch, &staged, rows.len(), want.len(), max_pos)
+    }
+
+    /// The kept recording of a step of `t` rows, `w` of them read out (see [`StepProgram`]).
+    fn step_program(&self, t: usize, w: usize) -> Result<StepProgram> {
+        let ctx = &*self.ctx;
+        let inputs = ctx.empty(DType::U32, &[3 * t + w])?;
+        let mut batch = ctx.batch()?;
+        let logits = self.record_step(&mut batch, &inputs, t, w, self.attn.ctx - 1)?;
+        let rec = batch.into_recording();
+        let attention = rec.commands.iter().enumerate().filter(|(_, c)| matches!(c, Command::Dispatch { kernel, .. } if kernel.name().starts_with("llm attention split"))).map(|(i, _)| i).collect();
+        Ok(StepProgram { rows: t, want: w, chunks: self.attn.ctx.div_ceil(64), inputs, logits, rec, attention })
+    }
+
+    /// The forward pass over `t` rows whose inputs are `inputs` (see [`step_inputs`]), with
+    /// attention scratch for rows up to `max_pos`.
+    fn record_step(&self, batch: &mut Batch<'_>, inputs: &Tensor, t: usize, w: usize, max_pos: usize) -> Result<Tensor> {
+        let ctx = &*self.ctx;
         let cfg = &self.config;
-        let t = rows.len();
         let (h, qd, kvd, ff) = (cfg.n_embd, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
-        let ids: Vec<u8> = rows.iter().flat_map(|r| r.token.to_le_bytes()).collect();
-        let meta: Vec<u8> = rows.iter().flat_map(|r| [r.slot.to_le_bytes(), r.pos.to_le_bytes()]).flatten().collect();
-        let wanted: Vec<u8> = want.iter().flat_map(|&w| (w as u32).to_le_bytes()).collect();
-        let ids = ctx.record_upload(batch, DType::U32, &[t], &ids)?;
-        let meta = ctx.record_upload(batch, DType::U32, &[t, 2], &meta)?;
-        let wanted = ctx.record_upload(batch, DType::U32, &[want.len()], &wanted)?;
+        let view = |offset: usize, shape: &[usize]| {
+            let mut v = Tensor::new(inputs.buffer.clone(), DType::U32, shape.to_vec());
+            v.offset = offset;
+            v
+        };
+        let (meta, ids, wanted) = (view(0, &[t, 2]), view(2 * t, &[t]), view(3 * t, &[w]));
         let x = ctx.empty(DType::F32, &[t, h])?;
-        let xn = ctx.empty(DType::F32, &[t, h])?;
         let q = ctx.empty(DType::F32, &[t, qd])?;
         let k = ctx.empty(DType::F32, &[t, kvd])?;
         let v = ctx.empty(DType::F32, &[t, kvd])?;
@@ -237,27 +281,36 @@ impl Llm {
         let act = ctx.empty(DType::F32, &[t, ff])?;
         ctx.record_llm_get_rows(batch, &self.token_embd, &ids, &x)?;
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
-        let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
         let partials = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
+        // Each RMSNorm runs inside the products that read it (the normalised rows are never
+        // written): 9 dispatches per layer, Q, K and V without barriers between them.
+        // NX_VULKAN_LLM_NORM=separate records the norms as dispatches of their own instead
+        // (benchmarks: which pays depends on the device).
+        let xn = if fused_norms() { None } else { Some(ctx.empty(DType::F32, &[t, h])?) };
         for l in &self.layers {
-            ctx.record_llm_rmsnorm(batch, &x, None, &l.attn_norm, cfg.rms_eps, &xn)?;
             let bias = |i: usize| l.qkv_bias.as_ref().map(|b| [&b.0, &b.1, &b.2][i]);
-            ctx.record_llm_matvec(batch, &l.wq, None, &xn, Epilogue { bias: bias(0), residual: None }, &q)?;
-            ctx.record_llm_matvec(batch, &l.wk, None, &xn, Epilogue { bias: bias(1), residual: None }, &k)?;
-            ctx.record_llm_matvec(batch, &l.wv, None, &xn, Epilogue { bias: bias(2), residual: None }, &v)?;
+            let (attn_norm, ffn_norm) = (RmsNorm { gamma: &l.attn_norm, eps: cfg.rms_eps }, RmsNorm { gamma: &l.ffn_norm, eps: cfg.rms_eps });
+            let (input, norm) = norm_input(ctx, batch, &x, xn.as_ref(), attn_norm)?;
+            ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], input, norm, [bias(0), bias(1), bias(2)], [&q, &k, &v])?;
             let qk_norm = l.qk_norm.as_ref().map(|(a, b)| (a, b, cfg.rms_eps));
             ctx.record_llm_rope_store(batch, &self.attn, &q, &k, &v, &meta, &self.cos_sin, qk_norm, &l.cache_k, &l.cache_v)?;
             ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &partials, &att)?;
             ctx.record_llm_matvec(batch, &l.wo, None, &att, Epilogue { bias: None, residual: Some(&x) }, &x)?;
-            ctx.record_llm_rmsnorm(batch, &x, None, &l.ffn_norm, cfg.rms_eps, &xn)?;
-            ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), &xn, Epilogue::default(), &act)?;
+            let (input, norm) = norm_input(ctx, batch, &x, xn.as_ref(), ffn_norm)?;
+            match norm {
+                Some(norm) => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), input, norm, Epilogue::default(), &act)?,
+                None => ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), input, Epilogue::default(), &act)?,
+            }
             ctx.record_llm_matvec(batch, &l.down, None, &act, Epilogue { bias: None, residual: Some(&x) }, &x)?;
         }
-        let fin = ctx.empty(DType::F32, &[want.len(), h])?;
+        if let Some(xn) = &xn {
+            batch.keep(&xn.buffer);
+        }
+        let fin = ctx.empty(DType::F32, &[w, h])?;
         ctx.record_llm_rmsnorm(batch, &x, Some(&wanted), &self.output_norm, cfg.rms_eps, &fin)?;
-        let logits = ctx.empty(DType::F32, &[want.len(), cfg.n_vocab])?;
+        let logits = ctx.empty(DType::F32, &[w, cfg.n_vocab])?;
         ctx.record_llm_matvec(batch, self.output_matrix(), None, &fin, Epilogue::default(), &logits)?;
-        for b in [&x, &xn, &q, &k, &v, &att, &act, &fin, &ids, &meta, &wanted, &partials] {
+        for b in [&x, &q, &k, &v, &att, &act, &fin, inputs, &partials] {
             batch.keep(&b.buffer);
         }
         Ok(logits)
@@ -299,4 +352,79 @@ pub fn rope_table(cfg: &LlmConfig, context: usize) -> Vec<f32> {
         }
     }
     out
+}
+
+/// Steps of at most this many rows replay a kept recording of their shape.
+pub const PROGRAM_MAX_ROWS: usize = 64;
+/// How many step shapes keep a recording (the oldest is dropped first).
+const PROGRAM_SHAPES: usize = 8;
+
+/// A forward step's recording kept for steps of the same shape — `rows` rows, `want` of them
+/// read out: decode steps differ only in their inputs and positions. Its parameter blocks
+/// read the rows, token ids and wanted indices from its own `inputs` buffer, which each step
+/// fills by a copy at its head (so nothing in the recording changes), and its attention
+/// scratch spans the whole context; replaying cuts the attention's chunk grid to the step's
+/// longest row (the kernels skip chunks past a row's position, so the bits are those of a
+/// freshly recorded step). Recording a step costs ~10 parameter blocks and kernel lookups per
+/// layer on the host while the device waits; a replay is a copy of the command list.
+pub(crate) struct StepProgram {
+    rows: usize,
+    want: usize,
+    /// The chunk count the scratch was made for.
+    chunks: usize,
+    /// `[3 · rows + want]` u32: see [`step_inputs`].
+    inputs: Tensor,
+    logits: Tensor,
+    rec: Recording,
+    /// Indices of the split-attention dispatches, whose grid's z is the chunk count.
+    attention: Vec<usize>,
+}
+
+impl StepProgram {
+    fn replay(&self, chunks: usize) -> Result<Recording> {
+        let mut rec = self.rec.duplicate().ok_or_else(|| invalid!("a kept LLM step holds staging buffers"))?;
+        for &i in &self.attention {
+            if let Command::Dispatch { groups, .. } = &mut rec.commands[i] {
+                groups[2] = chunks.min(self.chunks) as u32;
+            }
+        }
+        Ok(rec)
+    }
+}
+
+/// A step's inputs as one u32 buffer: `(slot, pos)` of every row, then the rows' token ids,
+/// then the indices of the rows whose logits are wanted (little-endian bytes).
+fn step_inputs(rows: &[Row], want: &[usize]) -> Vec<u8> {
+    let pairs = rows.iter().flat_map(|r| [r.slot, r.pos]);
+    let ids = rows.iter().map(|r| r.token);
+    let wanted = want.iter().map(|&w| w as u32);
+    pairs.chain(ids).chain(wanted).flat_map(u32::to_le_bytes).collect()
+}
+
+/// Copies `src` into `dst` (both contiguous, of one size) as a command of `batch`.
+fn record_copy(batch: &mut Batch<'_>, src: &Tensor, dst: &Tensor) {
+    use vulkano::VulkanObject;
+    let (s, d) = (src.buffer.subbuffer(), dst.buffer.subbuffer());
+    let size = src.dtype.size() as u64;
+    batch.copy_raw(s.buffer().handle(), s.offset() + src.offset as u64 * size, d.buffer().handle(), d.offset() + dst.offset as u64 * size, src.byte_size() as u64);
+    batch.keep(&src.buffer);
+    batch.keep(&dst.buffer);
+}
+
+/// Whether RMSNorms run inside the products that read them (the default) or as dispatches of
+/// their own (NX_VULKAN_LLM_NORM=separate).
+fn fused_norms() -> bool {
+    std::env::var("NX_VULKAN_LLM_NORM").as_deref() != Ok("separate")
+}
+
+/// The input of a product of `rmsnorm(x)`: `x` with the norm to fuse into the product, or — with
+/// a buffer `xn` for separate norms — `xn` after a norm dispatch.
+fn norm_input<'a>(ctx: &Context, batch: &mut Batch<'_>, x: &'a Tensor, xn: Option<&'a Tensor>, norm: RmsNorm<'a>) -> Result<(&'a Tensor, Option<RmsNorm<'a>>)> {
+    match xn {
+        Some(xn) => {
+            ctx.record_llm_rmsnorm(batch, x, None, norm.gamma, norm.eps, xn)?;
+            Ok((xn, None))
+        }
+        None => Ok((x, Some(norm))),
+    }
 }

@@ -1,125 +1,161 @@
-// out[t, n] = Σ_k W[n, k] · x[t, k] (+ bias[n]) (+ residual[t, n]) for a quantized W (row n's
-// bytes at W + n · ROW_BYTES, dequantized 32 values at a time by dq_unit), x and out f32.
-// SWIGLU: two matrices (gate, up) of the same type; out = silu(gate·x) · (up·x).
+// out[t, n] = Σ_k W[n, k] · x'[t, k] (+ bias[n]) (+ residual[t, n]) for a quantized W (row n's
+// bytes at W + n · ROW_BYTES), x and out f32. SWIGLU: two matrices (gate, up) of the same type;
+// out = silu(gate·x') · (up·x'). NORM: RMSNorm fused in front — x'[t, k] = x[t, k] · gamma[k]
+// and each sum is multiplied by 1 / sqrt(mean_k x[t, k]² + eps), so the normalised activations
+// are never written and the norm costs no dispatch of its own.
 //
-// One workgroup per (row n, chunk of TC columns). Thread i takes units i, i + WG, ... of the
-// row (32 values each) in ascending order, one f32 fma chain per column; the WG partial sums
-// are then added over a fixed tree. The order of every sum depends on K alone — not on T, the
-// chunk or the other columns — so a token's result is the same bits however many tokens (or
-// sessions) share the dispatch.
+// A row is cut into tasks (llm_qdot.glsl: the format's natural group of TASK_VALUES values);
+// each task's dot is one fixed chain, the tasks of a thread are added in ascending order and
+// threads' partial sums over a fixed tree. The order of every sum depends on K (and NT) alone —
+// not on T, the chunk of columns or the other rows — so a token's result is the same bits
+// however many tokens (or sessions) share the dispatch.
 
 layout(local_size_x = WG) in;
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufV4 { vec4 v[]; };
 
-// x[xb .. xb+32) as floats; with X_VEC4 (x 16-byte aligned, the host checks) in 8 vector loads.
-void load_x(uint64_t addrX, uint xb, out float xv[32]) {
-#ifdef X_VEC4
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        vec4 q = BufV4(addrX).v[(xb >> 2) + i];
-        xv[4u * i] = q.x; xv[4u * i + 1u] = q.y; xv[4u * i + 2u] = q.z; xv[4u * i + 3u] = q.w;
-    }
-#else
-    [[unroll]] for (uint j = 0u; j < 32u; j++) xv[j] = uintBitsToFloat(BufU32(addrX).v[xb + j]);
-#endif
+// Parameters: addresses W, W2 (up), X, bias, residual, out, gamma; then N, K, T, row bytes,
+// the element offsets of x, bias, residual and out, and eps's bits.
+struct Args {
+    uint64_t w, w2, x, b, r, o, g;
+    uint N, K, T, rowBytes, offX, offB, offR, offO;
+    float eps;
+};
+
+Args args() {
+    ParamsU64 a = ParamsU64(pc.params);
+    ParamsI32 m = ParamsI32(pc.params + 56ul);
+    return Args(a.v[0], a.v[1], a.v[2], a.v[3], a.v[4], a.v[5], a.v[6],
+                uint(m.v[0]), uint(m.v[1]), uint(m.v[2]), uint(m.v[3]), uint(m.v[4]), uint(m.v[5]), uint(m.v[6]), uint(m.v[7]),
+                intBitsToFloat(m.v[8]));
 }
 
-// Adds unit u (32 values) of row n's products with columns t0 .. t0+TC-1 (those < T) to acc:
-// acc[c] is column c's fma chain over the row (acc[TC + c]: the up matrix's, with SWIGLU).
-void add_unit(uint64_t row, uint64_t row2, uint u, uint64_t addrX, uint offX, uint K, uint T, uint t0, inout float acc[TC * NSUM]) {
-    float w[32];
-    dq_unit(row, u, w);
+// Adds task `task` of the LANE_ROWS rows n0, n0 + 1, ... (then, with SWIGLU, the same rows of
+// the up matrix) for columns t0 .. t0+TC-1 (those < T): acc[c][j] is column c's sum for row
+// pointer j, ss[c] its Σ x². Rows past N repeat row N − 1 (computed, never stored), so every
+// lane runs the same code.
+void add_task(Args p, uint n0, uint task, uint t0, inout float acc[TC][NR], inout float ss[TC]) {
+    uint64_t rows[NR];
+    [[unroll]] for (int j = 0; j < LANE_ROWS; j++) {
+        uint n = min(n0 + uint(j), p.N - 1u);
+        rows[j] = p.w + uint64_t(n) * uint64_t(p.rowBytes);
 #ifdef SWIGLU
-    float w2[32];
-    dq_unit(row2, u, w2);
+        rows[LANE_ROWS + j] = p.w2 + uint64_t(n) * uint64_t(p.rowBytes);
 #endif
+    }
     [[unroll]] for (int c = 0; c < TC; c++) {
         uint t = t0 + uint(c);
-        if (t < T) {
-            float xv[32];
-            load_x(addrX, offX + t * K + u * 32u, xv);
-            [[unroll]] for (uint j = 0u; j < 32u; j++) {
-                acc[c] = fma(w[j], xv[j], acc[c]);
-#ifdef SWIGLU
-                acc[TC + c] = fma(w2[j], xv[j], acc[TC + c]);
+        if (t < p.T) {
+            uint xb = p.offX + t * p.K;
+            task_acc(rows, task, p.x, p.g, xb, acc[c]);
+#ifdef NORM
+            ss[c] = task_sumsq(p.x, xb, task, ss[c]);
 #endif
-            }
         }
     }
 }
 
-// out[t, n] from column t's sums (gate and, with SWIGLU, up): the epilogue, then the store.
-void store_out(float v, float up, uint n, uint t, uint N, uint64_t addrB, uint offB, uint64_t addrR, uint offR, uint64_t addrO, uint offO) {
+// out[t, n] from column t's sums (gate and, with SWIGLU, up) and Σ x²: the norm's scale, the
+// epilogue, then the store.
+void store_out(Args p, float v, float up, float ss, uint n, uint t) {
+#ifdef NORM
+    precise float rs = 1.0 / sqrt(ss / float(p.K) + p.eps);
+    v = v * rs;
+    up = up * rs;
+#endif
 #ifdef SWIGLU
     v = (v / (1.0 + exp(-v))) * up;
 #endif
 #ifdef BIAS
-    v += uintBitsToFloat(BufU32(addrB).v[offB + n]);
+    v += uintBitsToFloat(BufU32(p.b).v[p.offB + n]);
 #endif
 #ifdef RESIDUAL
-    v = uintBitsToFloat(BufU32(addrR).v[offR + t * N + n]) + v;
+    v = uintBitsToFloat(BufU32(p.r).v[p.offR + t * p.N + n]) + v;
 #endif
-    BufU32(addrO).v[offO + t * N + n] = floatBitsToUint(v);
+    BufU32(p.o).v[p.offO + t * p.N + n] = floatBitsToUint(v);
 }
 
+#ifdef SWIGLU
+const int UP = LANE_ROWS;
+#else
+const int UP = 0;
+#endif
+
 #ifdef ROW_PER_THREAD
-// CPU devices (lavapipe): one invocation per (row n, chunk of TC columns), the whole row in one
-// fma chain over k ascending — no barriers, which a CPU driver pays for per workgroup.
+// CPU devices (lavapipe): one invocation per (row n, chunk of TC columns; LANE_ROWS is 1), the
+// row's tasks in ascending order — no barriers, which a CPU driver pays for per workgroup.
 void main() {
-    ParamsU64 a = ParamsU64(pc.params);
-    uint64_t addrW = a.v[0], addrW2 = a.v[1], addrX = a.v[2], addrB = a.v[3], addrR = a.v[4], addrO = a.v[5];
-    ParamsI32 meta = ParamsI32(pc.params + 48ul);
-    uint N = uint(meta.v[0]), K = uint(meta.v[1]), T = uint(meta.v[2]), rowBytes = uint(meta.v[3]);
-    uint offX = uint(meta.v[4]), offB = uint(meta.v[5]), offR = uint(meta.v[6]), offO = uint(meta.v[7]);
-    uint units = K / 32u;
+    Args p = args();
+    uint tasks = p.K / TASK_VALUES;
     uint t0 = gl_WorkGroupID.y * uint(TC);
-    for (uint n = gl_GlobalInvocationID.x; n < N; n += gl_NumWorkGroups.x * uint(WG)) {
-        float acc[TC * NSUM];
-        [[unroll]] for (int c = 0; c < TC * NSUM; c++) acc[c] = 0.0;
-        uint64_t row = addrW + uint64_t(n) * uint64_t(rowBytes), row2 = addrW2 + uint64_t(n) * uint64_t(rowBytes);
-        for (uint u = 0u; u < units; u++) add_unit(row, row2, u, addrX, offX, K, T, t0, acc);
+    for (uint n = gl_GlobalInvocationID.x; n < p.N; n += gl_NumWorkGroups.x * uint(WG)) {
+        float acc[TC][NR];
+        float ss[TC];
+        [[unroll]] for (int c = 0; c < TC; c++) {
+            ss[c] = 0.0;
+            [[unroll]] for (int j = 0; j < NR; j++) acc[c][j] = 0.0;
+        }
+        for (uint u = 0u; u < tasks; u++) add_task(p, n, u, t0, acc, ss);
         for (int c = 0; c < TC; c++) {
             uint t = t0 + uint(c);
-            if (t < T) store_out(acc[c], acc[(NSUM - 1) * TC + c], n, t, N, addrB, offB, addrR, offR, addrO, offO);
+            if (t < p.T) store_out(p, acc[c][0], acc[c][UP], ss[c], n, t);
         }
     }
 }
 #else
-// GPUs: NT lanes per row, WG / NT rows per workgroup. Lane i takes units i, i + NT, ... of its
-// row in ascending order (one fma chain per column), then the NT partial sums of each column
-// are added over a fixed tree. The order depends on K and NT alone — not on T, the chunk or
-// the other rows — so a token's result is the same bits however many tokens share a step.
-const uint ROWS = uint(WG) / uint(NT);
-shared float red[TC * NSUM][WG];
+// GPUs: WG / NT lane groups per workgroup, each of NT lanes and LANE_ROWS rows. Lane i takes
+// tasks i, i + NT, ... of its rows in ascending order (the activations read once for all the
+// rows), then the NT partial sums of each (row, column) are added over a fixed tree. The order
+// depends on K and NT alone — not on T, the chunk of columns, LANE_ROWS or the other rows — so
+// a token's result is the same bits however many tokens share a step.
+const uint GROUPS = uint(WG) / uint(NT);
+const uint ROWS = GROUPS * uint(LANE_ROWS);
+#ifdef NORM
+const int NRED = TC * NR + TC;
+#else
+const int NRED = TC * NR;
+#endif
+shared float red[NRED][WG];
 
 void main() {
-    ParamsU64 a = ParamsU64(pc.params);
-    uint64_t addrW = a.v[0], addrW2 = a.v[1], addrX = a.v[2], addrB = a.v[3], addrR = a.v[4], addrO = a.v[5];
-    ParamsI32 meta = ParamsI32(pc.params + 48ul);
-    uint N = uint(meta.v[0]), K = uint(meta.v[1]), T = uint(meta.v[2]), rowBytes = uint(meta.v[3]);
-    uint offX = uint(meta.v[4]), offB = uint(meta.v[5]), offR = uint(meta.v[6]), offO = uint(meta.v[7]);
-    uint tid = gl_LocalInvocationID.x, lane = tid % uint(NT), r = tid / uint(NT);
-    uint units = K / 32u;
+    Args p = args();
+    uint tid = gl_LocalInvocationID.x, lane = tid % uint(NT), grp = tid / uint(NT);
+    uint tasks = p.K / TASK_VALUES;
     uint t0 = gl_WorkGroupID.y * uint(TC);
     // The loop bound is uniform over the workgroup (barriers inside); rows past N idle.
-    for (uint g = gl_WorkGroupID.x; g * ROWS < N; g += gl_NumWorkGroups.x) {
-        uint n = g * ROWS + r;
-        bool live = n < N;
-        float acc[TC * NSUM];
-        [[unroll]] for (int c = 0; c < TC * NSUM; c++) acc[c] = 0.0;
-        uint nr = min(n, N - 1u);
-        uint64_t row = addrW + uint64_t(nr) * uint64_t(rowBytes), row2 = addrW2 + uint64_t(nr) * uint64_t(rowBytes);
-        for (uint u = lane; live && u < units; u += uint(NT)) add_unit(row, row2, u, addrX, offX, K, T, t0, acc);
-        [[unroll]] for (int c = 0; c < TC * NSUM; c++) red[c][tid] = acc[c];
+    for (uint g = gl_WorkGroupID.x; g * ROWS < p.N; g += gl_NumWorkGroups.x) {
+        uint n0 = g * ROWS + grp * uint(LANE_ROWS);
+        bool live = n0 < p.N;
+        float acc[TC][NR];
+        float ss[TC];
+        [[unroll]] for (int c = 0; c < TC; c++) {
+            ss[c] = 0.0;
+            [[unroll]] for (int j = 0; j < NR; j++) acc[c][j] = 0.0;
+        }
+        for (uint u = lane; live && u < tasks; u += uint(NT)) add_task(p, n0, u, t0, acc, ss);
+        [[unroll]] for (int c = 0; c < TC; c++) {
+            [[unroll]] for (int j = 0; j < NR; j++) red[c * NR + j][tid] = acc[c][j];
+#ifdef NORM
+            red[TC * NR + c][tid] = ss[c];
+#endif
+        }
         barrier();
         [[unroll]] for (uint s = uint(NT) / 2u; s > 0u; s >>= 1) {
             if (lane < s) {
-                [[unroll]] for (int c = 0; c < TC * NSUM; c++) red[c][tid] += red[c][tid + s];
+                [[unroll]] for (int c = 0; c < NRED; c++) red[c][tid] += red[c][tid + s];
             }
             barrier();
         }
-        if (live && lane < uint(TC) && t0 + lane < T) {
-            uint base = r * uint(NT);
-            store_out(red[lane][base], red[(NSUM - 1) * TC + lane][base], n, t0 + lane, N, addrB, offB, addrR, offR, addrO, offO);
+        uint base = grp * uint(NT);
+        for (uint o = lane; o < uint(LANE_ROWS * TC); o += uint(NT)) {
+            uint j = o / uint(TC), c = o % uint(TC);
+            uint n = n0 + j, t = t0 + c;
+            if (live && n < p.N && t < p.T) {
+#ifdef NORM
+                float sq = red[TC * NR + int(c)][base];
+#else
+                float sq = 0.0;
+#endif
+                store_out(p, red[int(c) * NR + int(j)][base], red[int(c) * NR + UP + int(j)][base], sq, n, t);
+            }
         }
         barrier();
     }

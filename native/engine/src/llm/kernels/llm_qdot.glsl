@@ -1,0 +1,252 @@
+// Dot products of one *task* of a quantized weight row with activations, for the matvec
+// (llm_matvec.glsl). A task is TASK_VALUES values of the row — the format's natural group (a
+// Q4_K sub-block pair, a Q6_K quarter of a half super-block, one Q8_0/Q4_0/Q4_1 block) — and
+// the tasks of a row partition it: task t owns values [t·TASK_VALUES, (t+1)·TASK_VALUES) for
+// the sum of squares of a fused RMSNorm, and whichever values its layout holds for the dot.
+//
+// The hot formats use the factored form ggml's own GPU kernels use: per scale group,
+// Σ (d·q − m)·x = d·Σ q·x − m·Σ x, with the quant fields turned into floats by building the
+// float's bits (2^23 + q, minus 2^23 — exact, and no integer-to-float conversion, which runs at
+// a quarter of the FMA rate or less on NVIDIA GPUs) and wide loads of whole blocks. The sums are
+// one explicit fma chain each, `precise`, so every column of every dispatch takes the same
+// path: a column's bits never depend on its batch-mates. The values differ from the unit path
+// (dequantize, then one chain) by rounding only; the kernel test bounds both against an f64 dot.
+// Other formats use the unit path: dq_unit (ggml's dequantization) and one fma chain.
+
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufV4 { vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufUV4 { uvec4 v[]; };
+
+// x'[xb + k .. xb + k + 4): the activations of one column (xb = its first element), times the
+// RMSNorm weight gamma[k ..] with NORM (the norm's 1/rms is applied to the whole sum).
+vec4 x4(uint64_t addrX, uint64_t addrG, uint xb, uint k) {
+#ifdef X_VEC4
+    precise vec4 v = BufV4(addrX).v[(xb + k) >> 2];
+#else
+    precise vec4 v = vec4(uintBitsToFloat(BufU32(addrX).v[xb + k]), uintBitsToFloat(BufU32(addrX).v[xb + k + 1u]),
+                          uintBitsToFloat(BufU32(addrX).v[xb + k + 2u]), uintBitsToFloat(BufU32(addrX).v[xb + k + 3u]));
+#endif
+#ifdef NORM
+    v = v * BufV4(addrG).v[k >> 2];
+#endif
+    return v;
+}
+
+float dot4(vec4 q, vec4 x, float acc) {
+    precise float a = fma(q.x, x.x, acc);
+    a = fma(q.y, x.y, a);
+    a = fma(q.z, x.z, a);
+    a = fma(q.w, x.w, a);
+    return a;
+}
+
+float sum4(vec4 x, float acc) {
+    precise float a = acc + x.x;
+    a = a + x.y;
+    a = a + x.z;
+    a = a + x.w;
+    return a;
+}
+
+// The four bytes of w as floats, each minus `bias` (exact for bytes < 2^8 and small integer
+// biases): 2^23 + byte built from its bits, minus (2^23 + bias).
+vec4 bytes_minus(uint w, float bias) {
+    float o = 8388608.0 + bias;
+    return vec4(uintBitsToFloat((w & 255u) | 0x4B000000u) - o, uintBitsToFloat(((w >> 8) & 255u) | 0x4B000000u) - o,
+                uintBitsToFloat(((w >> 16) & 255u) | 0x4B000000u) - o, uintBitsToFloat((w >> 24) | 0x4B000000u) - o);
+}
+
+// Each format's task_acc adds task `task` of NR weight rows (addresses rows[0 .. NR)) to
+// acc[0 .. NR) for one column of x: the activations are read once and shared by the rows (the
+// rows of a matvec all read the same x, so re-reading it per row makes x, not the weights, most
+// of the memory traffic), and each row's result is the same chain it would be alone.
+#if defined(WT_Q4_K)
+// Super-blocks of 256 (144 bytes: d, dmin, scales[12], qs[128]); task (s, m): sub-blocks 2m
+// (low nibbles of qs[32m ..+32]) and 2m+1 (high nibbles) = values 64m .. 64m+63. 144-byte
+// blocks keep 16-byte alignment: three 16-byte loads per task and row.
+#define TASK_VALUES 64u
+void k4_scale_min(uvec3 sc, uint j, out uint sv, out uint mv) {
+    if (j < 4u) {
+        sv = kbyte(sc, j) & 63u; mv = kbyte(sc, j + 4u) & 63u;
+    } else {
+        sv = (kbyte(sc, j + 4u) & 15u) | ((kbyte(sc, j - 4u) >> 6) << 4);
+        mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
+    }
+}
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    uint s = task >> 2, m = task & 3u;
+    uvec4 q0[NR], q1[NR];
+    float da[NR], ma[NR], db[NR], mb[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        uint64_t blk = rows[r] + uint64_t(s * 144u);
+        uvec4 hd = BufUV4(blk).v[0];
+        q0[r] = BufUV4(blk + uint64_t(16u + 32u * m)).v[0];
+        q1[r] = BufUV4(blk + uint64_t(32u + 32u * m)).v[0];
+        float d = enc_f16_to_f32(hd.x & 0xFFFFu), dmin = enc_f16_to_f32(hd.x >> 16);
+        uint sva, mva, svb, mvb;
+        k4_scale_min(hd.yzw, 2u * m, sva, mva);
+        k4_scale_min(hd.yzw, 2u * m + 1u, svb, mvb);
+        precise float a = d * float(sva), b = dmin * float(mva), c = d * float(svb), e = dmin * float(mvb);
+        da[r] = a; ma[r] = b; db[r] = c; mb[r] = e;
+    }
+    uint k0 = s * 256u + 64u * m;
+    float sa[NR], sb[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) { sa[r] = 0.0; sb[r] = 0.0; }
+    precise float xa = 0.0, xh = 0.0;
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
+        vec4 xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
+        xa = sum4(xl, xa);
+        xh = sum4(xu, xh);
+        [[unroll]] for (int r = 0; r < NR; r++) {
+            uint w = i < 4u ? q0[r][i] : q1[r][i - 4u];
+            sa[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 0.0), xl, sa[r]);
+            sb[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0), xu, sb[r]);
+        }
+    }
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        precise float t = da[r] * sa[r] - ma[r] * xa;
+        t = t + (db[r] * sb[r] - mb[r] * xh);
+        acc[r] = acc[r] + t;
+    }
+}
+#elif defined(WT_Q6_K)
+// Super-blocks of 256 (210 bytes: ql[128], qh[64], scales[16] int8, d); value (n, r, l) of
+// half n, quarter r, l < 32 is (ql[64n + 32(r&1) + l] nibble r/2 | ((qh[32n + l] >> 2r) & 3) << 4)
+// − 32, times d·scales[8n + 2r + l/16]. Task (s, n, h): l in [16h, 16h + 16) of all four
+// quarters: 16 + 16 bytes of ql, 16 of qh, four scales. 210-byte blocks are only 2-aligned:
+// 16-bit loads.
+#define TASK_VALUES 64u
+uint w16x2(uint64_t a, uint off) { return uint(BufU16(a).v[off >> 1]) | (uint(BufU16(a).v[(off >> 1) + 1u]) << 16); }
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
+    uint l0 = 16u * h;
+    uint kb = s * 256u + n * 128u + l0;
+    float part[NR][4];
+    [[unroll]] for (int r = 0; r < NR; r++) { part[r][0] = 0.0; part[r][1] = 0.0; part[r][2] = 0.0; part[r][3] = 0.0; }
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        vec4 x0 = x4(addrX, addrG, xb, kb + 4u * i);
+        vec4 x1 = x4(addrX, addrG, xb, kb + 32u + 4u * i);
+        vec4 x2 = x4(addrX, addrG, xb, kb + 64u + 4u * i);
+        vec4 x3 = x4(addrX, addrG, xb, kb + 96u + 4u * i);
+        [[unroll]] for (int r = 0; r < NR; r++) {
+            uint64_t blk = rows[r] + uint64_t(s * 210u);
+            uint a = w16x2(blk, 64u * n + l0 + 4u * i);
+            uint b = w16x2(blk, 64u * n + 32u + l0 + 4u * i);
+            uint hh = w16x2(blk, 128u + 32u * n + l0 + 4u * i);
+            part[r][0] = dot4(bytes_minus((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4), 32.0), x0, part[r][0]);
+            part[r][1] = dot4(bytes_minus((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4), 32.0), x1, part[r][1]);
+            part[r][2] = dot4(bytes_minus(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4), 32.0), x2, part[r][2]);
+            part[r][3] = dot4(bytes_minus(((b >> 4) & 0x0F0F0F0Fu) | (((hh >> 6) & 0x03030303u) << 4), 32.0), x3, part[r][3]);
+        }
+    }
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        uint64_t blk = rows[r] + uint64_t(s * 210u);
+        float d = enc_f16_to_f32(uint(BufU16(blk).v[104]));
+        precise float t = 0.0;
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            int sc = s8(uint(BufU8(blk).v[192u + 8u * n + 2u * q + h]));
+            precise float ds = d * float(sc);
+            t = t + ds * part[r][q];
+        }
+        acc[r] = acc[r] + t;
+    }
+}
+#elif defined(WT_Q8_0) || defined(WT_Q4_0)
+// Q8_0: blocks of 32 (34 bytes: d, qs[32] int8); a byte b is the signed value (b ^ 0x80) − 128.
+// Q4_0: blocks of 32 (18 bytes: d, qs[16]); value i is (qs[i] & 15) − 8, value i + 16 is
+// (qs[i] >> 4) − 8. Both times d; 2-aligned blocks: 16-bit loads.
+#define TASK_VALUES 32u
+#if defined(WT_Q8_0)
+const uint BLOCK_BYTES = 34u;
+#else
+const uint BLOCK_BYTES = 18u;
+#endif
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    uint k0 = task * 32u;
+    float part[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
+#if defined(WT_Q8_0)
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        vec4 xv = x4(addrX, addrG, xb, k0 + 4u * i);
+        [[unroll]] for (int r = 0; r < NR; r++) {
+            uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
+            uint w = uint(BufU16(blk).v[1u + 2u * i]) | (uint(BufU16(blk).v[2u + 2u * i]) << 16);
+            part[r] = dot4(bytes_minus(w ^ 0x80808080u, 128.0), xv, part[r]);
+        }
+    }
+#else
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
+        vec4 xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
+        [[unroll]] for (int r = 0; r < NR; r++) {
+            uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
+            uint w = uint(BufU16(blk).v[1u + 2u * i]) | (uint(BufU16(blk).v[2u + 2u * i]) << 16);
+            part[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 8.0), xl, part[r]);
+            part[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 8.0), xu, part[r]);
+        }
+    }
+#endif
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        float d = enc_f16_to_f32(uint(BufU16(rows[r] + uint64_t(task * BLOCK_BYTES)).v[0]));
+        precise float t = d * part[r];
+        acc[r] = acc[r] + t;
+    }
+}
+#elif defined(WT_Q4_1)
+// Blocks of 32 (20 bytes: d, m, qs[16]): value i is d·(qs[i] & 15) + m, value i + 16 uses the
+// high nibble. 4-aligned: 32-bit loads.
+#define TASK_VALUES 32u
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    uint k0 = task * 32u;
+    float part[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
+    precise float xs = 0.0;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
+        vec4 xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
+        xs = sum4(xl, xs);
+        xs = sum4(xu, xs);
+        [[unroll]] for (int r = 0; r < NR; r++) {
+            uint w = BufU32(rows[r] + uint64_t(task * 20u)).v[1u + i];
+            part[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 0.0), xl, part[r]);
+            part[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0), xu, part[r]);
+        }
+    }
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        uint dm = BufU32(rows[r] + uint64_t(task * 20u)).v[0];
+        float d = enc_f16_to_f32(dm & 0xFFFFu), m = enc_f16_to_f32(dm >> 16);
+        precise float t = d * part[r] + m * xs;
+        acc[r] = acc[r] + t;
+    }
+}
+#else
+// The unit path: ggml's dequantization of 32 values, then one fma chain per row.
+#define TASK_VALUES 32u
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        float w[32];
+        dq_unit(rows[r], task, w);
+        precise float part = 0.0;
+        [[unroll]] for (uint i = 0u; i < 8u; i++) {
+            part = dot4(vec4(w[4u * i], w[4u * i + 1u], w[4u * i + 2u], w[4u * i + 3u]), x4(addrX, addrG, xb, task * 32u + 4u * i), part);
+        }
+        acc[r] = acc[r] + part;
+    }
+}
+#endif
+
+// Σ x² over task t's values [t·TASK_VALUES, ..) of one column (raw x: the RMSNorm's statistic).
+float task_sumsq(uint64_t addrX, uint xb, uint task, float acc) {
+    precise float a = acc;
+    [[unroll]] for (uint i = 0u; i < TASK_VALUES / 4u; i++) {
+        uint k = task * TASK_VALUES + 4u * i;
+#ifdef X_VEC4
+        vec4 v = BufV4(addrX).v[(xb + k) >> 2];
+#else
+        vec4 v = vec4(uintBitsToFloat(BufU32(addrX).v[xb + k]), uintBitsToFloat(BufU32(addrX).v[xb + k + 1u]),
+                      uintBitsToFloat(BufU32(addrX).v[xb + k + 2u]), uintBitsToFloat(BufU32(addrX).v[xb + k + 3u]));
+#endif
+        a = dot4(v, v, a);
+    }
+    return a;
+}
