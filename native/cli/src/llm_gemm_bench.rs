@@ -1,0 +1,111 @@
+//! `nx-vulkan llm-gemm-bench`: the prefill GEMM (`record_llm_gemm`, tensor cores) against the
+//! decode matvec (`record_llm_matvec`) on one quantized matrix × T token rows, with random
+//! blocks (no model file; values do not change the speed). Default: the 8B FFN shapes
+//! (14336×4096 gate/up, 4096×14336 down) in Q4_K at T = 512. One JSON line per (shape, T,
+//! kernel): median µs per product over `reps` runs of `calls` products and one wait, effective
+//! TFLOP/s (2·T·N·K), and the largest difference between the two kernels' outputs (a check that
+//! the tensor-core path computes the same product, beside the size of the values).
+
+use clap::Args;
+use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix};
+use nx_vulkan_engine::llm::prefill::llm_gemm_pays;
+use nx_vulkan_engine::llm::quant::{random_rows, GgmlType};
+use nx_vulkan_engine::llm::sample::Rng;
+use nx_vulkan_engine::matmul::tensor_core_kernel;
+use nx_vulkan_engine::{Context, DType, EngineError, Result, Tensor};
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct LlmGemmBenchArgs {
+    /// Weight type (ggml name, e.g. Q4_K, Q6_K, Q8_0).
+    #[arg(long = "type", default_value = "Q4_K")]
+    ty: String,
+    /// Matrices as NxK (rows × columns of the weight), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "14336x4096,4096x14336")]
+    shapes: Vec<String>,
+    /// Token rows per product (comma-separated; e.g. 8,16,32,64,128,512 for the crossover).
+    #[arg(long, value_delimiter = ',', default_value = "512")]
+    rows: Vec<usize>,
+    /// Timed runs (median reported); each run is `calls` products and one wait.
+    #[arg(long, default_value_t = 7)]
+    reps: usize,
+    #[arg(long, default_value_t = 5)]
+    calls: usize,
+    /// Also time each kernel on the device (timestamps) and print totals per kernel.
+    #[arg(long)]
+    profile: bool,
+}
+
+fn download(ctx: &Context, t: &Tensor) -> Result<Vec<f32>> {
+    Ok(ctx.download(t)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
+    let bad = |what: String| EngineError::InvalidArgument(what);
+    let ty = GgmlType::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(&args.ty)).ok_or_else(|| bad(format!("unknown type {}", args.ty)))?;
+    if args.reps == 0 || args.calls == 0 {
+        return Err(bad("--reps and --calls must be positive".into()));
+    }
+    let dev = &ctx.caps.name;
+    let dot_kernel = format!("{:?}", tensor_core_kernel(&ctx.caps, DType::F16));
+    if args.profile {
+        ctx.stream.profile_start()?;
+    }
+    let mut rng = Rng::new(7);
+    for spec in &args.shapes {
+        let dims: Vec<usize> = spec.split('x').map(|v| v.parse()).collect::<std::result::Result<_, _>>().map_err(|_| bad(format!("shape {spec}: want NxK")))?;
+        let [n, k] = dims[..] else { return Err(bad(format!("shape {spec}: want NxK"))) };
+        let w = QMatrix::upload(ctx, ty, n, k, &random_rows(ty, n, k, &mut rng))?;
+        for &t in &args.rows {
+            let xv: Vec<u8> = (0..t * k).flat_map(|_| ((rng.next_f64() * 2.0 - 1.0) as f32).to_le_bytes()).collect();
+            let x = ctx.upload(DType::F32, &[t, k], &xv)?;
+            let out = ctx.empty(DType::F32, &[t, n])?;
+            let scratch = ctx.llm_gemm_scratch(t, &[(&w, false)])?;
+            let mut outputs = vec![];
+            for kernel in ["matvec", "gemm"] {
+                let product = || -> Result<()> {
+                    let mut batch = ctx.batch()?;
+                    match kernel {
+                        "gemm" => ctx.record_llm_gemm_in(&mut batch, &scratch, &w, None, &x, Epilogue::default(), &out)?,
+                        _ => ctx.record_llm_matvec(&mut batch, &w, None, &x, Epilogue::default(), &out)?,
+                    }
+                    batch.finish()
+                };
+                product()?;
+                ctx.synchronize()?;
+                outputs.push(download(ctx, &out)?);
+                let mut times = vec![];
+                for _ in 0..args.reps {
+                    let t0 = Instant::now();
+                    for _ in 0..args.calls {
+                        product()?;
+                    }
+                    ctx.synchronize()?;
+                    times.push(t0.elapsed().as_secs_f64() / args.calls as f64);
+                }
+                times.sort_by(f64::total_cmp);
+                let med = times[times.len() / 2];
+                let tflops = 2.0 * (t * n * k) as f64 / med / 1e12;
+                let weight_gbs = w.bytes() as f64 / med / 1e9;
+                println!(
+                    "{{\"bench\":\"llm_gemm\",\"kernel\":\"{kernel}\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"median_us\":{:.1},\"tflops\":{tflops:.2},\"weight_gb_per_s\":{weight_gbs:.0},\"dot_kernel\":{dot_kernel:?},\"gemm_pays\":{},\"device\":{dev:?},\"reps\":{},\"calls\":{}}}",
+                    ty.name(),
+                    med * 1e6,
+                    llm_gemm_pays(&ctx.caps, t),
+                    args.reps,
+                    args.calls
+                );
+            }
+            let (mv, gm) = (&outputs[0], &outputs[1]);
+            let diff = mv.iter().zip(gm).map(|(a, b)| (*a as f64 - *b as f64).abs()).fold(0.0, f64::max);
+            let scale = mv.iter().map(|a| a.abs() as f64).fold(0.0, f64::max);
+            println!("{{\"bench\":\"llm_gemm_check\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"max_abs_diff\":{diff:.3e},\"max_abs_matvec\":{scale:.3e}}}", ty.name());
+        }
+    }
+    if args.profile {
+        for p in ctx.stream.profile_stop()? {
+            println!("{{\"profile\":{:?},\"runs\":{},\"device_us\":{:.1},\"mean_us\":{:.2}}}", p.name, p.runs, p.device_ns / 1e3, p.device_ns / 1e3 / p.runs as f64);
+        }
+    }
+    Ok(())
+}
