@@ -3,8 +3,9 @@
 //! blocks (no model file; values do not change the speed). Default: the 8B FFN shapes
 //! (14336×4096 gate/up, 4096×14336 down) in Q4_K at T = 512. One JSON line per (shape, T,
 //! kernel): median µs per product over `reps` runs of `calls` products and one wait, effective
-//! TFLOP/s (2·T·N·K), and the largest difference between the two kernels' outputs (a check that
-//! the tensor-core path computes the same product, beside the size of the values).
+//! TFLOP/s (2·T·N·K per matrix; `--swiglu` adds the gate+up pair, 2 matrices), and the
+//! largest difference between the two kernels' outputs (a check that the tensor-core path
+//! computes the same product, beside the size of the values).
 
 use clap::Args;
 use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix};
@@ -34,6 +35,10 @@ pub struct LlmGemmBenchArgs {
     /// Also time each kernel on the device (timestamps) and print totals per kernel.
     #[arg(long)]
     profile: bool,
+    /// Also time the SwiGLU product (the matrix as both gate and up, as the FFN's gate/up
+    /// step runs it: one GEMM over both, one matvec dispatch reading both).
+    #[arg(long)]
+    swiglu: bool,
 }
 
 fn download(ctx: &Context, t: &Tensor) -> Result<Vec<f32>> {
@@ -60,14 +65,19 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
             let xv: Vec<u8> = (0..t * k).flat_map(|_| ((rng.next_f64() * 2.0 - 1.0) as f32).to_le_bytes()).collect();
             let x = ctx.upload(DType::F32, &[t, k], &xv)?;
             let out = ctx.empty(DType::F32, &[t, n])?;
-            let scratch = ctx.llm_gemm_scratch(t, &[(&w, false)])?;
+            let scratch = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)])?;
             let mut outputs = vec![];
-            for kernel in ["matvec", "gemm"] {
+            let mut kernels = vec![("matvec", None), ("gemm", None)];
+            if args.swiglu {
+                kernels.extend([("matvec_swiglu", Some(&w)), ("gemm_swiglu", Some(&w))]);
+            }
+            for (kernel, up) in kernels {
                 let product = || -> Result<()> {
                     let mut batch = ctx.batch()?;
-                    match kernel {
-                        "gemm" => ctx.record_llm_gemm_in(&mut batch, &scratch, &w, None, &x, Epilogue::default(), &out)?,
-                        _ => ctx.record_llm_matvec(&mut batch, &w, None, &x, Epilogue::default(), &out)?,
+                    if kernel.starts_with("gemm") {
+                        ctx.record_llm_gemm_in(&mut batch, &scratch, &w, up, &x, Epilogue::default(), &out)?;
+                    } else {
+                        ctx.record_llm_matvec(&mut batch, &w, up, &x, Epilogue::default(), &out)?;
                     }
                     batch.finish()
                 };
@@ -85,8 +95,9 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
                 }
                 times.sort_by(f64::total_cmp);
                 let med = times[times.len() / 2];
-                let tflops = 2.0 * (t * n * k) as f64 / med / 1e12;
-                let weight_gbs = w.bytes() as f64 / med / 1e9;
+                let products = if up.is_some() { 2.0 } else { 1.0 };
+                let tflops = products * 2.0 * (t * n * k) as f64 / med / 1e12;
+                let weight_gbs = products * w.bytes() as f64 / med / 1e9;
                 println!(
                     "{{\"bench\":\"llm_gemm\",\"kernel\":\"{kernel}\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"median_us\":{:.1},\"tflops\":{tflops:.2},\"weight_gb_per_s\":{weight_gbs:.0},\"dot_kernel\":{dot_kernel:?},\"gemm_pays\":{},\"device\":{dev:?},\"reps\":{},\"calls\":{}}}",
                     ty.name(),
@@ -96,10 +107,13 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
                     args.calls
                 );
             }
-            let (mv, gm) = (&outputs[0], &outputs[1]);
-            let diff = mv.iter().zip(gm).map(|(a, b)| (*a as f64 - *b as f64).abs()).fold(0.0, f64::max);
-            let scale = mv.iter().map(|a| a.abs() as f64).fold(0.0, f64::max);
-            println!("{{\"bench\":\"llm_gemm_check\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"max_abs_diff\":{diff:.3e},\"max_abs_matvec\":{scale:.3e}}}", ty.name());
+            // The GEMM against the matvec, for each product timed (plain, then SwiGLU).
+            for (pair, what) in outputs.chunks_exact(2).zip(["plain", "swiglu"]) {
+                let (mv, gm) = (&pair[0], &pair[1]);
+                let diff = mv.iter().zip(gm).map(|(a, b)| (*a as f64 - *b as f64).abs()).fold(0.0, f64::max);
+                let scale = mv.iter().map(|a| a.abs() as f64).fold(0.0, f64::max);
+                println!("{{\"bench\":\"llm_gemm_check\",\"product\":\"{what}\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"max_abs_diff\":{diff:.3e},\"max_abs_matvec\":{scale:.3e}}}", ty.name());
+            }
         }
     }
     if args.profile {
