@@ -3,13 +3,13 @@
 //! blocks (no model file; values do not change the speed). Default: the 8B FFN shapes
 //! (14336×4096 gate/up, 4096×14336 down) in Q4_K at T = 512. One JSON line per (shape, T,
 //! kernel): median µs per product over `reps` runs of `calls` products and one wait, effective
-//! TFLOP/s (2·T·N·K per matrix; `--swiglu` adds the gate+up pair, 2 matrices), and the
-//! largest difference between the two kernels' outputs (a check that the tensor-core path
-//! computes the same product, beside the size of the values).
+//! TFLOP/s (2·T·N·K per matrix; `--swiglu` adds the gate+up pair, 2 matrices), and for the
+//! GEMM (f16 and split precision) its largest difference from the matvec's output (a check
+//! that the tensor-core path computes the same product, beside the size of the values).
 
 use clap::Args;
 use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix};
-use nx_vulkan_engine::llm::prefill::llm_gemm_pays;
+use nx_vulkan_engine::llm::prefill::{llm_gemm_pays, LlmGemmPrecision};
 use nx_vulkan_engine::llm::quant::{random_rows, GgmlType};
 use nx_vulkan_engine::llm::sample::Rng;
 use nx_vulkan_engine::matmul::tensor_core_kernel;
@@ -65,25 +65,26 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
             let xv: Vec<u8> = (0..t * k).flat_map(|_| ((rng.next_f64() * 2.0 - 1.0) as f32).to_le_bytes()).collect();
             let x = ctx.upload(DType::F32, &[t, k], &xv)?;
             let out = ctx.empty(DType::F32, &[t, n])?;
-            let scratch = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)])?;
-            let mut outputs = vec![];
-            let mut kernels = vec![("matvec", None), ("gemm", None)];
+            let f16 = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)], LlmGemmPrecision::F16)?;
+            let split = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)], LlmGemmPrecision::Split)?;
+            // (label, up matrix, GEMM scratch or None for the matvec); each product's matvec first.
+            let mut kernels = vec![("matvec", None, None), ("gemm", None, Some(&f16)), ("gemm_split", None, Some(&split))];
             if args.swiglu {
-                kernels.extend([("matvec_swiglu", Some(&w)), ("gemm_swiglu", Some(&w))]);
+                kernels.extend([("matvec_swiglu", Some(&w), None), ("gemm_swiglu", Some(&w), Some(&f16)), ("gemm_split_swiglu", Some(&w), Some(&split))]);
             }
-            for (kernel, up) in kernels {
+            let mut matvec_out = vec![];
+            for (kernel, up, scratch) in kernels {
                 let product = || -> Result<()> {
                     let mut batch = ctx.batch()?;
-                    if kernel.starts_with("gemm") {
-                        ctx.record_llm_gemm_in(&mut batch, &scratch, &w, up, &x, Epilogue::default(), &out)?;
-                    } else {
-                        ctx.record_llm_matvec(&mut batch, &w, up, &x, Epilogue::default(), &out)?;
+                    match scratch {
+                        Some(s) => ctx.record_llm_gemm_in(&mut batch, s, &w, up, &x, Epilogue::default(), &out)?,
+                        None => ctx.record_llm_matvec(&mut batch, &w, up, &x, Epilogue::default(), &out)?,
                     }
                     batch.finish()
                 };
                 product()?;
                 ctx.synchronize()?;
-                outputs.push(download(ctx, &out)?);
+                let got = download(ctx, &out)?;
                 let mut times = vec![];
                 for _ in 0..args.reps {
                     let t0 = Instant::now();
@@ -98,21 +99,23 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
                 let products = if up.is_some() { 2.0 } else { 1.0 };
                 let tflops = products * 2.0 * (t * n * k) as f64 / med / 1e12;
                 let weight_gbs = products * w.bytes() as f64 / med / 1e9;
+                // The GEMM's largest difference from the matvec's output, beside its largest value.
+                let check = if scratch.is_none() {
+                    matvec_out = got;
+                    String::new()
+                } else {
+                    let diff = matvec_out.iter().zip(&got).map(|(a, b)| (*a as f64 - *b as f64).abs()).fold(0.0, f64::max);
+                    let scale = matvec_out.iter().map(|a| a.abs() as f64).fold(0.0, f64::max);
+                    format!(",\"max_abs_diff_vs_matvec\":{diff:.3e},\"max_abs_matvec\":{scale:.3e}")
+                };
                 println!(
-                    "{{\"bench\":\"llm_gemm\",\"kernel\":\"{kernel}\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"median_us\":{:.1},\"tflops\":{tflops:.2},\"weight_gb_per_s\":{weight_gbs:.0},\"dot_kernel\":{dot_kernel:?},\"gemm_pays\":{},\"device\":{dev:?},\"reps\":{},\"calls\":{}}}",
+                    "{{\"bench\":\"llm_gemm\",\"kernel\":\"{kernel}\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"median_us\":{:.1},\"tflops\":{tflops:.2},\"weight_gb_per_s\":{weight_gbs:.0}{check},\"dot_kernel\":{dot_kernel:?},\"gemm_pays\":{},\"device\":{dev:?},\"reps\":{},\"calls\":{}}}",
                     ty.name(),
                     med * 1e6,
                     llm_gemm_pays(&ctx.caps, t),
                     args.reps,
                     args.calls
                 );
-            }
-            // The GEMM against the matvec, for each product timed (plain, then SwiGLU).
-            for (pair, what) in outputs.chunks_exact(2).zip(["plain", "swiglu"]) {
-                let (mv, gm) = (&pair[0], &pair[1]);
-                let diff = mv.iter().zip(gm).map(|(a, b)| (*a as f64 - *b as f64).abs()).fold(0.0, f64::max);
-                let scale = mv.iter().map(|a| a.abs() as f64).fold(0.0, f64::max);
-                println!("{{\"bench\":\"llm_gemm_check\",\"product\":\"{what}\",\"type\":\"{}\",\"n\":{n},\"k\":{k},\"rows\":{t},\"max_abs_diff\":{diff:.3e},\"max_abs_matvec\":{scale:.3e}}}", ty.name());
             }
         }
     }

@@ -4,23 +4,28 @@
 //! = Σ_k w[n, k] · x[t, k]`, bias, residual that may alias `out`, SwiGLU with gate and up) for
 //! steps of many rows, where the matvec would read the weights once per 8 rows. Three steps,
 //! recorded into the caller's batch:
-//! 1. `llm_gemm.glsl` (DEQUANT_T) dequantizes W with ggml's formulas (`dq_unit`, the matvec's
-//!    own) and writes it transposed as f16 into a scratch `Wt [K, cols]` — gate and up side by
-//!    side for SwiGLU; N padded to a multiple of 8 so the GEMM loads 16-byte vectors — and x
-//!    is rounded to f16 (`Nx.as_type`);
+//! 1. `llm_gemm.glsl` dequantizes W with ggml's formulas (`dq_unit`, the matvec's own) and
+//!    writes it transposed as f16 into a scratch `Wt [K, cols]` — gate and up side by side for
+//!    SwiGLU; N padded to a multiple of 8 so the GEMM loads 16-byte vectors — and rounds x to
+//!    f16 (round to nearest even, integer operations: the same bits on every device);
 //! 2. `record_dot` with [`DotPrecision::TensorCore`]: `x16 [T, K] · Wt [K, cols]` on
 //!    cooperative matrices (f32 accumulation), or on devices without them the f32 tiled SGEMM
 //!    over the widened f16 operands (`HalfFallback`, what lavapipe runs in CI);
-//! 3. `llm_gemm.glsl` (EPILOGUE): SwiGLU / bias / residual as the matvec applies them.
+//! 3. `llm_gemm.glsl` (EPILOGUE): SwiGLU / bias / residual as the matvec applies them (skipped
+//!    when there is none and N needs no padding: the dot writes `out`).
 //!
-//! **Numerics.** Both operands are rounded to f16 once (round to nearest even; |value| ≥
-//! 65520 becomes ±Inf, below 2^-14 f16 keeps an absolute step of 2^-24) and their products
-//! accumulated in f32 in the GEMM kernel's order: per element |err| ≤ (2^-10 + 2^-22)·Σ|w x|
-//! + 2^-25·Σ(|w| + |x|) + the f32 summation error (tests/llm_gemm.rs). That is a precision
-//! change against the matvec (f32 activations, exact f32 weights), so [`llm_gemm_pays`] picks
-//! it only on devices with f16 cooperative matrices. A row's result does not depend on how many
-//! rows share the call (each output element's sum runs over k in a fixed order; tested on the
-//! fallback), but it does differ from the matvec's.
+//! **Numerics** ([`LlmGemmPrecision`]). `F16`: both operands rounded to f16 once (|value| ≥
+//! 65520 becomes ±Inf; below 2^-14 f16 keeps an absolute step of 2^-24), products accumulated
+//! in f32 in the GEMM kernel's order: per element |err| ≤ (2^-10 + 2^-22)·Σ|w x| +
+//! 2^-25·Σ(|w| + |x|) + the f32 summation error — what llama.cpp's f16 mul_mm computes; on
+//! the fixtures prompt logits move by up to 7e-3 (the matvec: 1e-5). `Split`: each operand as
+//! f16 hi + lo, three products (x_hi·w_hi + x_lo·w_hi + x_hi·w_lo) in one GEMM over 3K — three
+//! times the tensor-core work for ≈ 2^-17 relative operands (lo parts are often f16
+//! subnormals); bounds and measurements in tests/llm_gemm.rs. Either is a precision change
+//! against the matvec (f32 activations, exact f32 weights), so [`llm_gemm_pays`] picks the
+//! GEMM only on devices with f16 cooperative matrices. A row's result does not depend on how
+//! many rows share the call (each output element's sum runs over k in a fixed order; tested
+//! on the fallback), but it differs from the matvec's.
 //!
 //! Scratch: [`Context::llm_gemm_scratch`] sizes one set of buffers for every product of a
 //! forward step (a step's products run in stream order, so one scratch serves them all);
@@ -30,7 +35,6 @@ use super::kernels::{Epilogue, QMatrix};
 use super::quant::GgmlType;
 use crate::device::DeviceCaps;
 use crate::dtype::DType;
-use crate::elementwise::Expr;
 use crate::encoder::kernels::{matrix, vector};
 use crate::error::{invalid, Result};
 use crate::matmul::{tensor_core_kernel, DotPrecision, MatmulKernel};
@@ -62,10 +66,40 @@ pub fn llm_gemm_pays(caps: &DeviceCaps, rows: usize) -> bool {
     }
 }
 
+/// How the GEMM's operands are represented (module docs: bounds and costs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LlmGemmPrecision {
+    /// Both operands rounded to f16: one tensor-core product per term.
+    #[default]
+    F16,
+    /// Both operands as f16 hi + lo, three products per term (K tripled).
+    Split,
+}
+
+impl LlmGemmPrecision {
+    /// `NX_VULKAN_LLM_GEMM_PRECISION`: `f16` (the default, also when unset) or `split`.
+    pub fn from_env() -> Result<LlmGemmPrecision> {
+        match std::env::var("NX_VULKAN_LLM_GEMM_PRECISION").as_deref() {
+            Err(_) | Ok("f16") => Ok(LlmGemmPrecision::F16),
+            Ok("split") => Ok(LlmGemmPrecision::Split),
+            Ok(other) => Err(invalid!("NX_VULKAN_LLM_GEMM_PRECISION={other:?}: expected \"f16\" or \"split\"")),
+        }
+    }
+
+    /// The GEMM's contraction length for a product over `k`.
+    fn k(self, k: usize) -> Option<usize> {
+        match self {
+            LlmGemmPrecision::F16 => Some(k),
+            LlmGemmPrecision::Split => k.checked_mul(3),
+        }
+    }
+}
+
 /// Scratch buffers for [`Context::record_llm_gemm_in`], flat, sized for the largest product
-/// they serve: the f16 weights `[K, cols]`, the f16 activations `[T, K]` and the f32 sums
-/// `[T, cols]`.
+/// they serve: the f16 weights `[K', cols]`, the f16 activations `[T, K']` (K' = K, or 3K
+/// split) and the f32 sums `[T, cols]`.
 pub struct LlmGemmScratch {
+    precision: LlmGemmPrecision,
     weights: Tensor,
     x: Tensor,
     acc: Tensor,
@@ -126,23 +160,27 @@ fn source(ty: Option<GgmlType>, defines: &[&str]) -> String {
 }
 
 impl Context {
-    /// Scratch for every product `(w, swiglu)` of a step of `t` rows (see [`LlmGemmScratch`]).
-    pub fn llm_gemm_scratch(&self, t: usize, products: &[(&QMatrix, bool)]) -> Result<LlmGemmScratch> {
+    /// Scratch for every product `(w, swiglu)` of a step of `t` rows at `precision` (see
+    /// [`LlmGemmScratch`]).
+    pub fn llm_gemm_scratch(&self, t: usize, products: &[(&QMatrix, bool)], precision: LlmGemmPrecision) -> Result<LlmGemmScratch> {
         let (mut wt, mut xs, mut acc) = (0usize, 0usize, 0usize);
         for &(w, swiglu) in products {
             let cols = gemm_cols(w, swiglu);
-            let sizes = [w.cols.checked_mul(cols), t.checked_mul(w.cols), t.checked_mul(cols)];
-            let [a, b, c] = sizes.map(|s| s.filter(|&s| s <= MAX_ELEMENTS));
-            let (Some(a), Some(b), Some(c)) = (a, b, c) else {
-                return Err(invalid!("llm gemm: a [{}, {}] product over {t} rows exceeds the 2^31-element scratch limit; feed fewer rows per step", w.rows, w.cols));
+            let kx = precision.k(w.cols);
+            let fit = |s: Option<usize>| s.filter(|&s| s <= MAX_ELEMENTS);
+            let Some(a) = fit(kx.and_then(|kx| kx.checked_mul(cols))) else {
+                return Err(invalid!("llm gemm: the {precision:?} f16 copy of a [{}, {}] matrix exceeds 2^31 elements; use the matvec for it", w.rows, w.cols));
+            };
+            let (Some(b), Some(c)) = (fit(kx.and_then(|kx| kx.checked_mul(t))), fit(t.checked_mul(cols))) else {
+                return Err(invalid!("llm gemm: a [{}, {}] product over {t} rows exceeds 2^31 scratch elements; feed fewer rows per step", w.rows, w.cols));
             };
             (wt, xs, acc) = (wt.max(a), xs.max(b), acc.max(c));
         }
-        Ok(LlmGemmScratch { weights: self.empty(DType::F16, &[wt])?, x: self.empty(DType::F16, &[xs])?, acc: self.empty(DType::F32, &[acc])? })
+        Ok(LlmGemmScratch { precision, weights: self.empty(DType::F16, &[wt])?, x: self.empty(DType::F16, &[xs])?, acc: self.empty(DType::F32, &[acc])? })
     }
 
     /// [`Context::record_llm_matvec`]'s product for many rows on tensor cores (module docs:
-    /// f16 operands, f32 accumulation): `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n])
+    /// f16 operands, [`LlmGemmPrecision::F16`], f32 accumulation): `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n])
     /// (+ residual[t, n], which may be `out`); with `up`, `out = silu(w·x) · (up·x)`. `x`
     /// `[T, K]` f32, `out` `[T, N]` f32. Allocates its scratch; a forward step of many
     /// products shares one through [`Context::record_llm_gemm_in`].
@@ -151,12 +189,13 @@ impl Context {
         if t == 0 || n == 0 {
             return Ok(());
         }
-        let scratch = self.llm_gemm_scratch(t, &[(w, up.is_some())])?;
+        let scratch = self.llm_gemm_scratch(t, &[(w, up.is_some())], LlmGemmPrecision::F16)?;
         self.record_llm_gemm_in(batch, &scratch, w, up, x, epi, out)
     }
 
     /// [`Context::record_llm_gemm`] with the caller's scratch (from
-    /// [`Context::llm_gemm_scratch`] for this product and `T` or more rows).
+    /// [`Context::llm_gemm_scratch`] for this product and `T` or more rows), at the scratch's
+    /// precision.
     #[allow(clippy::too_many_arguments)]
     pub fn record_llm_gemm_in(&self, batch: &mut Batch<'_>, scratch: &LlmGemmScratch, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
         const OP: &str = "llm gemm";
@@ -165,27 +204,37 @@ impl Context {
             return Ok(());
         }
         let cols = gemm_cols(w, up.is_some());
+        let split = scratch.precision == LlmGemmPrecision::Split;
+        let kx = scratch.precision.k(k).ok_or_else(|| invalid!("{OP}: K = {k} is too large"))?;
         let fits = |s: &Tensor, len: Option<usize>| len.is_some_and(|len| len <= s.numel());
-        if !(fits(&scratch.weights, k.checked_mul(cols)) && fits(&scratch.x, t.checked_mul(k)) && fits(&scratch.acc, t.checked_mul(cols))) {
+        if !(fits(&scratch.weights, kx.checked_mul(cols)) && fits(&scratch.x, t.checked_mul(kx)) && fits(&scratch.acc, t.checked_mul(cols))) {
             return Err(invalid!("{OP}: the scratch is too small for [{n}, {k}] over {t} rows (llm_gemm_scratch)"));
         }
-        let wt = prefix(&scratch.weights, &[k, cols])?;
-        let x16 = prefix(&scratch.x, &[t, k])?;
+        let wt = prefix(&scratch.weights, &[kx, cols])?;
+        let x16 = prefix(&scratch.x, &[t, kx])?;
         // Without an epilogue or padding the dot writes out itself.
         let direct = up.is_none() && epi.bias.is_none() && epi.residual.is_none() && cols == n;
         let acc = if direct { out.clone() } else { prefix(&scratch.acc, &[t, cols])? };
         // 1. Weights, transposed to f16 (gate at column 0, up at N padded), and x to f16.
         let pairs = n.next_multiple_of(8) / 2;
+        let with_split = |d: &'static str| if split { vec![d, "SPLIT"] } else { vec![d] };
         for (m, col0) in std::iter::once((w, 0)).chain(up.map(|u| (u, pairs))) {
-            let key = format!("llm gemm dequant {}", m.ty.name());
-            let kernel = self.kernels.get(&key, 256, 1, || source(Some(m.ty), &["DEQUANT_T"]))?;
+            let defines = with_split("DEQUANT_T");
+            let key = format!("llm gemm dequant {} {}", m.ty.name(), defines.join(" "));
+            let kernel = self.kernels.get(&key, 256, 1, || source(Some(m.ty), &defines))?;
             let mut p = ParamBlock::new(OP);
             p.addrs([&m.data, &wt].map(|t| t.buffer.address()));
             p.i32s([n, k, m.row_bytes(), cols / 2, col0, pairs])?;
             batch.keep(&m.data.buffer);
             batch.dispatch(&kernel, p.bytes(), (pairs * (k / 32)) as u64)?;
         }
-        self.record_map(batch, &[Expr::convert(Expr::Input(0), DType::F16)], &[x], &[&x16])?;
+        let defines = with_split("X_F16");
+        let kernel = self.kernels.get(&format!("llm gemm {}", defines.join(" ")), 256, 1, || source(None, &defines))?;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([x, &x16].map(|t| t.buffer.address()));
+        p.i32s([t, k, x.offset, kx])?;
+        batch.keep(&x.buffer);
+        batch.dispatch(&kernel, p.bytes(), (t * k / 2) as u64)?;
         // 2. acc = x16 · Wt on tensor cores (or the f32 fallback of the same dot).
         self.record_dot(batch, DotPrecision::TensorCore, &x16, &[1], &[], &wt, &[0], &[], &acc)?;
         if direct {
@@ -211,5 +260,34 @@ impl Context {
             batch.keep(&b.buffer);
         }
         batch.dispatch(&kernel, p.bytes(), (t * n) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel variant compiles with the linked glslang, including those the integration
+    /// tests do not run (the split dequantizer of every weight type): each type × plain/split,
+    /// the activation conversion, every epilogue combination.
+    #[test]
+    fn every_variant_compiles() {
+        let compiler = glslang::Compiler::acquire().expect("glslang");
+        let compile = |what: String, src: String| {
+            crate::kernel::compile_glsl(compiler, "llm gemm test", &src, crate::kernel::ShaderTarget::Vulkan12).unwrap_or_else(|e| panic!("{what}: {e}"));
+        };
+        for ty in GgmlType::ALL.into_iter().filter(|t| t.is_weight_type()) {
+            for defines in [&["DEQUANT_T"][..], &["DEQUANT_T", "SPLIT"]] {
+                compile(format!("{ty:?} {defines:?}"), source(Some(ty), defines));
+            }
+        }
+        for defines in [&["X_F16"][..], &["X_F16", "SPLIT"]] {
+            compile(format!("{defines:?}"), source(None, defines));
+        }
+        for mask in 0..8 {
+            let mut defines = vec!["EPILOGUE"];
+            defines.extend([(1, "SWIGLU"), (2, "BIAS"), (4, "RESIDUAL")].into_iter().filter(|(b, _)| mask & b != 0).map(|(_, d)| d));
+            compile(format!("{defines:?}"), source(None, &defines));
+        }
     }
 }

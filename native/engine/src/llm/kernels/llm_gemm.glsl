@@ -1,4 +1,4 @@
-// The two small kernels around the prefill GEMM (prefill.rs); one is selected by a define.
+// The small kernels around the prefill GEMM (prefill.rs); one is selected by a define.
 //
 // DEQUANT_T: a quantized W [N, K] (row n's bytes at W + n · ROW_BYTES, dq_unit from
 // llm_dequant.glsl, so the values are ggml's bit for bit) written transposed as f16 into
@@ -7,6 +7,12 @@
 // operations: the same bits on every device). One invocation per (pair of rows, unit of 32
 // k): it writes 32 words, each the f16 pair (n, n + 1) at one k, so neighbouring invocations
 // write neighbouring words. Rows n ≥ N of the padded width are written as zeros.
+//
+// X_F16: x [T, K] f32 (from element offX) to f16 rows of ld16 elements, two k per invocation.
+//
+// SPLIT (with either): each value v as hi = f16(v) and lo = f16(v − hi) (v − hi is exact in
+// f32), laid out along k so that one GEMM over 3K sums x_hi·w_hi + x_lo·w_hi + x_hi·w_lo:
+// Wt rows [hi; hi; lo] (K each), x columns [hi | lo | hi].
 //
 // EPILOGUE: out[t, n] from the GEMM's f32 sums acc [T, ld]: SwiGLU silu(acc[t, n]) ·
 // acc[t, up0 + n], bias, residual — the matvec's epilogue (llm_matvec.glsl store_out), in its
@@ -33,9 +39,38 @@ void main() {
         if (n1 < N) dq_unit(addrW + uint64_t(n1) * uint64_t(rowBytes), u, w1);
         uint at = u * 32u * ld + col0 + p;
         [[unroll]] for (uint j = 0u; j < 32u; j++) {
-            uint lo = enc_f32_to_f16(floatBitsToUint(w0[j])), hi = enc_f32_to_f16(floatBitsToUint(w1[j]));
-            BufU32(addrT).v[at + j * ld] = lo | (hi << 16);
+            uint h0 = enc_f32_to_f16(floatBitsToUint(w0[j])), h1 = enc_f32_to_f16(floatBitsToUint(w1[j]));
+            BufU32(addrT).v[at + j * ld] = h0 | (h1 << 16);
+#ifdef SPLIT
+            uint l0 = enc_f32_to_f16(floatBitsToUint(w0[j] - enc_f16_to_f32(h0)));
+            uint l1 = enc_f32_to_f16(floatBitsToUint(w1[j] - enc_f16_to_f32(h1)));
+            BufU32(addrT).v[at + K * ld + j * ld] = h0 | (h1 << 16);
+            BufU32(addrT).v[at + 2u * K * ld + j * ld] = l0 | (l1 << 16);
+#endif
         }
+    }
+}
+#endif
+
+#ifdef X_F16
+void main() {
+    ParamsU64 a = ParamsU64(pc.params);
+    uint64_t addrX = a.v[0], addrH = a.v[1];
+    ParamsI32 meta = ParamsI32(pc.params + 16ul);
+    uint T = uint(meta.v[0]), K = uint(meta.v[1]), offX = uint(meta.v[2]), ld16 = uint(meta.v[3]);
+    uint half_k = K / 2u, total = T * half_k;
+    for (uint i = gl_GlobalInvocationID.x; i < total; i += gl_NumWorkGroups.x * 256u) {
+        uint t = i / half_k, k = 2u * (i % half_k);
+        float v0 = uintBitsToFloat(BufU32(addrX).v[offX + t * K + k]), v1 = uintBitsToFloat(BufU32(addrX).v[offX + t * K + k + 1u]);
+        uint h0 = enc_f32_to_f16(floatBitsToUint(v0)), h1 = enc_f32_to_f16(floatBitsToUint(v1));
+        uint at = (t * ld16 + k) / 2u;
+        BufU32(addrH).v[at] = h0 | (h1 << 16);
+#ifdef SPLIT
+        uint l0 = enc_f32_to_f16(floatBitsToUint(v0 - enc_f16_to_f32(h0)));
+        uint l1 = enc_f32_to_f16(floatBitsToUint(v1 - enc_f16_to_f32(h1)));
+        BufU32(addrH).v[at + half_k] = l0 | (l1 << 16);
+        BufU32(addrH).v[at + K] = h0 | (h1 << 16);
+#endif
     }
 }
 #endif
