@@ -303,6 +303,39 @@ fn bad_input_is_an_error() {
     });
 }
 
+/// x and out may be row ranges of larger tensors (a step's prompt rows beside its decode
+/// rows): the same bits as dense tensors, nothing outside the range written.
+#[test]
+fn row_ranges_of_x_and_out() {
+    on_engine(|_| {
+        let ctx = common::ctx();
+        let mut rng = Rng::new(41);
+        let (n, k, t) = (40usize, 256usize, 9usize);
+        let c = case(&ctx, GgmlType::Q4_K, n, k, &mut rng);
+        let xv: Vec<f32> = (0..(t + 1) * k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
+        let x_big = f32_tensor(&ctx, &[t + 1, k], &xv);
+        let x_rows = x_big.slice(&[1, 0], &[t, k], &[1, 1]).unwrap();
+        let x = f32_tensor(&ctx, &[t, k], &xv[k..]);
+        let resv: Vec<f32> = (0..(t + 3) * n).map(|i| (i % 5) as f32 - 2.0).collect();
+        for precision in [LlmGemmPrecision::F16, LlmGemmPrecision::Split] {
+            for residual in [false, true] {
+                let dense_res = f32_tensor(&ctx, &[t, n], &resv[2 * n..(t + 2) * n]);
+                let dense = gemm(&ctx, precision, &c.w, None, &x, None, residual.then_some(&dense_res));
+                let big = f32_tensor(&ctx, &[t + 3, n], &resv);
+                let rows = big.slice(&[2, 0], &[t, n], &[1, 1]).unwrap();
+                let s = ctx.llm_gemm_scratch(t, &[(&c.w, false)], precision).unwrap();
+                let mut batch = ctx.batch().unwrap();
+                ctx.record_llm_gemm_in(&mut batch, &s, &c.w, None, &x_rows, Epilogue { bias: None, residual: residual.then_some(&rows) }, &rows).unwrap();
+                batch.finish().unwrap();
+                let got = download(&ctx, &big);
+                let what = format!("{precision:?} residual {residual}");
+                assert!(got[..2 * n] == resv[..2 * n] && got[(t + 2) * n..] == resv[(t + 2) * n..], "{what}: rows outside the range written");
+                assert!(got[2 * n..(t + 2) * n].iter().zip(&dense).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}: a row range differs from the dense product");
+            }
+        }
+    });
+}
+
 #[test]
 fn the_predicate_needs_tensor_cores_unless_forced() {
     on_engine(|_| {

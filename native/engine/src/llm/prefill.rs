@@ -38,7 +38,7 @@ use crate::dtype::DType;
 use crate::encoder::kernels::{matrix, vector};
 use crate::error::{invalid, Result};
 use crate::matmul::{tensor_core_kernel, DotPrecision, MatmulKernel};
-use crate::ops::check_dense_output;
+use crate::ops::check_output;
 use crate::params::ParamBlock;
 use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
@@ -54,10 +54,16 @@ use std::fmt::Write;
 /// `nx-vulkan llm-gemm-bench --rows` has measured the crossover.
 pub const LLM_GEMM_MIN_ROWS: usize = 32;
 
-/// Whether a forward step of `rows` token rows should use [`Context::record_llm_gemm`]: only
-/// where the device has f16 cooperative matrices (never a silent precision change on devices
-/// without tensor cores) and `rows ≥ LLM_GEMM_MIN_ROWS`. `NX_VULKAN_LLM_GEMM=on|off` overrides
-/// the choice (tests force the GEMM on lavapipe, where it runs the f32 fallback of the dot).
+/// Whether `rows` token rows should use [`Context::record_llm_gemm`]: only where the device
+/// has f16 cooperative matrices (never a silent precision change on devices without tensor
+/// cores) and `rows ≥ LLM_GEMM_MIN_ROWS`. `NX_VULKAN_LLM_GEMM=on|off` overrides the choice
+/// (tests force the GEMM on lavapipe, where it runs the f32 fallback of the dot).
+///
+/// Batching never changes a bit only if a row's path does not depend on its batch-mates:
+/// ask per kind of rows (a prompt chunk's), not per step — `x` and `out` may be row ranges,
+/// so a step can run its prompt rows here and its decode rows on the matvec. `F16` moves the
+/// fixtures' prompt logits by up to 7e-3 (beyond a 1e-4 decode-vs-recompute check); `Split`
+/// by 2e-5.
 pub fn llm_gemm_pays(caps: &DeviceCaps, rows: usize) -> bool {
     match std::env::var("NX_VULKAN_LLM_GEMM").as_deref() {
         Ok("on") => true,
@@ -140,7 +146,12 @@ fn check_product(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: &
             return Err(invalid!("{op}: residual is {:?}, expected [{t}, {n}]", r.shape));
         }
     }
-    check_dense_output(out, DType::F32, &[t, n], op)?;
+    // Unlike the matvec's, out may be a row range of a larger tensor (offset ≠ 0), so a step
+    // can run its prompt rows here and its decode rows on the matvec.
+    check_output(out, DType::F32, &[t, n], op)?;
+    if !out.is_contiguous() {
+        return Err(invalid!("{op}: out must be contiguous, got strides {:?}", out.strides));
+    }
     Ok((t, n, k))
 }
 
@@ -182,7 +193,7 @@ impl Context {
     /// [`Context::record_llm_matvec`]'s product for many rows on tensor cores (module docs:
     /// f16 operands, [`LlmGemmPrecision::F16`], f32 accumulation): `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n])
     /// (+ residual[t, n], which may be `out`); with `up`, `out = silu(w·x) · (up·x)`. `x`
-    /// `[T, K]` f32, `out` `[T, N]` f32. Allocates its scratch; a forward step of many
+    /// `[T, K]` f32, `out` `[T, N]` f32, contiguous (a row range of a larger tensor allowed). Allocates its scratch; a forward step of many
     /// products shares one through [`Context::record_llm_gemm_in`].
     pub fn record_llm_gemm(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
         let (t, n, _) = check_product("llm gemm", w, up, x, &epi, out)?;
@@ -212,8 +223,8 @@ impl Context {
         }
         let wt = prefix(&scratch.weights, &[kx, cols])?;
         let x16 = prefix(&scratch.x, &[t, kx])?;
-        // Without an epilogue or padding the dot writes out itself.
-        let direct = up.is_none() && epi.bias.is_none() && epi.residual.is_none() && cols == n;
+        // Without an epilogue or padding the dot writes out itself (from its buffer's start).
+        let direct = up.is_none() && epi.bias.is_none() && epi.residual.is_none() && cols == n && out.offset == 0;
         let acc = if direct { out.clone() } else { prefix(&scratch.acc, &[t, cols])? };
         // 1. Weights, transposed to f16 (gate at column 0, up at N padded), and x to f16.
         let pairs = n.next_multiple_of(8) / 2;
@@ -255,7 +266,7 @@ impl Context {
         let res = epi.residual.unwrap_or(out);
         let mut p = ParamBlock::new(OP);
         p.addrs([&acc, bias, res, out].map(|t| t.buffer.address()));
-        p.i32s([t, n, cols, cols / 2, bias.offset, res.offset])?;
+        p.i32s([t, n, cols, cols / 2, bias.offset, res.offset, out.offset])?;
         for b in [&scratch.weights, &scratch.x, &scratch.acc, bias, res, out] {
             batch.keep(&b.buffer);
         }

@@ -16,8 +16,8 @@
 //
 // EPILOGUE: out[t, n] from the GEMM's f32 sums acc [T, ld]: SwiGLU silu(acc[t, n]) ·
 // acc[t, up0 + n], bias, residual — the matvec's epilogue (llm_matvec.glsl store_out), in its
-// order. `residual` may be `out` itself: each element is read before the same invocation
-// writes it.
+// order; out from element offO (a row range of a larger tensor). `residual` may be `out`
+// itself: each element is read before the same invocation writes it.
 
 layout(local_size_x = 256) in;
 
@@ -81,7 +81,7 @@ void main() {
     uint64_t addrA = a.v[0], addrB = a.v[1], addrR = a.v[2], addrO = a.v[3];
     ParamsI32 meta = ParamsI32(pc.params + 32ul);
     uint T = uint(meta.v[0]), N = uint(meta.v[1]), ld = uint(meta.v[2]), up0 = uint(meta.v[3]);
-    uint offB = uint(meta.v[4]), offR = uint(meta.v[5]);
+    uint offB = uint(meta.v[4]), offR = uint(meta.v[5]), offO = uint(meta.v[6]);
     uint total = T * N;
     for (uint i = gl_GlobalInvocationID.x; i < total; i += gl_NumWorkGroups.x * 256u) {
         uint t = i / N, n = i % N;
@@ -96,7 +96,7 @@ void main() {
 #ifdef RESIDUAL
         v = uintBitsToFloat(BufU32(addrR).v[offR + t * N + n]) + v;
 #endif
-        BufU32(addrO).v[t * N + n] = floatBitsToUint(v);
+        BufU32(addrO).v[offO + t * N + n] = floatBitsToUint(v);
     }
 }
 #endif
