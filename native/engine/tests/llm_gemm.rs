@@ -10,9 +10,9 @@
 //! - **F16**: both operands rounded to f16 (round to nearest even: |f16(v) − v| ≤ u·|v| + a, a
 //!   for the subnormal range), each product exact in f32 (11 × 11 significant bits), the K
 //!   products summed in f32 in some order (|error| ≤ γ·Σ|terms|, γ = (K−1)·2^-24 / (1 −
-//!   (K−1)·2^-24), any order: a worst case). So
-//!     |got − Σ w·x| ≤ (2u + u²)·Σ|w x| + a(1 + u)·Σ(|w| + |x|) + K·a² + γ·Σ|ŵ x̂|,
-//!   with Σ|ŵ x̂| ≤ (1 + u)²·Σ|w x| + a(1 + u)·Σ(|w| + |x|) + K·a².
+//!   (K−1)·2^-24), any order: a worst case). So |got − Σ w·x| ≤ (2u + u²)·Σ|w x| +
+//!   a(1 + u)·Σ(|w| + |x|) + K·a² + γ·Σ|ŵ x̂|, with Σ|ŵ x̂| ≤ (1 + u)²·Σ|w x| +
+//!   a(1 + u)·Σ(|w| + |x|) + K·a².
 //! - **Split**: v = hi + lo + e with |e| ≤ δ = u²|v| + a(1 + u) and |lo| ≤ λ = (u + u²)|v| +
 //!   a(2 + u); the three products sum to (x − e_x)(w − e_w) − x_lo·w_lo, so per term
 //!   |error| ≤ δ_x|w| + δ_w|x| + δ_x δ_w + λ_x λ_w, summed over k. The f32 summation of 3K
