@@ -45,13 +45,13 @@ use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
 use std::fmt::Write;
 
-/// Rows from which the GEMM beats the matvec on a device with tensor cores. The matvec reads
-/// every weight once per 8 rows (its columns per invocation); the GEMM reads the quantized
-/// weights once, writes and reads them back as f16 (≈ 4.5× the Q4_K bytes) and then runs at
-/// tensor-core rate. Reasoned from the H200's measurements (8B Q4_K prefill: matvec 190 tok/s,
-/// i.e. ≈ 5 ms per row for a 4.4 GB model; the f16 round trip of those weights ≈ 4–5 ms at
-/// 4 TB/s), the GEMM pays from about two matvec passes (16 rows); 32 keeps a margin until
-/// `nx-vulkan llm-gemm-bench --rows` has measured the crossover.
+/// Rows from which the GEMM beats the matvec on a device with tensor cores. The matvec's cost
+/// grows with the rows (it reads the weights once per 8 and multiplies on f32 units); the GEMM
+/// pays a fixed round trip — the weights written and read back as f16, 7× the Q4_K bytes:
+/// ≈ 8 ms for the 8B model at 4 TB/s — then ≈ 0.1 ms per row at 150 TFLOP/s. Against today's
+/// matvec (8B prefill 190 tok/s on the H200: 5.3 ms per row) the GEMM pays from 2 rows;
+/// against a matvec bound by its f32 multiplies (8 rows per weight pass, ≈ 0.25 ms per row)
+/// from about 50. 32 until `nx-vulkan llm-gemm-bench --rows` has measured the crossover.
 pub const LLM_GEMM_MIN_ROWS: usize = 32;
 
 /// Whether `rows` token rows should use [`Context::record_llm_gemm`]: only where the device
@@ -190,11 +190,12 @@ impl Context {
         Ok(LlmGemmScratch { precision, weights: self.empty(DType::F16, &[wt])?, x: self.empty(DType::F16, &[xs])?, acc: self.empty(DType::F32, &[acc])? })
     }
 
-    /// [`Context::record_llm_matvec`]'s product for many rows on tensor cores (module docs:
-    /// f16 operands, [`LlmGemmPrecision::F16`], f32 accumulation): `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n])
+    /// [`Context::record_llm_matvec`]'s product for many rows on tensor cores (module docs;
+    /// [`LlmGemmPrecision::F16`]): `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n])
     /// (+ residual[t, n], which may be `out`); with `up`, `out = silu(w·x) · (up·x)`. `x`
-    /// `[T, K]` f32, `out` `[T, N]` f32, contiguous (a row range of a larger tensor allowed). Allocates its scratch; a forward step of many
-    /// products shares one through [`Context::record_llm_gemm_in`].
+    /// `[T, K]` f32, `out` `[T, N]` f32, both contiguous (row ranges of larger tensors
+    /// allowed). Allocates its scratch; the products of a forward step share one through
+    /// [`Context::record_llm_gemm_in`].
     pub fn record_llm_gemm(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
         let (t, n, _) = check_product("llm gemm", w, up, x, &epi, out)?;
         if t == 0 || n == 0 {
