@@ -13,6 +13,7 @@ use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, U
 mod embedding;
 mod encode_bench;
 mod llm;
+mod llm_gemm_bench;
 mod ops_bench;
 
 #[derive(Parser)]
@@ -62,6 +63,9 @@ enum Command {
         #[arg(long)]
         coopmat_all: bool,
     },
+    /// The LLM prefill GEMM (tensor cores) against the decode matvec on one quantized matrix
+    /// × T token rows, with random blocks (JSON lines; default: 8B FFN shapes, Q4_K, T = 512).
+    LlmGemmBench(llm_gemm_bench::LlmGemmBenchArgs),
     /// Measure elementwise bandwidth, SGEMM and per-op latency.
     Bench {
         /// Small sizes (for lavapipe / smoke runs).
@@ -148,6 +152,7 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
         Command::Digest => digest(&*open(&device)?),
         Command::Demo => demo(&*open(&device)?),
         Command::Gemm { types, sizes, reps, calls, coopmat_all } => gemm(&*open(&device)?, &types, &sizes, reps, calls, coopmat_all),
+        Command::LlmGemmBench(args) => llm_gemm_bench::run(&*open(&device)?, &args),
         Command::Generate(args) => llm::generate(open(&device)?, args),
         Command::Chat(args) => llm::chat(open(&device)?, args),
         Command::Bench { quick, elements, gemm, reps, ops, sizes, profile, model, kv_type, llm: llm_args } => {

@@ -333,6 +333,48 @@ fn q3k_scales(raw: &[u8]) -> [u8; 16] {
     out
 }
 
+/// `rows` random rows of `cols` values of `ty`, for kernel tests and speed benchmarks (no
+/// model file): random quant bytes with the f16 scale fields pinned to small values (random
+/// f16 bits would be mostly huge or NaN), as bench/llm/gen_model.py writes them; float types
+/// uniform in (-0.5, 0.5) rounded to the type.
+pub fn random_rows(ty: GgmlType, rows: usize, cols: usize, rng: &mut super::sample::Rng) -> Vec<u8> {
+    let n = rows * cols;
+    let mut uniform = || (rng.next_f64() - 0.5) as f32;
+    match ty {
+        GgmlType::F32 => return (0..n).flat_map(|_| uniform().to_le_bytes()).collect(),
+        GgmlType::F16 => return (0..n).flat_map(|_| f16::from_f32(uniform()).to_le_bytes()).collect(),
+        GgmlType::BF16 => return (0..n).flat_map(|_| bf16::from_f32(uniform()).to_le_bytes()).collect(),
+        _ => {}
+    }
+    let bb = ty.block_bytes() as usize;
+    let nb = n / ty.block_size() as usize;
+    let mut out = Vec::with_capacity(nb * bb);
+    for _ in 0..nb {
+        let mut b: Vec<u8> = (0..bb).map(|_| rng.next_u64() as u8).collect();
+        let pin = |b: &mut Vec<u8>, at: usize, v: f32| b[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
+        match ty {
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => pin(&mut b, 0, 1e-2),
+            GgmlType::Q4_1 | GgmlType::Q5_1 => {
+                pin(&mut b, 0, 1e-2);
+                pin(&mut b, 2, -4e-2);
+            }
+            GgmlType::Q4_K | GgmlType::Q5_K => {
+                pin(&mut b, 0, 2e-3);
+                pin(&mut b, 2, 1e-2);
+            }
+            GgmlType::Q6_K => pin(&mut b, 208, 1e-3),
+            GgmlType::Q2_K => {
+                pin(&mut b, 80, 2e-3);
+                pin(&mut b, 82, 1e-2);
+            }
+            GgmlType::Q3_K => pin(&mut b, 108, 2e-3),
+            _ => {}
+        }
+        out.extend(b);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
