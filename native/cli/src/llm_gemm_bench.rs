@@ -8,7 +8,7 @@
 //! that the tensor-core path computes the same product, beside the size of the values).
 
 use clap::Args;
-use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix};
+use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix, RmsNorm};
 use nx_vulkan_engine::llm::prefill::{llm_gemm_pays, LlmGemmPrecision};
 use nx_vulkan_engine::llm::quant::{random_rows, GgmlType};
 use nx_vulkan_engine::llm::sample::Rng;
@@ -39,6 +39,10 @@ pub struct LlmGemmBenchArgs {
     /// step runs it: one GEMM over both, one matvec dispatch reading both).
     #[arg(long)]
     swiglu: bool,
+    /// Also time the matvecs with the RMSNorm fused in front (as the forward pass runs the
+    /// products that read a norm).
+    #[arg(long)]
+    norm: bool,
 }
 
 fn download(ctx: &Context, t: &Tensor) -> Result<Vec<f32>> {
@@ -67,17 +71,27 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
             let out = ctx.empty(DType::F32, &[t, n])?;
             let f16 = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)], LlmGemmPrecision::F16)?;
             let split = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)], LlmGemmPrecision::Split)?;
-            // (label, up matrix, GEMM scratch or None for the matvec); each product's matvec first.
-            let mut kernels = vec![("matvec", None, None), ("gemm", None, Some(&f16)), ("gemm_split", None, Some(&split))];
+            let gamma = ctx.upload(DType::F32, &[k], &1f32.to_le_bytes().repeat(k))?;
+            let norm = RmsNorm { gamma: &gamma, eps: 1e-5 };
+            // (label, up matrix, GEMM scratch or None for the matvec, fused norm); each product's
+            // matvec first.
+            let mut kernels = vec![("matvec", None, None, false), ("gemm", None, Some(&f16), false), ("gemm_split", None, Some(&split), false)];
             if args.swiglu {
-                kernels.extend([("matvec_swiglu", Some(&w), None), ("gemm_swiglu", Some(&w), Some(&f16)), ("gemm_split_swiglu", Some(&w), Some(&split))]);
+                kernels.extend([("matvec_swiglu", Some(&w), None, false), ("gemm_swiglu", Some(&w), Some(&f16), false), ("gemm_split_swiglu", Some(&w), Some(&split), false)]);
+            }
+            if args.norm {
+                kernels.push(("matvec_norm", None, None, true));
+                if args.swiglu {
+                    kernels.push(("matvec_swiglu_norm", Some(&w), None, true));
+                }
             }
             let mut matvec_out = vec![];
-            for (kernel, up, scratch) in kernels {
+            for (kernel, up, scratch, normed) in kernels {
                 let product = || -> Result<()> {
                     let mut batch = ctx.batch()?;
                     match scratch {
                         Some(s) => ctx.record_llm_gemm_in(&mut batch, s, &w, up, &x, Epilogue::default(), &out)?,
+                        None if normed => ctx.record_llm_normed_matvec(&mut batch, &w, up, &x, norm, Epilogue::default(), &out)?,
                         None => ctx.record_llm_matvec(&mut batch, &w, up, &x, Epilogue::default(), &out)?,
                     }
                     batch.finish()
@@ -101,7 +115,9 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
                 let weight_gbs = products * w.bytes() as f64 / med / 1e9;
                 // The GEMM's largest difference from the matvec's output, beside its largest value.
                 let check = if scratch.is_none() {
-                    matvec_out = got;
+                    if !normed {
+                        matvec_out = got;
+                    }
                     String::new()
                 } else {
                     let diff = matvec_out.iter().zip(&got).map(|(a, b)| (*a as f64 - *b as f64).abs()).fold(0.0, f64::max);

@@ -235,3 +235,21 @@ fn the_gpu_matvec_kernel_matches_too() {
     });
     std::env::remove_var("NX_VULKAN_LLM_MATVEC");
 }
+
+#[test]
+fn separate_norms_and_the_prefill_gemm_match_too() {
+    // Wide models run their RMSNorms as dispatches of their own, and prompt chunks on a device
+    // with tensor cores take the GEMM (at its default split precision); the fixtures are
+    // narrow and lavapipe has no tensor cores, so both paths are forced here (the GEMM runs
+    // its f32 fallback of the same dot).
+    on_engine(|_| {
+        for (var, value) in [("NX_VULKAN_LLM_NORM", "separate"), ("NX_VULKAN_LLM_GEMM", "on")] {
+            std::env::set_var(var, value);
+            for name in ["llama-q4_k", "qwen2-q8_0"] {
+                let o = check(name, false);
+                assert!(o.prompt_err < 1e-3 && o.decode_err < 1e-3 && o.agree == o.comparable && o.recompute_err <= 1e-4, "{name} with {var}={value}");
+            }
+            std::env::remove_var(var);
+        }
+    });
+}

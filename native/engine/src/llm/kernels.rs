@@ -77,13 +77,11 @@ fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
     s
 }
 
-/// Columns (tokens) per matvec invocation (steps of several rows), threads per workgroup, and
-/// lanes per weight row in the GPU kernel (a K = 4096 row of 64 Q4_K tasks gives each lane 4:
-/// enough loads in flight, a 4-step reduction). NX_VULKAN_LLM_NT=8|16|32 overrides the lanes
+/// Columns (tokens) per matvec invocation (steps of several rows) and threads per workgroup of
+/// the GPU kernel; NX_VULKAN_LLM_NT=8|16|32|64 overrides its lanes per row group
 /// (benchmarks).
 const MATVEC_TC: usize = 8;
 const MATVEC_WG: u32 = 64;
-const MATVEC_NT: usize = 16;
 
 /// Weight rows each lane group of the GPU kernel takes (sharing its reads of x): four
 /// pointers in all, so two rows of a SwiGLU pair. NX_VULKAN_LLM_ROWS=1|2|4|8 overrides it
@@ -95,10 +93,15 @@ fn matvec_lane_rows(nsum: usize) -> usize {
     }
 }
 
-fn matvec_lanes() -> usize {
+/// Lanes per row group: measured on an H200 (8B shapes, one token, Q4_K; bench/README.md),
+/// 64 lanes of 4 rows for a plain product (14336×4096 in 34 µs, 4096×14336 in 34 µs against
+/// 54–87 µs with 16 lanes of 1–2 rows) and 32 lanes of 2 row pairs for SwiGLU (gate+up
+/// 14336×4096 in 49 µs, against 57–83 µs for the other shapes tried).
+fn matvec_lanes(nsum: usize) -> usize {
     match std::env::var("NX_VULKAN_LLM_NT").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(nt @ (8 | 16 | 32 | 64)) => nt,
-        _ => MATVEC_NT,
+        _ if nsum == 2 => 32,
+        _ => 64,
     }
 }
 
@@ -199,7 +202,6 @@ impl Context {
         // Columns per invocation: one for a single row (a decode step of one session), else
         // MATVEC_TC. Each column's sum is the same chain either way, so this cannot change a bit.
         let tc = if t == 1 { 1 } else { MATVEC_TC };
-        let nt = matvec_lanes();
         // A CPU driver pays for every workgroup and barrier: one row per invocation there.
         // NX_VULKAN_LLM_MATVEC=workgroup|row overrides the choice (tests run the GPU kernel on
         // lavapipe with it).
@@ -209,6 +211,7 @@ impl Context {
             _ => self.caps.device_type == "cpu",
         };
         let nsum = if up.is_some() { 2 } else { 1 };
+        let nt = matvec_lanes(nsum);
         let lane_rows = if row_per_thread { 1 } else { matvec_lane_rows(nsum) };
         let mut defines = vec![format!("WG {MATVEC_WG}"), format!("NT {nt}"), format!("TC {tc}"), format!("LANE_ROWS {lane_rows}"), format!("NR {}", lane_rows * nsum)];
         if x.offset % 4 == 0 {

@@ -5,6 +5,8 @@
 use super::config::LlmConfig;
 use super::gguf::{Gguf, TensorInfo};
 use super::kernels::{AttnShape, Epilogue, QMatrix, RmsNorm};
+use super::prefill::{llm_gemm_pays, LlmGemmPrecision};
+use crate::device::DeviceCaps;
 use super::quant::{dequantize, GgmlType};
 use crate::dtype::DType;
 use crate::error::{invalid, Result};
@@ -226,7 +228,8 @@ impl Llm {
         self.check_rows(rows, want)?;
         let ctx = &*self.ctx;
         let inputs = step_inputs(rows, want);
-        if rows.len() <= PROGRAM_MAX_ROWS && !want.is_empty() {
+        let segs = segments(&ctx.caps, rows);
+        if rows.len() <= PROGRAM_MAX_ROWS && !want.is_empty() && segs.iter().all(|s| !s.gemm) {
             let mut programs = self.programs.lock();
             let at = match programs.iter().position(|p| (p.rows, p.want) == (rows.len(), want.len())) {
                 Some(i) => i,
@@ -247,7 +250,7 @@ impl Llm {
         }
         let staged = ctx.record_upload(batch, DType::U32, &[inputs.len() / 4], &inputs)?;
         let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
-        self.record_step(batch, &staged, rows.len(), want.len(), max_pos)
+        self.record_step(batch, &staged, rows.len(), want.len(), max_pos, &segs)
     }
 
     /// The kept recording of a step of `t` rows, `w` of them read out (see [`StepProgram`]).
@@ -255,15 +258,16 @@ impl Llm {
         let ctx = &*self.ctx;
         let inputs = ctx.empty(DType::U32, &[3 * t + w])?;
         let mut batch = ctx.batch()?;
-        let logits = self.record_step(&mut batch, &inputs, t, w, self.attn.ctx - 1)?;
+        let logits = self.record_step(&mut batch, &inputs, t, w, self.attn.ctx - 1, &[Segment { start: 0, len: t, gemm: false }])?;
         let rec = batch.into_recording();
         let attention = rec.commands.iter().enumerate().filter(|(_, c)| matches!(c, Command::Dispatch { kernel, .. } if kernel.name().starts_with("llm attention split"))).map(|(i, _)| i).collect();
         Ok(StepProgram { rows: t, want: w, chunks: self.attn.ctx.div_ceil(64), inputs, logits, rec, attention })
     }
 
     /// The forward pass over `t` rows whose inputs are `inputs` (see [`step_inputs`]), with
-    /// attention scratch for rows up to `max_pos`.
-    fn record_step(&self, batch: &mut Batch<'_>, inputs: &Tensor, t: usize, w: usize, max_pos: usize) -> Result<Tensor> {
+    /// attention scratch for rows up to `max_pos`; `segs` cut the rows by the path their
+    /// projections take.
+    fn record_step(&self, batch: &mut Batch<'_>, inputs: &Tensor, t: usize, w: usize, max_pos: usize, segs: &[Segment]) -> Result<Tensor> {
         let ctx = &*self.ctx;
         let cfg = &self.config;
         let (h, qd, kvd, ff) = (cfg.n_embd, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
@@ -282,26 +286,69 @@ impl Llm {
         ctx.record_llm_get_rows(batch, &self.token_embd, &ids, &x)?;
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
         let partials = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
-        // Each RMSNorm runs inside the products that read it (the normalised rows are never
-        // written): 9 dispatches per layer, Q, K and V without barriers between them.
-        // NX_VULKAN_LLM_NORM=separate records the norms as dispatches of their own instead
-        // (benchmarks: which pays depends on the device).
-        let xn = if fused_norms() { None } else { Some(ctx.empty(DType::F32, &[t, h])?) };
+        // On narrow models each RMSNorm runs inside the matvecs that read it (the normalised
+        // rows are never written; see fused_norms): 9 dispatches per layer, Q, K and V without
+        // barriers between them. A prompt chunk long enough takes the tensor-core GEMM instead
+        // (its segment; the GEMM reads normalised rows, so a step with one writes them once
+        // per norm).
+        let separate = !fused_norms(h);
+        let gemm_rows = segs.iter().filter(|s| s.gemm).map(|s| s.len).max();
+        let xn = if separate || gemm_rows.is_some() { Some(ctx.empty(DType::F32, &[t, h])?) } else { None };
+        let gemm = match (gemm_rows, self.layers.first()) {
+            (Some(rows), Some(l)) => {
+                let products = [(&l.wq, false), (&l.wk, false), (&l.wv, false), (&l.wo, false), (&l.gate, true), (&l.down, false)];
+                Some(ctx.llm_gemm_scratch(rows, &products, LlmGemmPrecision::from_env()?)?)
+            }
+            _ => None,
+        };
+        let part = |tensor: &Tensor, s: &Segment| -> Result<Tensor> { tensor.slice(&[s.start, 0], &[s.len, tensor.shape()[1]], &[1, 1]) };
+        // One product `w · input` (+ up, epilogue) over every segment's rows.
+        let product = |batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, input: &Tensor, bias: Option<&Tensor>, residual: Option<&Tensor>, out: &Tensor| -> Result<()> {
+            for s in segs {
+                let (xs, os) = (part(input, s)?, part(out, s)?);
+                let rs = residual.map(|r| part(r, s)).transpose()?;
+                let epi = Epilogue { bias, residual: rs.as_ref() };
+                match (&gemm, s.gemm) {
+                    (Some(scratch), true) => ctx.record_llm_gemm_in(batch, scratch, w, up, &xs, epi, &os)?,
+                    _ => ctx.record_llm_matvec(batch, w, up, &xs, epi, &os)?,
+                }
+            }
+            Ok(())
+        };
         for l in &self.layers {
             let bias = |i: usize| l.qkv_bias.as_ref().map(|b| [&b.0, &b.1, &b.2][i]);
             let (attn_norm, ffn_norm) = (RmsNorm { gamma: &l.attn_norm, eps: cfg.rms_eps }, RmsNorm { gamma: &l.ffn_norm, eps: cfg.rms_eps });
-            let (input, norm) = norm_input(ctx, batch, &x, xn.as_ref(), attn_norm)?;
-            ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], input, norm, [bias(0), bias(1), bias(2)], [&q, &k, &v])?;
+            if let Some(xn) = &xn {
+                ctx.record_llm_rmsnorm(batch, &x, None, &l.attn_norm, cfg.rms_eps, xn)?;
+            }
+            for s in segs {
+                let outs = [part(&q, s)?, part(&k, s)?, part(&v, s)?];
+                match (&gemm, s.gemm, &xn) {
+                    (Some(scratch), true, Some(xn)) => {
+                        for (i, wm) in [&l.wq, &l.wk, &l.wv].into_iter().enumerate() {
+                            ctx.record_llm_gemm_in(batch, scratch, wm, None, &part(xn, s)?, Epilogue { bias: bias(i), residual: None }, &outs[i])?;
+                        }
+                    }
+                    (_, _, Some(xn)) if separate => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &part(xn, s)?, None, [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
+                    _ => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &part(&x, s)?, Some(attn_norm), [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
+                }
+            }
             let qk_norm = l.qk_norm.as_ref().map(|(a, b)| (a, b, cfg.rms_eps));
             ctx.record_llm_rope_store(batch, &self.attn, &q, &k, &v, &meta, &self.cos_sin, qk_norm, &l.cache_k, &l.cache_v)?;
             ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &partials, &att)?;
-            ctx.record_llm_matvec(batch, &l.wo, None, &att, Epilogue { bias: None, residual: Some(&x) }, &x)?;
-            let (input, norm) = norm_input(ctx, batch, &x, xn.as_ref(), ffn_norm)?;
-            match norm {
-                Some(norm) => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), input, norm, Epilogue::default(), &act)?,
-                None => ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), input, Epilogue::default(), &act)?,
+            product(batch, &l.wo, None, &att, None, Some(&x), &x)?;
+            if let Some(xn) = &xn {
+                ctx.record_llm_rmsnorm(batch, &x, None, &l.ffn_norm, cfg.rms_eps, xn)?;
             }
-            ctx.record_llm_matvec(batch, &l.down, None, &act, Epilogue { bias: None, residual: Some(&x) }, &x)?;
+            for s in segs {
+                let out = part(&act, s)?;
+                match (&gemm, s.gemm, &xn) {
+                    (Some(scratch), true, Some(xn)) => ctx.record_llm_gemm_in(batch, scratch, &l.gate, Some(&l.up), &part(xn, s)?, Epilogue::default(), &out)?,
+                    (_, _, Some(xn)) if separate => ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), &part(xn, s)?, Epilogue::default(), &out)?,
+                    _ => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), &part(&x, s)?, ffn_norm, Epilogue::default(), &out)?,
+                }
+            }
+            product(batch, &l.down, None, &act, None, Some(&x), &x)?;
         }
         if let Some(xn) = &xn {
             batch.keep(&xn.buffer);
@@ -411,20 +458,47 @@ fn record_copy(batch: &mut Batch<'_>, src: &Tensor, dst: &Tensor) {
     batch.keep(&dst.buffer);
 }
 
-/// Whether RMSNorms run inside the products that read them (the default) or as dispatches of
-/// their own (NX_VULKAN_LLM_NORM=separate).
-fn fused_norms() -> bool {
-    std::env::var("NX_VULKAN_LLM_NORM").as_deref() != Ok("separate")
+/// Whether RMSNorms over `h` values run inside the products that read them or as dispatches of
+/// their own. Fusing saves a dispatch and a barrier but makes every lane of the product read
+/// gamma and the row's squares beside x: on an H200 that cost 1–2 µs on SmolLM2's 576-wide
+/// products and 25 µs on the 8B model's 4096-wide gate/up (a norm dispatch costs 5–11 µs), so
+/// only narrow models fuse. NX_VULKAN_LLM_NORM=fused|separate overrides (benchmarks).
+fn fused_norms(h: usize) -> bool {
+    match std::env::var("NX_VULKAN_LLM_NORM").as_deref() {
+        Ok("separate") => false,
+        Ok("fused") => true,
+        _ => h <= 1024,
+    }
 }
 
-/// The input of a product of `rmsnorm(x)`: `x` with the norm to fuse into the product, or — with
-/// a buffer `xn` for separate norms — `xn` after a norm dispatch.
-fn norm_input<'a>(ctx: &Context, batch: &mut Batch<'_>, x: &'a Tensor, xn: Option<&'a Tensor>, norm: RmsNorm<'a>) -> Result<(&'a Tensor, Option<RmsNorm<'a>>)> {
-    match xn {
-        Some(xn) => {
-            ctx.record_llm_rmsnorm(batch, x, None, norm.gamma, norm.eps, xn)?;
-            Ok((xn, None))
+
+/// Rows of a step that take one path through the projections: a prompt chunk of one session
+/// long enough for the tensor-core GEMM ([`llm_gemm_pays`]), or a run of other rows on the
+/// matvec. A row's path depends on its own session's rows in the step alone, never on its
+/// batch-mates, and the matvec is row-independent: batching never changes a decode row's bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    start: usize,
+    len: usize,
+    gemm: bool,
+}
+
+/// A step's rows cut into segments: runs of consecutive positions of one slot that the GEMM
+/// takes, and the matvec runs between them.
+fn segments(caps: &DeviceCaps, rows: &[Row]) -> Vec<Segment> {
+    let mut out: Vec<Segment> = vec![];
+    let mut i = 0;
+    while i < rows.len() {
+        let mut j = i + 1;
+        while j < rows.len() && rows[j].slot == rows[i].slot && rows[j].pos == rows[j - 1].pos + 1 {
+            j += 1;
         }
-        None => Ok((x, Some(norm))),
+        let gemm = llm_gemm_pays(caps, j - i);
+        match out.last_mut() {
+            Some(last) if !last.gemm && !gemm => last.len += j - i,
+            _ => out.push(Segment { start: i, len: j - i, gemm }),
+        }
+        i = j;
     }
+    out
 }
