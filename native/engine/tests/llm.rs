@@ -251,5 +251,21 @@ fn separate_norms_and_the_prefill_gemm_match_too() {
             }
             std::env::remove_var(var);
         }
+        // One step holding a prompt chunk on the GEMM and another session's decode row on the
+        // matvec (a segment that starts past row 0): each gives the bits it gives alone.
+        std::env::set_var("NX_VULKAN_LLM_GEMM", "on:4");
+        let f = fixture("llama-q4_k");
+        let m = load("llama-q4_k", false, 2);
+        let (a, b) = (&f.prompt[..8], &f.prompt[..3]);
+        let a_alone = m.forward(&rows(0, 0, a), &[7]).unwrap().remove(0);
+        m.forward(&rows(1, 0, b), &[2]).unwrap();
+        let b_alone = m.forward(&rows(1, 3, &[f.greedy[0]]), &[0]).unwrap().remove(0);
+        let mut step = rows(0, 0, a);
+        step.push(Row { slot: 1, pos: 3, token: f.greedy[0] });
+        let both = m.forward(&step, &[7, 8]).unwrap();
+        std::env::remove_var("NX_VULKAN_LLM_GEMM");
+        assert!(bits_equal(&both[0], &a_alone), "the GEMM segment changed beside a decode row");
+        assert!(bits_equal(&both[1], &b_alone), "the decode row after a GEMM segment changed");
+        assert!(max_abs(&a_alone, &f.logits[7]) < 1e-3, "the GEMM prompt logits left the reference");
     });
 }

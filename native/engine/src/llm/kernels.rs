@@ -15,7 +15,7 @@ use super::quant::GgmlType;
 use crate::dtype::DType;
 use crate::encoder::kernels::{matrix, vector};
 use crate::error::{invalid, Result};
-use crate::ops::check_dense_output;
+use crate::ops::{check_dense_output, check_output};
 use crate::params::ParamBlock;
 use crate::submit::Batch;
 use crate::tensor::Tensor;
@@ -195,7 +195,11 @@ impl Context {
                 return Err(invalid!("{OP}: norm eps {} must be finite and non-negative", nm.eps));
             }
         }
-        check_dense_output(out, DType::F32, &[t, n], OP)?;
+        // out may be a row range of a larger tensor (a step's matvec rows beside a GEMM segment).
+        check_output(out, DType::F32, &[t, n], OP)?;
+        if !out.is_contiguous() {
+            return Err(invalid!("{OP}: out must be contiguous, got strides {:?}", out.strides));
+        }
         if t == 0 || n == 0 {
             return Ok(());
         }

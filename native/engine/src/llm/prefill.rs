@@ -56,7 +56,7 @@ pub const LLM_GEMM_MIN_ROWS: usize = 32;
 
 /// Whether `rows` token rows should use [`Context::record_llm_gemm`]: only where the device
 /// has f16 cooperative matrices (never a silent precision change on devices without tensor
-/// cores) and `rows ≥ LLM_GEMM_MIN_ROWS`. `NX_VULKAN_LLM_GEMM=on|off` overrides the choice
+/// cores) and `rows ≥ LLM_GEMM_MIN_ROWS`. `NX_VULKAN_LLM_GEMM=on|off|on:N` overrides the choice
 /// (tests force the GEMM on lavapipe, where it runs the f32 fallback of the dot).
 ///
 /// Batching never changes a bit only if a row's path does not depend on its batch-mates:
@@ -68,6 +68,8 @@ pub fn llm_gemm_pays(caps: &DeviceCaps, rows: usize) -> bool {
     match std::env::var("NX_VULKAN_LLM_GEMM").as_deref() {
         Ok("on") => true,
         Ok("off") => false,
+        // `on:N`: from N rows, tensor cores or not (tests mixing both paths in one step).
+        Ok(v) if v.starts_with("on:") => v[3..].parse::<usize>().is_ok_and(|min| rows >= min),
         _ => rows >= LLM_GEMM_MIN_ROWS && matches!(tensor_core_kernel(caps, DType::F16), MatmulKernel::CoopMat { .. }),
     }
 }

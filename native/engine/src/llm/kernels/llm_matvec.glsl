@@ -41,16 +41,13 @@ void add_task(Args p, uint n0, uint task, uint t0, inout float acc[TC][NR], inou
         rows[LANE_ROWS + j] = p.w2 + uint64_t(n) * uint64_t(p.rowBytes);
 #endif
     }
-    [[unroll]] for (int c = 0; c < TC; c++) {
-        uint t = t0 + uint(c);
-        if (t < p.T) {
-            uint xb = p.offX + t * p.K;
-            task_acc(rows, task, p.x, p.g, xb, acc[c]);
+    uint ncols = min(uint(TC), p.T - t0);
+    task_acc(rows, task, p.x, p.g, p.offX + t0 * p.K, p.K, ncols, acc);
 #ifdef NORM
-            ss[c] = task_sumsq(p.x, xb, task, ss[c]);
-#endif
-        }
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) ss[c] = task_sumsq(p.x, p.offX + (t0 + uint(c)) * p.K, task, ss[c]);
     }
+#endif
 }
 
 // out[t, n] from column t's sums (gate and, with SWIGLU, up) and Σ x²: the norm's scale, the

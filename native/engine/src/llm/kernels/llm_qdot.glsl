@@ -56,9 +56,10 @@ vec4 bytes_minus(uint w, float bias) {
 }
 
 // Each format's task_acc adds task `task` of NR weight rows (addresses rows[0 .. NR)) to
-// acc[0 .. NR) for one column of x: the activations are read once and shared by the rows (the
-// rows of a matvec all read the same x, so re-reading it per row makes x, not the weights, most
-// of the memory traffic), and each row's result is the same chain it would be alone.
+// acc[c][0 .. NR) for the columns c < ncols of x (column c at xb0 + c·K): the activations are
+// read once and shared by the rows (the rows of a matvec all read the same x, so re-reading it
+// per row makes x, not the weights, most of the memory traffic), Q4_K's weights are loaded once
+// for all the columns, and each (row, column) result is the same chain it would be alone.
 #if defined(WT_Q4_K)
 // Super-blocks of 256 (144 bytes: d, dmin, scales[12], qs[128]); task (s, m): sub-blocks 2m
 // (low nibbles of qs[32m ..+32]) and 2m+1 (high nibbles) = values 64m .. 64m+63. 144-byte
@@ -72,7 +73,7 @@ void k4_scale_min(uvec3 sc, uint j, out uint sv, out uint mv) {
         mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
     }
 }
-void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint s = task >> 2, m = task & 3u;
     uvec4 q0[NR], q1[NR];
     float da[NR], ma[NR], db[NR], mb[NR];
@@ -89,24 +90,29 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         da[r] = a; ma[r] = b; db[r] = c; mb[r] = e;
     }
     uint k0 = s * 256u + 64u * m;
-    float sa[NR], sb[NR];
-    [[unroll]] for (int r = 0; r < NR; r++) { sa[r] = 0.0; sb[r] = 0.0; }
-    precise float xa = 0.0, xh = 0.0;
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
-        vec4 xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
-        xa = sum4(xl, xa);
-        xh = sum4(xu, xh);
-        [[unroll]] for (int r = 0; r < NR; r++) {
-            uint w = i < 4u ? q0[r][i] : q1[r][i - 4u];
-            sa[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 0.0), xl, sa[r]);
-            sb[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0), xu, sb[r]);
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            float sa[NR], sb[NR];
+            [[unroll]] for (int r = 0; r < NR; r++) { sa[r] = 0.0; sb[r] = 0.0; }
+            precise float xa = 0.0, xh = 0.0;
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
+                vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
+                vec4 xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
+                xa = sum4(xl, xa);
+                xh = sum4(xu, xh);
+                [[unroll]] for (int r = 0; r < NR; r++) {
+                    uint w = i < 4u ? q0[r][i] : q1[r][i - 4u];
+                    sa[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 0.0), xl, sa[r]);
+                    sb[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0), xu, sb[r]);
+                }
+            }
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                precise float t = da[r] * sa[r] - ma[r] * xa;
+                t = t + (db[r] * sb[r] - mb[r] * xh);
+                acc[c][r] = acc[c][r] + t;
+            }
         }
-    }
-    [[unroll]] for (int r = 0; r < NR; r++) {
-        precise float t = da[r] * sa[r] - ma[r] * xa;
-        t = t + (db[r] * sb[r] - mb[r] * xh);
-        acc[r] = acc[r] + t;
     }
 }
 #elif defined(WT_Q6_K)
@@ -117,7 +123,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // 16-bit loads.
 #define TASK_VALUES 64u
 uint w16x2(uint64_t a, uint off) { return uint(BufU16(a).v[off >> 1]) | (uint(BufU16(a).v[(off >> 1) + 1u]) << 16); }
-void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
     uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
     uint l0 = 16u * h;
     uint kb = s * 256u + n * 128u + l0;
@@ -151,6 +157,11 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         acc[r] = acc[r] + t;
     }
 }
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+    }
+}
 #elif defined(WT_Q8_0) || defined(WT_Q4_0)
 // Q8_0: blocks of 32 (34 bytes: d, qs[32] int8); a byte b is the signed value (b ^ 0x80) − 128.
 // Q4_0: blocks of 32 (18 bytes: d, qs[16]); value i is (qs[i] & 15) − 8, value i + 16 is
@@ -161,68 +172,91 @@ const uint BLOCK_BYTES = 34u;
 #else
 const uint BLOCK_BYTES = 18u;
 #endif
-void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint k0 = task * 32u;
-    float part[NR];
-    [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
+    float part[TC][NR];
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        [[unroll]] for (int r = 0; r < NR; r++) part[c][r] = 0.0;
+    }
 #if defined(WT_Q8_0)
     [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        vec4 xv = x4(addrX, addrG, xb, k0 + 4u * i);
         [[unroll]] for (int r = 0; r < NR; r++) {
             uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
             uint w = uint(BufU16(blk).v[1u + 2u * i]) | (uint(BufU16(blk).v[2u + 2u * i]) << 16);
-            part[r] = dot4(bytes_minus(w ^ 0x80808080u, 128.0), xv, part[r]);
+            vec4 q = bytes_minus(w ^ 0x80808080u, 128.0);
+            [[unroll]] for (int c = 0; c < TC; c++) {
+                if (uint(c) < ncols) part[c][r] = dot4(q, x4(addrX, addrG, xb0 + uint(c) * K, k0 + 4u * i), part[c][r]);
+            }
         }
     }
 #else
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
-        vec4 xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
         [[unroll]] for (int r = 0; r < NR; r++) {
             uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
             uint w = uint(BufU16(blk).v[1u + 2u * i]) | (uint(BufU16(blk).v[2u + 2u * i]) << 16);
-            part[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 8.0), xl, part[r]);
-            part[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 8.0), xu, part[r]);
+            vec4 lo = bytes_minus(w & 0x0F0F0F0Fu, 8.0), hi = bytes_minus((w >> 4) & 0x0F0F0F0Fu, 8.0);
+            [[unroll]] for (int c = 0; c < TC; c++) {
+                if (uint(c) < ncols) {
+                    uint xb = xb0 + uint(c) * K;
+                    part[c][r] = dot4(lo, x4(addrX, addrG, xb, k0 + 4u * i), part[c][r]);
+                    part[c][r] = dot4(hi, x4(addrX, addrG, xb, k0 + 16u + 4u * i), part[c][r]);
+                }
+            }
         }
     }
 #endif
     [[unroll]] for (int r = 0; r < NR; r++) {
         float d = enc_f16_to_f32(uint(BufU16(rows[r] + uint64_t(task * BLOCK_BYTES)).v[0]));
-        precise float t = d * part[r];
-        acc[r] = acc[r] + t;
+        [[unroll]] for (int c = 0; c < TC; c++) {
+            precise float t = d * part[c][r];
+            if (uint(c) < ncols) acc[c][r] = acc[c][r] + t;
+        }
     }
 }
 #elif defined(WT_Q4_1)
 // Blocks of 32 (20 bytes: d, m, qs[16]): value i is d·(qs[i] & 15) + m, value i + 16 uses the
 // high nibble. 4-aligned: 32-bit loads.
 #define TASK_VALUES 32u
-void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint k0 = task * 32u;
-    float part[NR];
-    [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
-    precise float xs = 0.0;
+    float part[TC][NR];
+    float xs[TC];
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        xs[c] = 0.0;
+        [[unroll]] for (int r = 0; r < NR; r++) part[c][r] = 0.0;
+    }
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
-        vec4 xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
-        xs = sum4(xl, xs);
-        xs = sum4(xu, xs);
         [[unroll]] for (int r = 0; r < NR; r++) {
             uint w = BufU32(rows[r] + uint64_t(task * 20u)).v[1u + i];
-            part[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 0.0), xl, part[r]);
-            part[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0), xu, part[r]);
+            vec4 lo = bytes_minus(w & 0x0F0F0F0Fu, 0.0), hi = bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0);
+            [[unroll]] for (int c = 0; c < TC; c++) {
+                if (uint(c) < ncols) {
+                    uint xb = xb0 + uint(c) * K;
+                    vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
+                    vec4 xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
+                    part[c][r] = dot4(lo, xl, part[c][r]);
+                    part[c][r] = dot4(hi, xu, part[c][r]);
+                    if (r == 0) {
+                        xs[c] = sum4(xl, xs[c]);
+                        xs[c] = sum4(xu, xs[c]);
+                    }
+                }
+            }
         }
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint dm = BufU32(rows[r] + uint64_t(task * 20u)).v[0];
         float d = enc_f16_to_f32(dm & 0xFFFFu), m = enc_f16_to_f32(dm >> 16);
-        precise float t = d * part[r] + m * xs;
-        acc[r] = acc[r] + t;
+        [[unroll]] for (int c = 0; c < TC; c++) {
+            precise float t = d * part[c][r] + m * xs[c];
+            if (uint(c) < ncols) acc[c][r] = acc[c][r] + t;
+        }
     }
 }
 #else
 // The unit path: ggml's dequantization of 32 values, then one fma chain per row.
 #define TASK_VALUES 32u
-void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
     [[unroll]] for (int r = 0; r < NR; r++) {
         float w[32];
         dq_unit(rows[r], task, w);
@@ -231,6 +265,11 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             part = dot4(vec4(w[4u * i], w[4u * i + 1u], w[4u * i + 2u], w[4u * i + 3u]), x4(addrX, addrG, xb, task * 32u + 4u * i), part);
         }
         acc[r] = acc[r] + part;
+    }
+}
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
     }
 }
 #endif
