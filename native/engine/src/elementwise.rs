@@ -11,7 +11,7 @@
 //! [`FloatMath::Fast`] f32, f16 and bf16 nodes are computed in f32 instead, with our own f32
 //! library (`kernels/math_f32.glsl`: within 2 ulp, the same bits on every device) where it has
 //! the op (`fast_unary`, `fast_binary`: add, subtract, multiply, divide, max, min, negate, abs,
-//! sign, exp, log, tanh, sigmoid, erf, sqrt, rsqrt, comparisons), and through the f64 library
+//! sign, exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt, comparisons), and through the f64 library
 //! rounded to f32 where it does not; each node is still rounded to its own type, so fused
 //! equals unfused under either.
 //!
@@ -900,7 +900,17 @@ impl<'a> Gen<'a> {
 fn fast_unary(op: UnaryOp, x: &str) -> String {
     match op {
         UnaryOp::Negate => format!("nxf_neg({x})"),
-        UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf | UnaryOp::Sqrt | UnaryOp::Rsqrt => {
+        UnaryOp::Abs
+        | UnaryOp::Sign
+        | UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Tanh
+        | UnaryOp::Sigmoid
+        | UnaryOp::Erf
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt => {
             format!("nxf_{}({x})", op.name())
         }
         _ => narrow(&unary(op, DType::F64, DType::F64, &format!("nx_f32_to_f64(floatBitsToUint({x}))"))),

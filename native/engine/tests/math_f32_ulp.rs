@@ -1,7 +1,7 @@
 //! `precision: :fast` (FloatMath::Fast): our f32 library (src/kernels/math_f32.glsl) on the
 //! device against MPFR (through `rug`) and against the exact path.
 //!
-//! * exp, log, tanh, sigmoid, erf, sqrt, rsqrt: within 2 ulp of the correctly rounded f32 result
+//! * exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt: within 2 ulp of the correctly rounded f32 result
 //!   over dense ranges, random bit patterns of every class (subnormals included), points near
 //!   thresholds and special values; NaN/Inf/zero results equal the exact path's bits.
 //! * add, subtract, multiply, divide (correctly rounded by construction), max, min, negate,
@@ -299,6 +299,8 @@ fn fast_f32_math_within_two_ulp() {
         let cases: Vec<(&str, UnaryOp, RefFn, Vec<f32>)> = vec![
             ("exp", UnaryOp::Exp, |x| x.exp(), cat(vec![s.clone(), rng.bits(n / 4), rng.uni(-104.0, 89.0, n / 2), rng.uni(-1.0, 1.0, n / 4)])),
             ("log", UnaryOp::Log, |x| x.ln(), cat(vec![s.clone(), rng.bits(n / 2), rng.uni(0.5, 2.0, n / 4), rng.uni(0.999, 1.001, n / 4)])),
+            ("expm1", UnaryOp::Expm1, |x| x.exp_m1(), cat(vec![s.clone(), rng.bits(n / 4), rng.uni(-18.0, 89.0, n / 4), rng.uni(-1.0, 1.0, n / 4), rng.uni(-0.4, 0.4, n / 4)])),
+            ("log1p", UnaryOp::Log1p, |x| x.ln_1p(), cat(vec![s.clone(), rng.bits(n / 4), rng.uni(-1.0, 1.0, n / 4), rng.uni(-1e-3, 1e-3, n / 4), rng.uni(1.0, 1e8, n / 4)])),
             ("tanh", UnaryOp::Tanh, |x| x.tanh(), cat(vec![s.clone(), rng.bits(n / 4), rng.uni(-10.0, 10.0, n / 2), rng.uni(-1.0, 1.0, n / 4)])),
             ("sigmoid", UnaryOp::Sigmoid, |x| Float::with_val(PREC, 1) / ((-x).exp() + 1u32), cat(vec![s.clone(), rng.bits(n / 4), rng.uni(-110.0, 30.0, n / 2), rng.uni(-2.0, 2.0, n / 4)])),
             ("erf", UnaryOp::Erf, |x| x.erf(), cat(vec![s.clone(), rng.bits(n / 4), rng.uni(-5.0, 5.0, n / 2), rng.uni(-1.0, 1.0, n / 4)])),

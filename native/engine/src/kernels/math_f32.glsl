@@ -21,6 +21,8 @@
 //     1 + r kept as a float-float; 2^k applied on the bits (subnormal results rounded there).
 //   log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), f = m - 1 exact, s = f / (2 + f) as a
 //     float-float (Newton reciprocal, exact residual), log m = 2s + 2s^3/3 + ... (to s^11).
+//   expm1: Taylor series for |x| < 0.35, else exp as a float-float minus 1 (exact two-sum).
+//   log1p: 1 + x = u + ul exactly, log(u) + ul/u.
 //   tanh: |x| < 2^-12: x; < 0.625: x + x z P(z) (degree 6 in z = x^2); < 9.02: 1 - 2/(e^2|x| + 1)
 //     with e^2|x| and the reciprocal as float-floats; beyond: +-1.
 //   sigmoid: 1/(1 + e^-x) (x >= 0) or e^x/(1 + e^x) (x < 0) in float-float; exp(x) below -17.34.
@@ -360,12 +362,9 @@ vec2 nxf_exp_ff_scaled(float x) {
 }
 
 // ---- log ----
-float nxf_log(float x) {
-    uint a = floatBitsToUint(x);
-    if (nxf_isnan(x)) return nxf_nan();
-    if ((a & 0x7FFFFFFFu) == 0u) return uintBitsToFloat(0xFF800000u);
-    if ((a & 0x80000000u) != 0u) return nxf_nan();
-    if (a == 0x7F800000u) return x;
+// log(x) + extra for the bits `a` of a positive finite x (subnormals too), |extra| below
+// 2^-23 of log's result scale: log1p adds its lost low part there
+float nxf_log_plus(uint a, float extra) {
     int e;
     uint s = nxf_sig(a, e);
     float m = uintBitsToFloat((s & 0x7FFFFFu) | 0x3F800000u);
@@ -386,8 +385,54 @@ float nxf_log(float x) {
     precise float c = s0 * z * (0.6666667 + z * (0.4 + z * (0.2857143 + z * (0.22222222 + z * 0.18181819))));
     float fe = float(e);
     vec2 h = nxf_two_sum(fe * 0.693145751953125, 2.0 * s0);
-    precise float lo = h.y + (fe * 1.42860682030941723212e-06 + (2.0 * s1 + c));
+    precise float lo = h.y + (fe * 1.42860682030941723212e-06 + ((2.0 * s1 + c) + extra));
     precise float r = h.x + lo;
+    return r;
+}
+float nxf_log(float x) {
+    uint a = floatBitsToUint(x);
+    if (nxf_isnan(x)) return nxf_nan();
+    if ((a & 0x7FFFFFFFu) == 0u) return uintBitsToFloat(0xFF800000u);
+    if ((a & 0x80000000u) != 0u) return nxf_nan();
+    if (a == 0x7F800000u) return x;
+    return nxf_log_plus(a, 0.0);
+}
+// log1p(x) = log(u) + ul/u with 1 + x = u + ul exactly (the next term is below 2^-48 of it)
+float nxf_log1p(float x) {
+    uint a = floatBitsToUint(x);
+    uint ax = a & 0x7FFFFFFFu;
+    if (ax > 0x7F800000u) return nxf_nan();
+    if (ax < 0x33800000u) return x; // |x| < 2^-24: x - x^2/2 rounds to x (zeros, subnormals)
+    if (a == 0xBF800000u) return uintBitsToFloat(0xFF800000u); // -1
+    if (a > 0xBF800000u) return nxf_nan(); // below -1
+    if (a >= 0x4B800000u && a < 0x80000000u) return nxf_log(x); // x >= 2^24: 1 adds < 2^-24 of x
+    vec2 u = nxf_two_sum(1.0, x);
+    vec2 r = nxf_recip_ff(u.x, 0.0);
+    precise float extra = u.y * r.x;
+    return nxf_log_plus(floatBitsToUint(u.x), extra);
+}
+// expm1: |x| < 0.35 by its Taylor series to x^8 (no cancellation); else (e^x as a float-float)
+// minus 1 with an exact two-sum
+float nxf_expm1(float x) {
+    uint a = floatBitsToUint(x);
+    uint ax = a & 0x7FFFFFFFu;
+    if (ax > 0x7F800000u) return nxf_nan();
+    if (ax < 0x33000000u) return x; // |x| < 2^-25: x + x^2/2 rounds to x
+    if (a >= 0xC18AB852u) return -1.0; // x <= -17.34 (and -Inf): e^x < 2^-25
+    if (a > 0x42B20000u && a < 0x80000000u) return uintBitsToFloat(0x7F800000u); // x > 89
+    if (ax < 0x3EB33333u) {
+        precise float q = x * x * (0.5 + x * (0.16666667 + x * (0.041666668 + x * (0.008333334 + x * (0.0013888889 + x * (1.984127e-4 + x * 2.4801587e-5))))));
+        precise float r = x + q;
+        return r;
+    }
+    int k;
+    vec2 h = nxf_exp_ff(x, k);
+    if (k > 60) return nxf_ldexp(h.x, k); // the 1 is far below its rounding
+    float p = nxf_pow2(k);
+    precise float hh = h.x * p;
+    precise float hl = h.y * p;
+    vec2 d = nxf_two_sum(hh, -1.0);
+    precise float r = d.x + (d.y + hl);
     return r;
 }
 
