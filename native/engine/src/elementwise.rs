@@ -11,9 +11,9 @@
 //! [`FloatMath::Fast`] f32, f16 and bf16 nodes are computed in f32 instead, with our own f32
 //! library (`kernels/math_f32.glsl`: within 2 ulp, the same bits on every device) where it has
 //! the op (`fast_unary`, `fast_binary`: add, subtract, multiply, divide, max, min, negate, abs,
-//! sign, exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt, comparisons), and through the f64 library
-//! rounded to f32 where it does not; each node is still rounded to its own type, so fused
-//! equals unfused under either.
+//! sign, exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt, comparisons), and through the
+//! f64 library rounded to f32 where it does not; each node is still rounded to its own type, so
+//! fused equals unfused under either.
 //!
 //! **Complex** (c64, c128) nodes are `dvec2(re, im)` in f64, each part rounded once to f32 for
 //! c64. Operations follow the `complex` library (0.5.0) clause by clause as BinaryBackend calls
@@ -140,16 +140,6 @@ pub enum FloatMath {
     /// rounded result; the same bits on every device), rounded to their type; f64, integer and
     /// complex nodes as under `Exact`.
     Fast,
-}
-
-impl FloatMath {
-    pub fn parse(s: &str) -> Result<FloatMath> {
-        match s {
-            "exact" => Ok(FloatMath::Exact),
-            "fast" => Ok(FloatMath::Fast),
-            other => Err(invalid!("unknown precision {other:?} (exact, fast)")),
-        }
-    }
 }
 
 /// A scalar constant stored as the bits of its compute form (f64 bits or i64/u64).
