@@ -36,7 +36,8 @@ if Code.ensure_loaded?(Nx) do
     nodes whose backend callback `NxVulkan.Backend` does not define (their default expression
     is inlined). A function with anything else (hooks and tokens, complex numbers, other ops
     such as gather, take or conv) runs through `Nx.Defn.Evaluator` over `NxVulkan.Backend` —
-    on the device, op by op, still correct — and that is counted as a fallback named
+    on the device, op by op, under the function's `:precision`, still correct — and that is
+    counted as a fallback named
     `:"defn:<op>"` (`NxVulkan.fallbacks/0`) and forbidden in strict mode
     (`NxVulkan.strict/1`).
 
@@ -207,7 +208,7 @@ if Code.ensure_loaded?(Nx) do
       catch
         {:unsupported, op} ->
           evaluator = Nx.Defn.Evaluator.__compile__(key, vars, fun, Keyword.drop(opts, [:precision]))
-          {:evaluator, op, evaluator}
+          {:evaluator, op, evaluator, precision}
       end
     end
 
@@ -223,11 +224,18 @@ if Code.ensure_loaded?(Nx) do
       result
     end
 
-    defp run({:evaluator, op, evaluator}, params) do
+    defp run({:evaluator, op, evaluator, precision}, params) do
       NxVulkan.Fallback.record!(:"defn:#{op}")
       bump(:evaluator)
-      [result] = evaluator.([params])
-      result
+      # the eager ops the evaluator runs take the function's precision
+      old = NxVulkan.Precision.put(precision)
+
+      try do
+        [result] = evaluator.([params])
+        result
+      after
+        NxVulkan.Precision.put(old)
+      end
     end
 
     defp param(fun) when is_function(fun, 0), do: fun.()
