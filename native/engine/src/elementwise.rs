@@ -251,7 +251,7 @@ pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usi
 pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath) -> Result<Generated> {
     let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
     let key = kernel_key(outputs, inputs, rank, out_access, math);
-    let mut g = Gen::new(inputs, &in_types, math, false);
+    let mut g = Gen::new(inputs, &in_types, math);
     let mut stores = String::new();
     for (o, e) in outputs.iter().enumerate() {
         let t = e.dtype(&in_types)?;
@@ -357,28 +357,57 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
 
 /// Expressions turned into GLSL statements for another kernel family to embed (a reduction's
 /// prologue and epilogue): the statements `generate` emits for the same expressions, so every
-/// node is rounded to its own type exactly as in an elementwise kernel.
+/// node is rounded to its own type exactly as in an elementwise kernel. Inputs and values are
+/// in the compute domain of `math` ([`compute_type`], [`decode_with`], [`encode_with`]).
 pub(crate) struct EmbeddedExprs {
     /// Declarations of the intermediate nodes (`precise <type> tN = ...;`).
     pub body: String,
-    /// Each expression's value: a GLSL expression in its type's compute domain.
+    /// Each expression's value: a GLSL expression in its type's compute domain under `math`.
     pub values: Vec<String>,
 }
 
-/// `exprs` as statements reading input `j` from a variable `x{j}_` (decoded: its type's compute
-/// domain), `Iota { axis: None }` from `uint i` and `Iota { axis: Some(d) }` from `uint c{d}`;
-/// the embedding kernel declares those. Under `FloatMath::Fast` the statements compute in f32
-/// inside, but read and give values in the exact compute domain (f64 for every float), so the
-/// embedding kernel is the same for both.
+/// `exprs` as statements reading input `j` from a variable `x{j}_` (decoded with
+/// [`decode_with`] into [`compute_type`]), `Iota { axis: None }` from `uint i` and
+/// `Iota { axis: Some(d) }` from `uint c{d}`; the embedding kernel declares those.
 pub(crate) fn embed_exprs(exprs: &[Expr], in_types: &[DType], math: FloatMath) -> Result<EmbeddedExprs> {
     let inputs: Vec<(DType, Access)> = in_types.iter().map(|t| (*t, Access::Strided)).collect();
-    let mut g = Gen::new(&inputs, in_types, math, true);
-    let mut values = vec![];
-    for e in exprs {
-        let v = g.node(e)?;
-        values.push(g.exact_val(e.dtype(in_types)?, &v));
-    }
+    let mut g = Gen::new(&inputs, in_types, math);
+    let values = exprs.iter().map(|e| g.node(e)).collect::<Result<Vec<_>>>()?;
     Ok(EmbeddedExprs { body: g.body, values })
+}
+
+/// Whether nodes of type `t` compute in f32 (`float`) under `math`.
+fn is_fast(math: FloatMath, t: DType) -> bool {
+    math == FloatMath::Fast && matches!(t, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// The GLSL type values of type `t` are computed in under `math`.
+pub(crate) fn compute_type(t: DType, math: FloatMath) -> &'static str {
+    if is_fast(math, t) {
+        "float"
+    } else {
+        t.glsl_compute()
+    }
+}
+
+/// Stored bits `raw` of type `t` as a value of [`compute_type`] (exact).
+pub(crate) fn decode_with(t: DType, raw: &str, math: FloatMath) -> String {
+    match (is_fast(math, t), t) {
+        (true, DType::F32) => format!("uintBitsToFloat({raw})"),
+        (true, DType::F16) => format!("nxf_of_f16(uint({raw}))"),
+        (true, _) => format!("uintBitsToFloat(uint({raw}) << 16)"),
+        _ => decode(t, raw),
+    }
+}
+
+/// A value of [`compute_type`] (already rounded to `t`) as stored bits of type `t`.
+pub(crate) fn encode_with(t: DType, v: &str, math: FloatMath) -> String {
+    match (is_fast(math, t), t) {
+        (true, DType::F32) => format!("floatBitsToUint({v})"),
+        (true, DType::F16) => format!("uint16_t(nxf_f16_bits({v}))"),
+        (true, _) => format!("uint16_t(nxf_bf16_bits({v}))"),
+        _ => encode(t, v),
+    }
 }
 
 /// The GLSL libraries that generated statements `body` call (our f64 libm, complex functions,
@@ -547,8 +576,6 @@ struct Gen<'a> {
     in_types: &'a [DType],
     used_coords: bool,
     math: FloatMath,
-    /// Inputs are declared by an embedding kernel, in the exact compute domain.
-    embedded: bool,
 }
 
 /// A double holding an f32 value, as that f32 (exact; NaN payloads kept).
@@ -557,21 +584,16 @@ fn narrow(v: &str) -> String {
 }
 
 impl<'a> Gen<'a> {
-    fn new(inputs: &'a [(DType, Access)], in_types: &'a [DType], math: FloatMath, embedded: bool) -> Gen<'a> {
-        Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs, in_types, used_coords: false, math, embedded }
+    fn new(inputs: &'a [(DType, Access)], in_types: &'a [DType], math: FloatMath) -> Gen<'a> {
+        Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs, in_types, used_coords: false, math }
     }
 
-    /// Whether nodes of type `t` compute in f32 (`float`) here.
     fn fast(&self, t: DType) -> bool {
-        self.math == FloatMath::Fast && matches!(t, DType::F32 | DType::F16 | DType::BF16)
+        is_fast(self.math, t)
     }
 
     fn compute(&self, t: DType) -> &'static str {
-        if self.fast(t) {
-            "float"
-        } else {
-            t.glsl_compute()
-        }
+        compute_type(t, self.math)
     }
 
     /// A value of type `t` in the exact compute domain (an f32 value widened exactly to f64).
@@ -605,21 +627,11 @@ impl<'a> Gen<'a> {
     }
 
     fn enc(&self, t: DType, v: &str) -> String {
-        match (self.fast(t), t) {
-            (true, DType::F32) => format!("floatBitsToUint({v})"),
-            (true, DType::F16) => format!("uint16_t(nxf_f16_bits({v}))"),
-            (true, _) => format!("uint16_t(nxf_bf16_bits({v}))"),
-            _ => encode(t, v),
-        }
+        encode_with(t, v, self.math)
     }
 
     fn dec(&self, t: DType, raw: &str) -> String {
-        match (self.fast(t), t) {
-            (true, DType::F32) => format!("uintBitsToFloat({raw})"),
-            (true, DType::F16) => format!("nxf_of_f16(uint({raw}))"),
-            (true, _) => format!("uintBitsToFloat(uint({raw}) << 16)"),
-            _ => decode(t, raw),
-        }
+        decode_with(t, raw, self.math)
     }
 
     fn nonzero(&self, t: DType, v: &str) -> String {
@@ -658,10 +670,6 @@ impl<'a> Gen<'a> {
             Expr::Input(i) => {
                 if *i >= self.inputs.len() {
                     return Err(invalid!("expression uses input {i} of {}", self.inputs.len()));
-                }
-                let t = self.in_types[*i];
-                if self.embedded && self.fast(t) {
-                    return Ok(self.tmp(t, narrow(&format!("x{i}_"))));
                 }
                 Ok(format!("x{i}_"))
             }

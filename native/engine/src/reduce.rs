@@ -88,7 +88,7 @@
 //! for argmax/argmin.
 
 use crate::dtype::{DType, Kind};
-use crate::elementwise::{embed_exprs, libraries, Expr, FloatMath};
+use crate::elementwise::{compute_type, decode_with, embed_exprs, encode_with, libraries, Expr, FloatMath};
 pub(crate) use crate::elementwise::{buf_type, decode, encode, storage_type, to_domain, wrap};
 use crate::error::{invalid, Result};
 use crate::params::ParamBlock;
@@ -822,7 +822,7 @@ impl Spec {
         for &u in used {
             if let StreamKind::Input(j) = self.streams[u].kind {
                 let t = self.in_types[j];
-                writeln!(s, "        {} x{j}_ = {};", t.glsl_compute(), decode(t, &format!("nx_raw{j}_"))).unwrap();
+                writeln!(s, "        {} x{j}_ = {};", compute_type(t, self.math), decode_with(t, &format!("nx_raw{j}_"), self.math)).unwrap();
             }
         }
     }
@@ -892,6 +892,10 @@ impl Spec {
         };
         let bodies: String = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.body.as_str())).collect();
         s.push_str(&libraries(&bodies));
+        if self.math == FloatMath::Fast && !bodies.contains("nxf_") && (pro.is_some() || epi.is_some() || fin.is_some()) {
+            // the embedded functions' decodes and encodes (f16 under :fast) call it too
+            s.push_str(crate::kernels::MATH_F32);
+        }
         let acc = self.acc_type();
         let in_t = self.val_t;
         writeln!(s, "#define ACC {acc}").unwrap();
@@ -962,7 +966,7 @@ impl Spec {
                 writeln!(s, "RAW pro({}) {{", self.stream_params(&pro_streams).join(", ")).unwrap();
                 self.stream_decodes(&pro_streams, &mut s);
                 s.push_str(&pro.body);
-                writeln!(s, "        return {};\n}}", encode(in_t, &pro.values[0])).unwrap();
+                writeln!(s, "        return {};\n}}", encode_with(in_t, &pro.values[0], self.math)).unwrap();
             }
         }
         let epi_streams: Vec<usize> = epi_exprs.iter().flat_map(|e| self.streams_of(e)).collect();
@@ -976,9 +980,9 @@ impl Spec {
             params.push(format!("{} nx_raw{n}_", storage_type(self.red_t)));
             writeln!(s, "{} fin({}) {{", storage_type(self.out), params.join(", ")).unwrap();
             self.stream_decodes(&fin_streams, &mut s);
-            writeln!(s, "        {} x{n}_ = {};", self.red_t.glsl_compute(), decode(self.red_t, &format!("nx_raw{n}_"))).unwrap();
+            writeln!(s, "        {} x{n}_ = {};", compute_type(self.red_t, self.math), decode_with(self.red_t, &format!("nx_raw{n}_"), self.math)).unwrap();
             s.push_str(&fe.body);
-            writeln!(s, "        return {};\n}}", encode(self.out, &fe.values[0])).unwrap();
+            writeln!(s, "        return {};\n}}", encode_with(self.out, &fe.values[0], self.math)).unwrap();
         }
         if let Some(epi) = &epi {
             // Evaluates the epilogue at one element: the reduced value arrives as the stored
@@ -991,10 +995,10 @@ impl Spec {
             }
             writeln!(s, "void epi({}) {{", params.join(", ")).unwrap();
             self.stream_decodes(&epi_streams, &mut s);
-            writeln!(s, "        {} x{n}_ = {};", self.out.glsl_compute(), decode(self.out, &format!("nx_raw{n}_"))).unwrap();
+            writeln!(s, "        {} x{n}_ = {};", compute_type(self.out, self.math), decode_with(self.out, &format!("nx_raw{n}_"), self.math)).unwrap();
             s.push_str(&epi.body);
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
-                writeln!(s, "        y{q} = {};", encode(*t, &epi.values[q])).unwrap();
+                writeln!(s, "        y{q} = {};", encode_with(*t, &epi.values[q], self.math)).unwrap();
             }
             s.push_str("}\n");
         }
