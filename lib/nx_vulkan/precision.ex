@@ -7,7 +7,7 @@ defmodule NxVulkan.Precision do
     * `:fast` — f32, f16 and bf16 elementwise math is computed in f32 with our own f32 library
       (within 2 ulp of the correctly rounded result; add, subtract, multiply, divide and sqrt
       correctly rounded, so equal to `:exact`), the same bits on every device; ops the f32
-      library lacks (sin, cos, tan, pow, atan, ...) give `:exact`'s result rounded to f32. In
+      library lacks (sin, cos, tan, atan, cbrt, ...) give `:exact`'s result rounded to f32. In
       `NxVulkan.Compiler` plans, `:fast` also makes dots accumulate in f32.
 
   Eager ops (`NxVulkan.Backend`, `NxVulkan.unary/3`, `NxVulkan.binary/4`) read it at call

@@ -10,7 +10,7 @@
 //! own type; integer nodes are computed in 64 bits and wrapped to their width. Under
 //! [`FloatMath::Fast`] f32, f16 and bf16 nodes are computed in f32 instead, with our own f32
 //! library (`kernels/math_f32.glsl`: within 2 ulp, the same bits on every device) where it has
-//! the op (`fast_unary`, `fast_binary`: add, subtract, multiply, divide, max, min, negate, abs,
+//! the op (`fast_unary`, `fast_binary`: add, subtract, multiply, divide, pow, max, min, negate, abs,
 //! sign, exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt, comparisons), and through the
 //! f64 library rounded to f32 where it does not; each node is still rounded to its own type, so
 //! fused equals unfused under either.
@@ -921,6 +921,7 @@ fn fast_binary(op: BinaryOp, x: &str, y: &str) -> String {
         BinaryOp::Subtract => format!("nxf_sub({x}, {y})"),
         BinaryOp::Multiply => format!("nxf_mul({x}, {y})"),
         BinaryOp::Divide => format!("nxf_div({x}, {y})"),
+        BinaryOp::Pow => format!("nxf_pow({x}, {y})"),
         BinaryOp::Max => format!("nxf_max({x}, {y})"),
         BinaryOp::Min => format!("nxf_min({x}, {y})"),
         _ => {

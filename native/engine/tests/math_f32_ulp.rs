@@ -1,7 +1,7 @@
 //! `precision: :fast` (FloatMath::Fast): our f32 library (src/kernels/math_f32.glsl) on the
 //! device against MPFR (through `rug`) and against the exact path.
 //!
-//! * exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt: within 2 ulp of the correctly rounded f32 result
+//! * exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt, pow: within 2 ulp of the correctly rounded f32 result
 //!   over dense ranges, random bit patterns of every class (subnormals included), points near
 //!   thresholds and special values; NaN/Inf/zero results equal the exact path's bits.
 //! * add, subtract, multiply, divide (correctly rounded by construction), max, min, negate,
@@ -168,6 +168,30 @@ fn accuracy(ctx: &Context, name: &str, op: UnaryOp, xs: &[f32], r: &dyn Fn(Float
     Row { name: name.into(), n: xs.len(), max, mean: sum / xs.len() as f64, differ }
 }
 
+/// pow on f32 pairs against MPFR, as `accuracy`.
+fn accuracy_pow(ctx: &Context, pts: &[(f32, f32)], bad: &mut Vec<String>) -> Row {
+    let (a, b): (Vec<f32>, Vec<f32>) = pts.iter().copied().unzip();
+    let (fast, exact) = binary_both(ctx, BinaryOp::Pow, DType::F32, DType::F32, &f32s(&a), &f32s(&b));
+    let (mut max, mut sum, mut differ, mut shown) = (0.0f64, 0.0, 0, 0);
+    for (i, &(x, y)) in pts.iter().enumerate() {
+        let got = f32::from_bits(fast[i] as u32);
+        let want = rug::ops::Pow::pow(fl(x), &fl(y)).to_f32();
+        let d = dist32(got, want);
+        let special = !got.is_finite() || !want.is_finite();
+        if (special && fast[i] != exact[i]) || (got.is_nan() && fast[i] != 0x7FC0_0000) {
+            bad.push(format!("pow({x:e}, {y:e}): {:#x}, the exact path gives {:#x}", fast[i], exact[i]));
+        }
+        if d > 2.0 && shown < 6 {
+            eprintln!("  pow({x:e}, {y:e}) = {got:e} want {want:e} ({d} ulp)");
+            shown += 1;
+        }
+        differ += (fast[i] != exact[i]) as usize;
+        max = max.max(d);
+        sum += if d.is_finite() { d } else { 1e6 };
+    }
+    Row { name: "pow".into(), n: pts.len(), max, mean: sum / pts.len() as f64, differ }
+}
+
 /// f16/bf16: the f32 computation rounded once, within 1 ulp of the type's correctly rounded result.
 fn accuracy_half(ctx: &Context, t: DType, name: &str, op: UnaryOp, r: &dyn Fn(Float) -> Float, bad: &mut Vec<String>) -> Row {
     let xs: Vec<u64> = (0..1u64 << 16).collect(); // every f16 / bf16 value
@@ -310,6 +334,27 @@ fn fast_f32_math_within_two_ulp() {
         for (name, op, r, xs) in &cases {
             rows.push(accuracy(&ctx, name, *op, xs, r, &mut bad));
         }
+        // pow: results in range, integer and negative bases, bases near 1 with huge exponents,
+        // subnormal bases, special values
+        let mut pp: Vec<(f32, f32)> = vec![];
+        for _ in 0..n / 2 {
+            let x = (rng.unit() * 40.0 - 20.0).exp();
+            let y = (rng.unit() * 2.0 - 1.0) * 88.0 / x.ln().abs().max(1e-3);
+            pp.push((x as f32, y as f32));
+        }
+        for _ in 0..n / 8 {
+            pp.push(((rng.unit() * 4.0) as f32, ((rng.unit() * 2.0 - 1.0) * 20.0) as f32));
+            pp.push((-(rng.unit() * 10.0).floor() as f32, ((rng.unit() * 2.0 - 1.0) * 30.0).floor() as f32));
+            pp.push(((1.0 + (rng.unit() - 0.5) * 1e-4) as f32, ((rng.unit() * 2.0 - 1.0) * 1e6) as f32));
+            pp.push((f32::from_bits((rng.next() as u32) & 0x007F_FFFF), (rng.unit() * 1.5) as f32));
+        }
+        let sp: Vec<f32> = vec![0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 1e30, 1e-45, -1e-45, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1.0000001, 0.99999994, 0.3, -7.5, 1e10, 1e-10, 16777216.0, 16777215.0, 8388609.0, 2e19];
+        for &x in &sp {
+            for &y in &sp {
+                pp.push((x, y));
+            }
+        }
+        rows.push(accuracy_pow(&ctx, &pp, &mut bad));
         // division against the correctly rounded quotient: the same rows as the exact path
         for t in [DType::F32, DType::F16, DType::BF16] {
             let pts = pairs(&mut rng, t, n);

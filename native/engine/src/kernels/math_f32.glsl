@@ -20,9 +20,12 @@
 //   exp: Cody-Waite reduction by ln2 (15-bit high part: k ln2_hi exact), Taylor to r^8,
 //     1 + r kept as a float-float; 2^k applied on the bits (subnormal results rounded there).
 //   log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), f = m - 1 exact, s = f / (2 + f) as a
-//     float-float (Newton reciprocal, exact residual), log m = 2s + 2s^3/3 + ... (to s^11).
+//     float-float (Newton reciprocal, exact residual), log m = 2s + 2s^3/3 + ... (to s^15),
+//     the s^3 term in float-float (log as a float-float has relative error ~2^-33).
 //   expm1: Taylor series for |x| < 0.35, else exp as a float-float minus 1 (exact two-sum).
 //   log1p: 1 + x = u + ul exactly, log(u) + ul/u.
+//   pow: C99's special values, then exp(y log|x|) with log|x| (its s^3 term too) and the
+//     product as float-floats.
 //   tanh: |x| < 2^-12: x; < 0.625: x + x z P(z) (degree 6 in z = x^2); < 9.02: 1 - 2/(e^2|x| + 1)
 //     with e^2|x| and the reciprocal as float-floats; beyond: +-1.
 //   sigmoid: 1/(1 + e^-x) (x >= 0) or e^x/(1 + e^x) (x < 0) in float-float; exp(x) below -17.34.
@@ -327,19 +330,21 @@ float nxf_rsqrt(float x) {
 }
 
 // ---- exp ----
-// exp(x) = (h.x + h.y) * 2^k for |x| <= 104 (not NaN): h.x in [0.70, 1.42], |h.y| <= ulp(h.x)/2
-vec2 nxf_exp_ff(float x, out int k) {
+// exp(x + xl) = (h.x + h.y) * 2^k for |x| <= 105 (not NaN), |xl| <= ulp(x):
+// h.x in [0.70, 1.42], |h.y| <= ulp(h.x)/2
+vec2 nxf_exp_ff2(float x, float xl, out int k) {
     precise float t = x * 1.44269502;
     k = int(t + ((t >= 0.0) ? 0.5 : -0.5));
     float kf = float(k);
     precise float rh = x - kf * 0.693145751953125; // exact (Sterbenz; 15-bit ln2_hi)
-    precise float rl = -(kf * 1.42860682030941723212e-06);
+    precise float rl = xl - kf * 1.42860682030941723212e-06;
     precise float r = rh + rl;
     precise float q = r * r * (0.5 + r * (0.16666667 + r * (0.041666668 + r * (0.008333334 + r * (0.0013888889 + r * (1.984127e-4 + r * 2.4801587e-5))))));
     vec2 a = nxf_fast_two_sum(1.0, rh);
     precise float lo = a.y + (rl + q);
     return nxf_fast_two_sum(a.x, lo);
 }
+vec2 nxf_exp_ff(float x, out int k) { return nxf_exp_ff2(x, 0.0, k); }
 float nxf_exp(float x) {
     uint a = floatBitsToUint(x);
     uint ax = a & 0x7FFFFFFFu;
@@ -362,9 +367,9 @@ vec2 nxf_exp_ff_scaled(float x) {
 }
 
 // ---- log ----
-// log(x) + extra for the bits `a` of a positive finite x (subnormals too), |extra| below
-// 2^-23 of log's result scale: log1p adds its lost low part there
-float nxf_log_plus(uint a, float extra) {
+// log(x) + extra as a float-float (relative error ~2^-35) for the bits `a` of a positive finite
+// x (subnormals too), |extra| below 2^-23 of log's result scale (log1p adds its lost low part)
+vec2 nxf_log_ff(uint a, float extra) {
     int e;
     uint s = nxf_sig(a, e);
     float m = uintBitsToFloat((s & 0x7FFFFFu) | 0x3F800000u);
@@ -381,12 +386,24 @@ float nxf_log_plus(uint a, float extra) {
     vec2 p = nxf_two_prod(s0, t.x);
     precise float rho = ((f - p.x) - p.y) - s0 * t.y;
     precise float s1 = rho * rt;
-    precise float z = s0 * s0;
-    precise float c = s0 * z * (0.6666667 + z * (0.4 + z * (0.2857143 + z * (0.22222222 + z * 0.18181819))));
+    // s0^3 (2/3 + s0^2 R): the leading term in float-float (2/3 = 0.6666667 - 1.9868215e-08)
+    vec2 z2 = nxf_two_prod(s0, s0);
+    vec2 z3 = nxf_two_prod(z2.x, s0);
+    precise float c3l = z3.y + z2.y * s0;
+    vec2 ch = nxf_two_prod(z3.x, 0.6666667);
+    precise float z = z2.x;
+    precise float tail = z3.x * z * (0.4 + z * (0.2857143 + z * (0.22222222 + z * (0.18181819 + z * (0.15384616 + z * 0.13333334)))));
+    // and 2 s0^2 s1, the s1 part of (2/3) s^3 (s1 is up to ~2^-22 of s0)
+    precise float cl = ch.y + (((z3.x * -1.9868215e-08 + c3l * 0.6666667) + z * s1 * 2.0) + tail);
     float fe = float(e);
     vec2 h = nxf_two_sum(fe * 0.693145751953125, 2.0 * s0);
-    precise float lo = h.y + (fe * 1.42860682030941723212e-06 + ((2.0 * s1 + c) + extra));
-    precise float r = h.x + lo;
+    vec2 h2 = nxf_two_sum(h.x, ch.x);
+    precise float lo = (h.y + h2.y) + (fe * 1.42860682030941723212e-06 + ((2.0 * s1 + cl) + extra));
+    return vec2(h2.x, lo);
+}
+float nxf_log_plus(uint a, float extra) {
+    vec2 l = nxf_log_ff(a, extra);
+    precise float r = l.x + l.y;
     return r;
 }
 float nxf_log(float x) {
@@ -434,6 +451,59 @@ float nxf_expm1(float x) {
     vec2 d = nxf_two_sum(hh, -1.0);
     precise float r = d.x + (d.y + hl);
     return r;
+}
+
+// pow with C99 Annex F's special values (as m_pow): exp(y log|x|) with log|x| and the product
+// as float-floats, the sign from an odd integer y
+float nxf_pow(float x, float y) {
+    uint bx = floatBitsToUint(x);
+    uint by = floatBitsToUint(y);
+    uint ax = bx & 0x7FFFFFFFu;
+    uint ay = by & 0x7FFFFFFFu;
+    if (ay == 0u) return 1.0;
+    if (bx == 0x3F800000u) return 1.0;
+    if (ax > 0x7F800000u || ay > 0x7F800000u) return nxf_nan();
+    bool yint = false;
+    bool yodd = false;
+    if (ay >= 0x4B800000u) {
+        yint = true; // |y| >= 2^24: an even integer
+    } else if (ay >= 0x3F800000u) {
+        uint sh = uint(150 - int(ay >> 23)); // fraction bits: 23 - exponent
+        uint m = (ay & 0x7FFFFFu) | 0x800000u;
+        yint = (m & ((1u << sh) - 1u)) == 0u;
+        yodd = yint && ((m >> sh) & 1u) != 0u;
+    }
+    bool yneg = (by & 0x80000000u) != 0u;
+    if (ay == 0x7F800000u) {
+        if (ax == 0x3F800000u) return 1.0;
+        return ((ax < 0x3F800000u) == yneg) ? uintBitsToFloat(0x7F800000u) : 0.0;
+    }
+    bool xneg = (bx & 0x80000000u) != 0u;
+    if (ax == 0u) {
+        if (yneg) return yodd ? uintBitsToFloat((bx & 0x80000000u) | 0x7F800000u) : uintBitsToFloat(0x7F800000u);
+        return yodd ? x : 0.0;
+    }
+    if (ax == 0x7F800000u) return uintBitsToFloat(((xneg && yodd) ? 0x80000000u : 0u) | (yneg ? 0u : 0x7F800000u));
+    uint sign = 0u;
+    if (xneg) {
+        if (!yint) return nxf_nan();
+        if (yodd) sign = 0x80000000u;
+    }
+    if (ay > 0x5F800000u) { // |y| > 2^64
+        if (ax == 0x3F800000u) return 1.0;
+        return ((ax > 0x3F800000u) != yneg) ? uintBitsToFloat(0x7F800000u) : 0.0;
+    }
+    if (ay < 0x0D800000u) return nxf_with_sign(1.0, sign); // |y log|x|| < 2^-92
+    vec2 l = nxf_log_ff(ax, 0.0);
+    vec2 p = nxf_two_prod(y, l.x);
+    precise float pl = p.y + y * l.y;
+    vec2 z = nxf_fast_two_sum(p.x, pl);
+    uint az = floatBitsToUint(z.x);
+    if (az > 0x42B30000u && az < 0x80000000u) return uintBitsToFloat(sign | 0x7F800000u); // > 89.5
+    if (az > 0xC2D10000u) return uintBitsToFloat(sign); // < -104.5
+    int k;
+    vec2 h = nxf_exp_ff2(z.x, z.y, k);
+    return nxf_with_sign(nxf_ldexp(h.x, k), sign);
 }
 
 // ---- tanh, sigmoid ----
