@@ -135,26 +135,31 @@ defmodule NxVulkan do
   @doc "Frees the device memory now. Returns `:ok`, or `:already_deallocated`."
   def deallocate(handle), do: Native.deallocate(handle)
 
-  @doc "An elementwise unary op (`:exp`, `:negate`, ...) with result type `out`."
+  @doc """
+  An elementwise unary op (`:exp`, `:negate`, ...) with result type `out`, its float math as
+  `precision/1` says.
+  """
   def unary(op, handle, out) do
-    {op, out} = {Atom.to_string(op), type_name(out)}
+    {op, out, fast} = {Atom.to_string(op), type_name(out), fast?()}
 
     # A warm op is queued from this scheduler; one that would compile or wait goes dirty.
-    case Native.unary_nowait(op, handle, out) do
-      :busy -> unwrap!(Native.unary(op, handle, out))
+    case Native.unary_nowait(op, handle, out, fast) do
+      :busy -> unwrap!(Native.unary(op, handle, out, fast))
       result -> unwrap!(result)
     end
   end
 
-  @doc "An elementwise binary op with broadcasting and result type `out`."
+  @doc "An elementwise binary op with broadcasting and result type `out` (see `unary/3`)."
   def binary(op, a, b, out) do
-    {op, out} = {Atom.to_string(op), type_name(out)}
+    {op, out, fast} = {Atom.to_string(op), type_name(out), fast?()}
 
-    case Native.binary_nowait(op, a, b, out) do
-      :busy -> unwrap!(Native.binary(op, a, b, out))
+    case Native.binary_nowait(op, a, b, out, fast) do
+      :busy -> unwrap!(Native.binary(op, a, b, out, fast))
       result -> unwrap!(result)
     end
   end
+
+  defp fast?, do: NxVulkan.Precision.current() == :fast
 
   def as_type(handle, out), do: unwrap!(Native.convert(handle, type_name(out)))
   def bitcast(handle, out), do: unwrap!(Native.bitcast(handle, type_name(out)))
@@ -327,12 +332,21 @@ defmodule NxVulkan do
   defdelegate strict(value), to: NxVulkan.Fallback
 
   @doc """
+  The calling process's float precision for eager elementwise ops: `:exact` (Nx.BinaryBackend's
+  bits), `:fast` (f32 math in f32, within 2 ulp, the same bits on every device), or `nil` to
+  follow `config :nx_vulkan, precision: ...` (default `:exact`). Returns the previous process
+  setting. See `NxVulkan.Precision`.
+  """
+  defdelegate precision(value), to: NxVulkan.Precision, as: :put
+
+  @doc """
   Compiles a graph (the IR `NxVulkan.Compiler` lowers `defn` to) into a plan: `params` is
   `[{type, shape}]`, `nodes` `[{op, args, shape, type, attr}]` in topological order, `outputs`
-  node indices. Returns `{plan, {nodes, fused_kernels, inlined_nodes, family_steps,
-  fused_prologues, fused_epilogues}}`.
+  node indices; `precision`: `"exact"`, `"f32"` (dots accumulate in f32) or `"fast"` (that,
+  and f32/f16/bf16 elementwise math in f32). Returns `{plan, {nodes, fused_kernels,
+  inlined_nodes, family_steps, fused_prologues, fused_epilogues}}`.
   """
-  def plan_compile(params, nodes, outputs, dot_precision \\ "exact") do
+  def plan_compile(params, nodes, outputs, precision \\ "exact") do
     params = Enum.map(params, fn {type, shape} -> {type_name(type), Tuple.to_list(shape)} end)
 
     nodes =
@@ -340,7 +354,7 @@ defmodule NxVulkan do
         {Atom.to_string(op), args, Tuple.to_list(shape), type_name(type), attr}
       end)
 
-    unwrap!(Native.plan_compile(params, nodes, outputs, dot_precision))
+    unwrap!(Native.plan_compile(params, nodes, outputs, precision))
   end
 
   @doc "Runs a compiled plan on input handles (one recording, not waited for); output handles."

@@ -46,7 +46,7 @@ defmodule NxVulkan.CompilerGoldenTest do
     assert_raise ArgumentError, ~r/malformed attribute/, fn -> NxVulkan.plan_compile(p, [node.(:parameter, [], :x)], [0]) end
     assert_raise ArgumentError, ~r/needs 4 bytes/, fn -> NxVulkan.plan_compile(p, [node.(:constant, [], <<1>>)], [0]) end
     assert_raise ArgumentError, ~r/not a node/, fn -> NxVulkan.plan_compile(p, [node.(:parameter, [], 0)], [5]) end
-    assert_raise ArgumentError, ~r/dot precision/, fn -> NxVulkan.plan_compile(p, [node.(:parameter, [], 0)], [0], "sloppy") end
+    assert_raise ArgumentError, ~r/unknown precision/, fn -> NxVulkan.plan_compile(p, [node.(:parameter, [], 0)], [0], "sloppy") end
     {plan, _} = NxVulkan.plan_compile(p, [node.(:parameter, [], 0), node.(:exp, [0], nil)], [1])
     assert_raise ArgumentError, ~r/compiled for f32\[3\]/, fn -> NxVulkan.plan_run(plan, [NxVulkan.upload(<<0::32>>, {:f, 32}, {1})]) end
     dead = NxVulkan.upload(<<0::96>>, {:f, 32}, {3})

@@ -131,17 +131,17 @@ defmodule NxVulkan.StreamTest do
   test "a warm op is queued from a normal scheduler; one that would compile or wait declines" do
     x = NxVulkan.upload(<<1.0::float-32-little, 4.0::float-32-little>>, {:f, 32}, {2})
     NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32}))
-    assert {:ok, y} = NxVulkan.Native.unary_nowait("sqrt", x, "f32")
+    assert {:ok, y} = NxVulkan.Native.unary_nowait("sqrt", x, "f32", false)
     assert NxVulkan.download(y) == <<1.0::float-32-little, 2.0::float-32-little>>
     # A kernel never built here (a new op and type pair) must not be compiled on a scheduler.
-    assert NxVulkan.Native.binary_nowait("atan2", x, x, "f64") == :busy
+    assert NxVulkan.Native.binary_nowait("atan2", x, x, "f64", false) == :busy
     assert NxVulkan.download(NxVulkan.binary(:atan2, x, x, {:f, 64})) |> byte_size() == 16
-    assert {:ok, _} = NxVulkan.Native.binary_nowait("atan2", x, x, "f64")
+    assert {:ok, _} = NxVulkan.Native.binary_nowait("atan2", x, x, "f64", false)
     # Synchronous mode waits for every op: never on a normal scheduler.
     previous = NxVulkan.synchronous(true)
 
     try do
-      assert NxVulkan.Native.unary_nowait("sqrt", x, "f32") == :busy
+      assert NxVulkan.Native.unary_nowait("sqrt", x, "f32", false) == :busy
       assert NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32})) == <<1.0::float-32-little, 2.0::float-32-little>>
     after
       NxVulkan.synchronous(previous)

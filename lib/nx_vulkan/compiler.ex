@@ -19,9 +19,12 @@ if Code.ensure_loaded?(Nx) do
 
     ## Options
 
-      * `:precision` — `:exact` (default): the bits `NxVulkan.Backend` gives eagerly (which are
-        `Nx.BinaryBackend`'s); `:fast`: dots accumulate in f32 (on tensor cores for f16/bf16
-        where the device has them). Elementwise math is exact under both for now.
+      * `:precision` — `:exact`: the bits `NxVulkan.Backend` gives eagerly under `:exact`
+        (which are `Nx.BinaryBackend`'s); `:fast`: f32/f16/bf16 elementwise math in f32 with
+        our own f32 library (within 2 ulp, the same bits on every device; fused equals eager
+        `NxVulkan.Backend` under `:fast`, see `NxVulkan.Precision`) and dots accumulating in
+        f32 (on tensor cores for f16/bf16 where the device has them). Defaults to
+        `NxVulkan.Precision.current/0` (`config :nx_vulkan, precision: ...`, `:exact` unset).
 
     ## What is compiled, what is not
 
@@ -33,7 +36,8 @@ if Code.ensure_loaded?(Nx) do
     nodes whose backend callback `NxVulkan.Backend` does not define (their default expression
     is inlined). A function with anything else (hooks and tokens, complex numbers, other ops
     such as gather, take or conv) runs through `Nx.Defn.Evaluator` over `NxVulkan.Backend` —
-    on the device, op by op, still correct — and that is counted as a fallback named
+    on the device, op by op, under the function's `:precision`, still correct — and that is
+    counted as a fallback named
     `:"defn:<op>"` (`NxVulkan.fallbacks/0`) and forbidden in strict mode
     (`NxVulkan.strict/1`).
 
@@ -117,7 +121,7 @@ if Code.ensure_loaded?(Nx) do
       {expr, params} = traced(fun, args)
 
       try do
-        program = expr |> lower_program(params) |> compile_program(dot_precision(opts[:precision]))
+        program = expr |> lower_program(params) |> compile_program(engine_precision(precision_option(opts)))
         {:plan, summary(program)}
       catch
         {:unsupported, op} -> {:evaluator, op}
@@ -159,18 +163,22 @@ if Code.ensure_loaded?(Nx) do
       {expr, params}
     end
 
-    # The engine's dot policy for a precision option (NxVulkan.plan_compile/4).
-    defp dot_precision(:fast), do: "f32"
-    defp dot_precision(_exact), do: "exact"
+    # The engine's precision for a precision option (NxVulkan.plan_compile/4).
+    defp engine_precision(:fast), do: "fast"
+    defp engine_precision(:exact), do: "exact"
+
+    defp precision_option(opts) do
+      case Keyword.get(opts, :precision) do
+        nil -> NxVulkan.Precision.current()
+        p when p in [:exact, :fast] -> p
+        p -> raise ArgumentError, "NxVulkan.Compiler :precision must be :exact or :fast, got #{inspect(p)}"
+      end
+    end
 
     ## Compilation and its cache
 
     defp compiled(key, vars, fun, opts) do
-      precision = Keyword.get(opts, :precision, :exact)
-
-      unless precision in [:exact, :fast] do
-        raise ArgumentError, "NxVulkan.Compiler :precision must be :exact or :fast, got #{inspect(precision)}"
-      end
+      precision = precision_option(opts)
 
       templates = vars |> Composite.flatten_list() |> Enum.map(&{&1.type, &1.shape, &1.names})
       cache_key = {key, templates, precision}
@@ -195,12 +203,12 @@ if Code.ensure_loaded?(Nx) do
       expr = fun.(vars)
       params = vars |> Composite.flatten_list() |> Enum.map(&{&1.type, &1.shape})
       try do
-        program = expr |> lower_program(params) |> compile_program(dot_precision(precision))
+        program = expr |> lower_program(params) |> compile_program(engine_precision(precision))
         {:program, program, expr}
       catch
         {:unsupported, op} ->
           evaluator = Nx.Defn.Evaluator.__compile__(key, vars, fun, Keyword.drop(opts, [:precision]))
-          {:evaluator, op, evaluator}
+          {:evaluator, op, evaluator, precision}
       end
     end
 
@@ -216,11 +224,18 @@ if Code.ensure_loaded?(Nx) do
       result
     end
 
-    defp run({:evaluator, op, evaluator}, params) do
+    defp run({:evaluator, op, evaluator, precision}, params) do
       NxVulkan.Fallback.record!(:"defn:#{op}")
       bump(:evaluator)
-      [result] = evaluator.([params])
-      result
+      # the eager ops the evaluator runs take the function's precision
+      old = NxVulkan.Precision.put(precision)
+
+      try do
+        [result] = evaluator.([params])
+        result
+      after
+        NxVulkan.Precision.put(old)
+      end
     end
 
     defp param(fun) when is_function(fun, 0), do: fun.()
@@ -237,20 +252,20 @@ if Code.ensure_loaded?(Nx) do
     # of loop w). Loops whose initial values come from stages < j run between stage j - 1 and
     # stage j; a loop's condition and body are programs of their own over the loop state.
 
-    defp compile_program(prog, dot) do
+    defp compile_program(prog, precision) do
       stages =
         Enum.map(prog.stages, fn
           %{nodes: []} = stage ->
             Map.merge(stage, %{plan: nil, summary: {0, 0, 0, 0, 0, 0}})
 
           stage ->
-            {plan, summary} = NxVulkan.plan_compile(stage.params, stage.nodes, stage.outputs, dot)
+            {plan, summary} = NxVulkan.plan_compile(stage.params, stage.nodes, stage.outputs, precision)
             Map.merge(stage, %{plan: plan, summary: summary})
         end)
 
       whiles =
         Enum.map(prog.whiles, fn w ->
-          %{w | cond: compile_program(w.cond, dot), body: compile_program(w.body, dot)}
+          %{w | cond: compile_program(w.cond, precision), body: compile_program(w.body, precision)}
         end)
 
       captured = Enum.map(prog.captured, &device_ref/1)

@@ -8,7 +8,7 @@
 
 use clap::{Parser, Subcommand};
 use nx_vulkan_engine::matmul::DotPrecision;
-use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, Result, UnaryOp};
+use nx_vulkan_engine::{exec, BinaryOp, Context, DType, DeviceSelector, FloatMath, Result, UnaryOp};
 
 mod embedding;
 mod encode_bench;
@@ -361,7 +361,33 @@ fn digest(ctx: &Context) -> Result<()> {
     println!("{{\"op\":\"ALL\",\"device\":{:?},\"digest\":\"{all:016x}\"}}", ctx.caps.name);
     let more = digest_more(ctx, &x64, &x32)?;
     println!("{{\"op\":\"ALL_MORE\",\"device\":{:?},\"digest\":\"{more:016x}\"}}", ctx.caps.name);
+    let fast = digest_fast(ctx, &x32, &rev32)?;
+    println!("{{\"op\":\"ALL_FAST\",\"device\":{:?},\"digest\":\"{fast:016x}\"}}", ctx.caps.name);
     Ok(())
+}
+
+/// Every unary and binary op on f32 and f16 under `precision: :fast` (FloatMath::Fast, our f32
+/// library): a total of its own (`ALL_FAST`), which must also be the same on every device.
+fn digest_fast(ctx: &Context, x32: &nx_vulkan_engine::Tensor, rev32: &nx_vulkan_engine::Tensor) -> Result<u64> {
+    let (x16, rev16) = (ctx.convert(x32, DType::F16)?, ctx.convert(rev32, DType::F16)?);
+    let mut all = 0u64;
+    for (t, x, r) in [(DType::F32, x32, rev32), (DType::F16, &x16, &rev16)] {
+        for &op in UnaryOp::ALL {
+            let out = if matches!(op, UnaryOp::IsNan | UnaryOp::IsInfinity | UnaryOp::LogicalNot) { DType::U8 } else { t };
+            let Ok(y) = ctx.unary_with(FloatMath::Fast, op, x, out) else { continue };
+            let h = fnv(&ctx.download(&y)?);
+            all ^= h.rotate_left((op as u32) * 3 + t.bits() as u32);
+            println!("{{\"op\":\"{}\",\"type\":\"{t}\",\"precision\":\"fast\",\"digest\":\"{h:016x}\"}}", op.name());
+        }
+        for &op in BinaryOp::ALL {
+            let out = if op.is_comparison() || op.is_logical() { DType::U8 } else { t };
+            let Ok(y) = ctx.binary_with(FloatMath::Fast, op, x, r, out) else { continue };
+            let h = fnv(&ctx.download(&y)?);
+            all ^= h.rotate_left((op as u32) * 5 + t.bits() as u32 + 1);
+            println!("{{\"op\":\"{}\",\"type\":\"{t}\",\"precision\":\"fast\",\"digest\":\"{h:016x}\"}}", op.name());
+        }
+    }
+    Ok(all)
 }
 
 /// The other kernel families on the same inputs seen as 68×68 (reductions, arg-reductions,

@@ -7,7 +7,13 @@
 //! new shape never means a new compile.
 //!
 //! Numerics follow Nx.BinaryBackend: every float node is computed in f64 and rounded once to its
-//! own type; integer nodes are computed in 64 bits and wrapped to their width.
+//! own type; integer nodes are computed in 64 bits and wrapped to their width. Under
+//! [`FloatMath::Fast`] f32, f16 and bf16 nodes are computed in f32 instead, with our own f32
+//! library (`kernels/math_f32.glsl`: within 2 ulp, the same bits on every device) where it has
+//! the op (`fast_unary`, `fast_binary`: add, subtract, multiply, divide, pow, max, min, negate, abs,
+//! sign, exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt, comparisons), and through the
+//! f64 library rounded to f32 where it does not; each node is still rounded to its own type, so
+//! fused equals unfused under either.
 //!
 //! **Complex** (c64, c128) nodes are `dvec2(re, im)` in f64, each part rounded once to f32 for
 //! c64. Operations follow the `complex` library (0.5.0) clause by clause as BinaryBackend calls
@@ -123,6 +129,19 @@ impl BinaryOp {
     }
 }
 
+/// How generated kernels evaluate float math.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FloatMath {
+    /// Every float node in f64 with our f64 library, rounded once to its type: Nx.BinaryBackend's
+    /// bits.
+    #[default]
+    Exact,
+    /// f32, f16 and bf16 nodes in f32 with our f32 library (within 2 ulp of the correctly
+    /// rounded result; the same bits on every device), rounded to their type; f64, integer and
+    /// complex nodes as under `Exact`.
+    Fast,
+}
+
 /// A scalar constant stored as the bits of its compute form (f64 bits or i64/u64).
 #[derive(Clone, Copy, PartialEq)]
 pub enum Scalar {
@@ -215,8 +234,11 @@ pub(crate) struct Generated {
 /// given dtypes and access patterns.
 /// The identity of the kernel `generate` would build: expressions, dtypes, rank and access
 /// patterns — never shapes. Cheap next to generating the source, so lookups use it first.
-pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access) -> String {
+pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath) -> String {
     let mut key = format!("ew r{rank} out:{out_access:?}");
+    if math == FloatMath::Fast {
+        key.push_str(" fast"); // exact keys stay as they were (SPIR-V disk cache, digests)
+    }
     for (t, a) in inputs {
         write!(key, " {t}:{a:?}").unwrap();
     }
@@ -226,26 +248,23 @@ pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usi
     key
 }
 
-pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access) -> Result<Generated> {
+pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath) -> Result<Generated> {
     let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
-    let key = kernel_key(outputs, inputs, rank, out_access);
-    let mut g = Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs, in_types: &in_types, used_coords: false };
+    let key = kernel_key(outputs, inputs, rank, out_access, math);
+    let mut g = Gen::new(inputs, &in_types, math);
     let mut stores = String::new();
     for (o, e) in outputs.iter().enumerate() {
         let t = e.dtype(&in_types)?;
         let v = g.node(e)?;
-        let enc = encode(t, &v);
+        let enc = g.enc(t, &v);
         writeln!(stores, "        out{o}.v[oi] = {enc};").unwrap();
     }
     let n_addr = outputs.len() + inputs.len();
     let mut src = crate::kernels::numeric_prelude();
     src.push_str(crate::kernels::OPS);
-    if g.body.contains("m_") {
-        src.push_str(crate::kernels::MATH_F64);
-        if g.body.contains("nx_cm_") {
-            src.push_str(COMPLEX_GLSL);
-        }
-    }
+    // (input decodes call the library too: f16 under :fast)
+    let decode_calls: String = inputs.iter().map(|(t, _)| g.dec(*t, "r")).collect();
+    src.push_str(&libraries(&format!("{}{stores}{decode_calls}", g.body)));
     src.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
     writeln!(src, "    ParamsI32 meta = ParamsI32(pc.params + {}ul);", n_addr * 8).unwrap();
     // meta layout: shape[rank], output offset and strides[rank], then per input: offset, strides[rank]
@@ -317,10 +336,12 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         };
         // Raw loads first, so the fast path below runs before any decoding.
         writeln!(src, "        {} nx_raw{j}_ = in{j}.v[{index}];", storage_type(*t)).unwrap();
-        decodes.push(format!("        {} x{j}_ = {};\n", t.glsl_compute(), decode(*t, &format!("nx_raw{j}_"))));
+        decodes.push(format!("        {} x{j}_ = {};\n", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))));
     }
-    if let Some(fast) = f32_fast_path(outputs, inputs) {
-        src.push_str(&fast);
+    if math == FloatMath::Exact {
+        if let Some(fast) = f32_fast_path(outputs, inputs) {
+            src.push_str(&fast);
+        }
     }
     for d in decodes {
         src.push_str(&d);
@@ -336,32 +357,73 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
 
 /// Expressions turned into GLSL statements for another kernel family to embed (a reduction's
 /// prologue and epilogue): the statements `generate` emits for the same expressions, so every
-/// node is rounded to its own type exactly as in an elementwise kernel.
+/// node is rounded to its own type exactly as in an elementwise kernel. Inputs and values are
+/// in the compute domain of `math` ([`compute_type`], [`decode_with`], [`encode_with`]).
 pub(crate) struct EmbeddedExprs {
     /// Declarations of the intermediate nodes (`precise <type> tN = ...;`).
     pub body: String,
-    /// Each expression's value: a GLSL expression in its type's compute domain.
+    /// Each expression's value: a GLSL expression in its type's compute domain under `math`.
     pub values: Vec<String>,
-    /// The GLSL libraries the statements call (our f64 libm, complex functions), to include
-    /// after the numeric prelude and `OPS`.
-    pub libraries: String,
 }
 
-/// `exprs` as statements reading input `j` from a variable `x{j}_` (decoded: its type's compute
-/// domain), `Iota { axis: None }` from `uint i` and `Iota { axis: Some(d) }` from `uint c{d}`;
-/// the embedding kernel declares those.
-pub(crate) fn embed_exprs(exprs: &[Expr], in_types: &[DType]) -> Result<EmbeddedExprs> {
+/// `exprs` as statements reading input `j` from a variable `x{j}_` (decoded with
+/// [`decode_with`] into [`compute_type`]), `Iota { axis: None }` from `uint i` and
+/// `Iota { axis: Some(d) }` from `uint c{d}`; the embedding kernel declares those.
+pub(crate) fn embed_exprs(exprs: &[Expr], in_types: &[DType], math: FloatMath) -> Result<EmbeddedExprs> {
     let inputs: Vec<(DType, Access)> = in_types.iter().map(|t| (*t, Access::Strided)).collect();
-    let mut g = Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs: &inputs, in_types, used_coords: false };
+    let mut g = Gen::new(&inputs, in_types, math);
     let values = exprs.iter().map(|e| g.node(e)).collect::<Result<Vec<_>>>()?;
+    Ok(EmbeddedExprs { body: g.body, values })
+}
+
+/// Whether nodes of type `t` compute in f32 (`float`) under `math`.
+fn is_fast(math: FloatMath, t: DType) -> bool {
+    math == FloatMath::Fast && matches!(t, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// The GLSL type values of type `t` are computed in under `math`.
+pub(crate) fn compute_type(t: DType, math: FloatMath) -> &'static str {
+    if is_fast(math, t) {
+        "float"
+    } else {
+        t.glsl_compute()
+    }
+}
+
+/// Stored bits `raw` of type `t` as a value of [`compute_type`] (exact).
+pub(crate) fn decode_with(t: DType, raw: &str, math: FloatMath) -> String {
+    match (is_fast(math, t), t) {
+        (true, DType::F32) => format!("uintBitsToFloat({raw})"),
+        (true, DType::F16) => format!("nxf_of_f16(uint({raw}))"),
+        (true, _) => format!("uintBitsToFloat(uint({raw}) << 16)"),
+        _ => decode(t, raw),
+    }
+}
+
+/// A value of [`compute_type`] (already rounded to `t`) as stored bits of type `t`.
+pub(crate) fn encode_with(t: DType, v: &str, math: FloatMath) -> String {
+    match (is_fast(math, t), t) {
+        (true, DType::F32) => format!("floatBitsToUint({v})"),
+        (true, DType::F16) => format!("uint16_t(nxf_f16_bits({v}))"),
+        (true, _) => format!("uint16_t(nxf_bf16_bits({v}))"),
+        _ => encode(t, v),
+    }
+}
+
+/// The GLSL libraries that generated statements `body` call (our f64 libm, complex functions,
+/// our f32 library), to include after the numeric prelude and `OPS`.
+pub(crate) fn libraries(body: &str) -> String {
     let mut libraries = String::new();
-    if g.body.contains("m_") {
+    if body.contains("m_") {
         libraries.push_str(crate::kernels::MATH_F64);
-        if g.body.contains("nx_cm_") {
+        if body.contains("nx_cm_") {
             libraries.push_str(COMPLEX_GLSL);
         }
     }
-    Ok(EmbeddedExprs { body: g.body, values, libraries })
+    if body.contains("nxf_") {
+        libraries.push_str(crate::kernels::MATH_F32);
+    }
+    libraries
 }
 
 /// A native-f32 fast path for the commonest kernel, one f32 add/subtract/multiply of two f32
@@ -513,16 +575,80 @@ struct Gen<'a> {
     inputs: &'a [(DType, Access)],
     in_types: &'a [DType],
     used_coords: bool,
+    math: FloatMath,
 }
 
-impl Gen<'_> {
+/// A double holding an f32 value, as that f32 (exact; NaN payloads kept).
+fn narrow(v: &str) -> String {
+    format!("uintBitsToFloat(nx_f64_to_f32({v}))")
+}
+
+impl<'a> Gen<'a> {
+    fn new(inputs: &'a [(DType, Access)], in_types: &'a [DType], math: FloatMath) -> Gen<'a> {
+        Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs, in_types, used_coords: false, math }
+    }
+
+    fn fast(&self, t: DType) -> bool {
+        is_fast(self.math, t)
+    }
+
+    fn compute(&self, t: DType) -> &'static str {
+        compute_type(t, self.math)
+    }
+
+    /// A value of type `t` in the exact compute domain (an f32 value widened exactly to f64).
+    fn exact_val(&self, t: DType, v: &str) -> String {
+        if self.fast(t) {
+            format!("nx_f32_to_f64(floatBitsToUint({v}))")
+        } else {
+            v.to_string()
+        }
+    }
+
+    /// `to_domain` across the two float domains: into f32, a value is rounded to f32 (the
+    /// node's own rounding follows).
+    fn dom(&self, from: DType, to: DType, v: &str) -> String {
+        match (self.fast(from), self.fast(to)) {
+            (true, true) => v.to_string(),
+            (true, false) => to_domain(DType::F64, to, &self.exact_val(from, v)),
+            (false, true) => narrow(&to_domain(from, DType::F64, v)),
+            (false, false) => to_domain(from, to, v),
+        }
+    }
+
+    /// Rounds a computed value to `t`'s value set (`wrap`, in `t`'s domain here).
+    fn round(&self, t: DType, v: &str) -> String {
+        match (self.fast(t), t) {
+            (true, DType::F32) => format!("nxf_canon({v})"),
+            (true, DType::F16) => format!("nxf_round_f16({v})"),
+            (true, _) => format!("nxf_round_bf16({v})"),
+            _ => wrap(t, v),
+        }
+    }
+
+    fn enc(&self, t: DType, v: &str) -> String {
+        encode_with(t, v, self.math)
+    }
+
+    fn dec(&self, t: DType, raw: &str) -> String {
+        decode_with(t, raw, self.math)
+    }
+
+    fn nonzero(&self, t: DType, v: &str) -> String {
+        if self.fast(t) {
+            format!("nxf_nonzero({v})")
+        } else {
+            nonzero(t, v)
+        }
+    }
+
     fn tmp(&mut self, t: DType, value: String) -> String {
         if let Some(v) = self.memo.get(&value) {
             return v.clone(); // common subexpression
         }
         let name = format!("t{}", self.next);
         self.next += 1;
-        writeln!(self.body, "        precise {} {name} = {value};", t.glsl_compute()).unwrap();
+        writeln!(self.body, "        precise {} {name} = {value};", self.compute(t)).unwrap();
         self.memo.insert(value, name.clone());
         name
     }
@@ -546,6 +672,15 @@ impl Gen<'_> {
                     return Err(invalid!("expression uses input {i} of {}", self.inputs.len()));
                 }
                 Ok(format!("x{i}_"))
+            }
+            Expr::Const { value, dtype } if self.fast(*dtype) => {
+                let f = match *value {
+                    Scalar::F(f) => f,
+                    Scalar::I(i) => i as f64,
+                    Scalar::U(u) => u as f64,
+                };
+                let lit = format!("uintBitsToFloat({:#x}u)", (f as f32).to_bits());
+                Ok(self.tmp(*dtype, self.round(*dtype, &lit)))
             }
             Expr::Const { value, dtype } => {
                 let lit = match (value, dtype.kind()) {
@@ -572,8 +707,8 @@ impl Gen<'_> {
                         format!("uint64_t(c{a})")
                     }
                 };
-                let v = to_domain(DType::U64, *dtype, &raw);
-                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+                let v = self.dom(DType::U64, *dtype, &raw);
+                Ok(self.tmp(*dtype, self.round(*dtype, &v)))
             }
             Expr::Convert { arg, dtype } => {
                 let from = ty(arg, self)?;
@@ -581,8 +716,12 @@ impl Gen<'_> {
                 if from == *dtype {
                     return Ok(a); // as_type to the same type is the tensor itself: bits kept
                 }
-                let v = convert(from, *dtype, &a);
-                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+                let v = match (self.fast(from), self.fast(*dtype)) {
+                    (true, true) => a,
+                    (false, true) => narrow(&wrap(*dtype, &convert(from, *dtype, &a))),
+                    _ => convert(from, *dtype, &self.exact_val(from, &a)),
+                };
+                Ok(self.tmp(*dtype, self.round(*dtype, &v)))
             }
             Expr::Bitcast { arg, dtype } => {
                 let from = ty(arg, self)?;
@@ -590,7 +729,7 @@ impl Gen<'_> {
                     return Err(invalid!("bitcast {from} to {dtype}: widths differ"));
                 }
                 let a = self.node(arg)?;
-                let v = decode(*dtype, &encode(from, &a));
+                let v = self.dec(*dtype, &self.enc(from, &a));
                 Ok(self.tmp(*dtype, v))
             }
             Expr::Select { pred, on_true, on_false, dtype } => {
@@ -599,9 +738,9 @@ impl Gen<'_> {
                 let p = self.node(pred)?;
                 let a = self.node(on_true)?;
                 let b = self.node(on_false)?;
-                let cond = nonzero(pt, &p);
-                let v = format!("({cond}) ? {} : {}", to_domain(tt, *dtype, &a), to_domain(ft, *dtype, &b));
-                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+                let cond = self.nonzero(pt, &p);
+                let v = format!("({cond}) ? {} : {}", self.dom(tt, *dtype, &a), self.dom(ft, *dtype, &b));
+                Ok(self.tmp(*dtype, self.round(*dtype, &v)))
             }
             Expr::Unary { op, arg, dtype } => {
                 let from = ty(arg, self)?;
@@ -609,28 +748,53 @@ impl Gen<'_> {
                 if matches!(op, UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conjugate)
                     || (!op.is_predicate() && (from.is_complex() || dtype.is_complex()))
                 {
-                    let (v, keep_bits) = complex_unary(*op, from, *dtype, &a)?;
-                    return Ok(if keep_bits { v } else { self.tmp(*dtype, wrap(*dtype, &v)) });
+                    // in the exact domain (an f32 result is narrowed exactly after its rounding)
+                    let (v, keep_bits) = complex_unary(*op, from, *dtype, &self.exact_val(from, &a))?;
+                    return Ok(match (keep_bits, self.fast(*dtype)) {
+                        (true, false) => v,
+                        (true, true) => self.tmp(*dtype, narrow(&v)),
+                        (false, false) => self.tmp(*dtype, wrap(*dtype, &v)),
+                        (false, true) => self.tmp(*dtype, narrow(&wrap(*dtype, &v))),
+                    });
                 }
                 if op.integer_only() && (from.is_float() || dtype.is_float()) {
                     return Err(invalid!("{} needs integer tensors, got {from}", op.name()));
                 }
                 let v = if op.is_predicate() {
                     // 0/1 converted like a comparison's, so any result type works
-                    to_domain(DType::U8, *dtype, &unary_predicate(*op, from, &a))
+                    let p = if self.fast(from) { fast_predicate(*op, &a) } else { unary_predicate(*op, from, &a) };
+                    self.dom(DType::U8, *dtype, &p)
                 } else {
-                    let x = to_domain(from, *dtype, &a);
+                    let x = self.dom(from, *dtype, &a);
                     if op.is_float_math() && !dtype.is_float() {
                         return Err(invalid!("{} needs a float result type, got {dtype}", op.name()));
                     }
-                    unary(*op, *dtype, from, &x)
+                    if self.fast(*dtype) {
+                        fast_unary(*op, &x)
+                    } else {
+                        unary(*op, *dtype, from, &x)
+                    }
                 };
-                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+                Ok(self.tmp(*dtype, self.round(*dtype, &v)))
             }
             Expr::Binary { op, lhs, rhs, dtype } => {
                 let (lt, rt) = (ty(lhs, self)?, ty(rhs, self)?);
                 let a = self.node(lhs)?;
                 let b = self.node(rhs)?;
+                if self.fast(lt) && self.fast(rt) && (op.is_comparison() || op.is_logical()) {
+                    let v = fast_compare(*op, &a, &b);
+                    return Ok(self.tmp(*dtype, self.round(*dtype, &self.dom(DType::U8, *dtype, &v))));
+                }
+                if self.fast(*dtype) && !op.is_comparison() && !op.is_logical() && !lt.is_complex() && !rt.is_complex() {
+                    if op.integer_only() {
+                        return Err(invalid!("{} needs integer tensors, got {dtype}", op.name()));
+                    }
+                    let v = fast_binary(*op, &self.dom(lt, *dtype, &a), &self.dom(rt, *dtype, &b));
+                    return Ok(self.tmp(*dtype, self.round(*dtype, &v)));
+                }
+                // Everything else in the exact domain (comparisons of an f32 with another type,
+                // complex operands), then into the result's.
+                let (a, b) = (self.exact_val(lt, &a), self.exact_val(rt, &b));
                 let v = if op.is_comparison() && (lt.is_complex() || rt.is_complex()) {
                     // Elixir's == on values: a complex never equals a real number
                     let eq = match (lt.is_complex(), rt.is_complex()) {
@@ -722,10 +886,77 @@ impl Gen<'_> {
                         binary(*op, *dtype, &x, &y)
                     }
                 };
-                Ok(self.tmp(*dtype, wrap(*dtype, &v)))
+                let v = if self.fast(*dtype) { narrow(&wrap(*dtype, &v)) } else { wrap(*dtype, &v) };
+                Ok(self.tmp(*dtype, v))
             }
         }
     }
+}
+
+/// `op` of an f32 value `x` under `FloatMath::Fast`: our f32 function, or the f64 library's
+/// result rounded to f32 where math_f32.glsl has none.
+fn fast_unary(op: UnaryOp, x: &str) -> String {
+    match op {
+        UnaryOp::Negate => format!("nxf_neg({x})"),
+        UnaryOp::Abs
+        | UnaryOp::Sign
+        | UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Tanh
+        | UnaryOp::Sigmoid
+        | UnaryOp::Erf
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt => {
+            format!("nxf_{}({x})", op.name())
+        }
+        _ => narrow(&unary(op, DType::F64, DType::F64, &format!("nx_f32_to_f64(floatBitsToUint({x}))"))),
+    }
+}
+
+fn fast_binary(op: BinaryOp, x: &str, y: &str) -> String {
+    match op {
+        BinaryOp::Add => format!("nxf_add({x}, {y})"),
+        BinaryOp::Subtract => format!("nxf_sub({x}, {y})"),
+        BinaryOp::Multiply => format!("nxf_mul({x}, {y})"),
+        BinaryOp::Divide => format!("nxf_div({x}, {y})"),
+        BinaryOp::Pow => format!("nxf_pow({x}, {y})"),
+        BinaryOp::Max => format!("nxf_max({x}, {y})"),
+        BinaryOp::Min => format!("nxf_min({x}, {y})"),
+        _ => {
+            let w = |v: &str| format!("nx_f32_to_f64(floatBitsToUint({v}))");
+            narrow(&binary(op, DType::F64, &w(x), &w(y)))
+        }
+    }
+}
+
+/// A comparison or logical op of two f32 values as 0/1 (`uint64_t`), on the bits: a device
+/// that flushes subnormals would call two of them equal.
+fn fast_compare(op: BinaryOp, x: &str, y: &str) -> String {
+    let ordered = format!("!nxf_isnan({x}) && !nxf_isnan({y})");
+    let (kx, ky) = (format!("nxf_key({x})"), format!("nxf_key({y})"));
+    let b = match op {
+        BinaryOp::Equal => format!("{ordered} && {kx} == {ky}"),
+        BinaryOp::NotEqual => format!("!({ordered} && {kx} == {ky})"),
+        BinaryOp::Greater => format!("{ordered} && {kx} > {ky}"),
+        BinaryOp::Less => format!("{ordered} && {kx} < {ky}"),
+        BinaryOp::GreaterEqual => format!("{ordered} && {kx} >= {ky}"),
+        BinaryOp::LessEqual => format!("{ordered} && {kx} <= {ky}"),
+        BinaryOp::LogicalAnd => format!("nxf_nonzero({x}) && nxf_nonzero({y})"),
+        BinaryOp::LogicalOr => format!("nxf_nonzero({x}) || nxf_nonzero({y})"),
+        _ => format!("nxf_nonzero({x}) != nxf_nonzero({y})"),
+    };
+    format!("(({b}) ? 1ul : 0ul)")
+}
+
+fn fast_predicate(op: UnaryOp, x: &str) -> String {
+    let b = match op {
+        UnaryOp::IsNan => format!("nxf_isnan({x})"),
+        UnaryOp::IsInfinity => format!("nxf_isinf({x})"),
+        _ => format!("!nxf_nonzero({x})"),
+    };
+    format!("(({b}) ? 1ul : 0ul)")
 }
 
 fn nonzero(t: DType, v: &str) -> String {
@@ -836,7 +1067,7 @@ mod tests {
 
     fn source(op: BinaryOp, a: DType, b: DType, out: DType) -> String {
         let e = Expr::binary(op, Expr::Input(0), Expr::Input(1), out);
-        generate(&[e], &[(a, Access::Contiguous), (b, Access::Contiguous)], 1, Access::Contiguous).unwrap().source
+        generate(&[e], &[(a, Access::Contiguous), (b, Access::Contiguous)], 1, Access::Contiguous, FloatMath::Exact).unwrap().source
     }
 
     #[test]
@@ -852,10 +1083,78 @@ mod tests {
     #[test]
     fn kernels_are_keyed_by_structure_not_shape() {
         let e = Expr::binary(BinaryOp::Add, Expr::Input(0), Expr::Input(1), DType::F32);
-        let k1 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous).unwrap().key;
-        let k2 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided)], 2, Access::Contiguous).unwrap().key;
+        let k1 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Exact).unwrap().key;
+        let k2 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided)], 2, Access::Contiguous, FloatMath::Exact).unwrap().key;
         assert_ne!(k1, k2);
         assert!(!k1.contains("shape"));
+        let k3 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Fast).unwrap().key;
+        assert_ne!(k1, k3, "precision is part of the key");
+    }
+
+    /// Under :fast, f32 work uses our f32 library and no f64 at all where every op has an f32
+    /// implementation (the f64 library only for ops it lacks).
+    #[test]
+    fn fast_kernels_compute_f32_in_f32() {
+        let x = || Expr::Input(0);
+        let chain = Expr::binary(
+            BinaryOp::Divide,
+            Expr::unary(UnaryOp::Exp, Expr::binary(BinaryOp::Subtract, x(), Expr::Input(1), DType::F32), DType::F32),
+            Expr::unary(UnaryOp::Sqrt, x(), DType::F32),
+            DType::F32,
+        );
+        let ins = [(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)];
+        let fast = generate(std::slice::from_ref(&chain), &ins, 1, Access::Contiguous, FloatMath::Fast).unwrap().source;
+        let body = &fast[fast.find("void main()").unwrap()..];
+        assert!(body.contains("nxf_exp(") && body.contains("nxf_div(") && body.contains("nxf_sqrt("), "{body}");
+        assert!(!body.contains("double") && !fast.contains("double m_exp("), "no f64 in a :fast f32 chain: {body}");
+        let sin = Expr::unary(UnaryOp::Sin, x(), DType::F32);
+        let fast = generate(&[sin], &ins, 1, Access::Contiguous, FloatMath::Fast).unwrap().source;
+        assert!(fast.contains("m_sin(nx_f32_to_f64("), "sin goes through the f64 library");
+    }
+
+    /// The capabilities a SPIR-V module declares (OpCapability: opcode 17, one operand).
+    fn capabilities(words: &[u32]) -> Vec<u32> {
+        let (mut caps, mut i) = (vec![], 5);
+        while i < words.len() {
+            let (count, opcode) = ((words[i] >> 16) as usize, words[i] & 0xFFFF);
+            if opcode == 17 {
+                caps.push(words[i + 1]);
+            }
+            i += count.max(1);
+        }
+        caps
+    }
+
+    /// A :fast kernel whose f32/f16/bf16 ops all have f32 implementations declares no Float64
+    /// capability, so it runs on a device without shaderFloat64 (Int64 is still declared: every
+    /// kernel addresses memory through 64-bit buffer device addresses).
+    #[test]
+    fn fast_f32_kernels_declare_no_float64() {
+        const FLOAT64: u32 = 10;
+        const INT64: u32 = 11;
+        let x = || Expr::Input(0);
+        let y = || Expr::Input(1);
+        let f = DType::F32;
+        let un = |op, e| Expr::unary(op, e, f);
+        let bin = |op, a, b| Expr::binary(op, a, b, f);
+        let mut e = bin(BinaryOp::Add, un(UnaryOp::Exp, x()), un(UnaryOp::Log, y()));
+        for op in [UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Erf, UnaryOp::Sqrt, UnaryOp::Rsqrt, UnaryOp::Negate, UnaryOp::Abs, UnaryOp::Sign] {
+            e = bin(BinaryOp::Multiply, un(op, e), y());
+        }
+        e = bin(BinaryOp::Divide, bin(BinaryOp::Subtract, e, x()), bin(BinaryOp::Max, x(), bin(BinaryOp::Min, y(), x())));
+        let pred = Expr::binary(BinaryOp::Less, e.clone(), x(), DType::U8);
+        e = Expr::select(pred, e, Expr::Const { value: Scalar::F(0.5), dtype: f }, f);
+        let half = Expr::convert(Expr::unary(UnaryOp::Exp, Expr::Input(2), DType::F16), DType::BF16);
+        let ins = [(f, Access::Contiguous), (f, Access::Strided), (DType::F16, Access::Contiguous)];
+        let compiler = glslang::Compiler::acquire().expect("glslang");
+        let spirv = |math| {
+            let g = generate(&[e.clone(), half.clone()], &ins, 2, Access::Contiguous, math).unwrap();
+            capabilities(&crate::kernel::compile_glsl(compiler, &g.key, &g.source, crate::kernel::ShaderTarget::Vulkan12).expect("compiles"))
+        };
+        let (fast, exact) = (spirv(FloatMath::Fast), spirv(FloatMath::Exact));
+        assert!(exact.contains(&FLOAT64), "the exact kernel computes in f64: {exact:?}");
+        assert!(!fast.contains(&FLOAT64), "the :fast kernel declares Float64: {fast:?}");
+        assert!(fast.contains(&INT64), "64-bit device addresses: {fast:?}");
     }
 }
 

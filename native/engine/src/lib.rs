@@ -42,7 +42,7 @@ pub mod llm;
 
 pub use device::{list_devices, DeviceCaps, DeviceSelector};
 pub use dtype::DType;
-pub use elementwise::{Access, BinaryOp, Expr, Scalar, UnaryOp};
+pub use elementwise::{Access, BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 pub use error::{EngineError, Result};
 pub use memory::PoolStats;
 pub use tensor::Tensor;

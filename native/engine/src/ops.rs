@@ -9,7 +9,7 @@
 //! batch may hold part of the op: drop it rather than finishing it.
 
 use crate::dtype::DType;
-use crate::elementwise::{generate, kernel_key, Access, BinaryOp, Expr, Scalar, UnaryOp};
+use crate::elementwise::{generate, kernel_key, Access, BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 use crate::error::{invalid, EngineError, Result};
 use crate::params::ParamBlock;
 use crate::submit::Batch;
@@ -286,17 +286,27 @@ impl Context {
     /// Evaluates several expressions over the same inputs in one kernel (one output each).
     /// Every input must already have `shape` (use `Tensor::broadcast_to` for broadcasting).
     pub fn map_multi(&self, exprs: &[Expr], inputs: &[&Tensor], shape: &[usize]) -> Result<Vec<Tensor>> {
+        self.map_multi_with(FloatMath::Exact, exprs, inputs, shape)
+    }
+
+    /// [`Context::map_multi`] with float math evaluated as `math` says.
+    pub fn map_multi_with(&self, math: FloatMath, exprs: &[Expr], inputs: &[&Tensor], shape: &[usize]) -> Result<Vec<Tensor>> {
         let in_types: Vec<DType> = inputs.iter().map(|t| t.dtype).collect();
         let outs = exprs
             .iter()
             .map(|e| self.empty(e.dtype(&in_types)?, shape))
             .collect::<Result<Vec<_>>>()?;
-        self.recorded(outs, |batch, outs| self.record_map(batch, exprs, inputs, &outs.iter().collect::<Vec<_>>()))
+        self.recorded(outs, |batch, outs| self.record_map_with(batch, math, exprs, inputs, &outs.iter().collect::<Vec<_>>()))
     }
 
     /// Records an elementwise kernel writing `outputs` (same shape; contiguous, or strided
     /// views of larger buffers for put_slice/pad/concatenate).
     pub fn record_map(&self, batch: &mut Batch<'_>, exprs: &[Expr], inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<()> {
+        self.record_map_with(batch, FloatMath::Exact, exprs, inputs, outputs)
+    }
+
+    /// [`Context::record_map`] with float math evaluated as `math` says.
+    pub fn record_map_with(&self, batch: &mut Batch<'_>, math: FloatMath, exprs: &[Expr], inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<()> {
         let shape = outputs.first().map(|t| t.shape.clone()).ok_or_else(|| invalid!("no outputs"))?;
         let n = check_size(&shape)?;
         let rank = shape.len();
@@ -330,16 +340,17 @@ impl Context {
                 (t.dtype, a)
             })
             .collect();
+        // (correctly rounded add/subtract/multiply: the same bits under either math)
         if let Some(sym) = vec4_f32_op(exprs, inputs, outputs[0]) {
             return self.record_vec4_f32(batch, sym, inputs, outputs[0], n);
         }
         // Source is generated (and the expression type-checked) only the first time a key is
         // seen: a warm op costs a key and a hash lookup, not a page of GLSL.
-        let key = kernel_key(exprs, &accesses, rank, out_access);
+        let key = kernel_key(exprs, &accesses, rank, out_access, math);
         let kernel = match self.kernels.cached(&key) {
             Some(k) => k,
             None => {
-                let generated = generate(exprs, &accesses, rank, out_access)?;
+                let generated = generate(exprs, &accesses, rank, out_access, math)?;
                 self.kernels.get(&generated.key, 256, 1, || generated.source)?
             }
         };
@@ -378,15 +389,26 @@ impl Context {
 
     /// `op(x)` with result type `out` (Nx decides it: e.g. f32 for exp of s32).
     pub fn unary(&self, op: UnaryOp, x: &Tensor, out: DType) -> Result<Tensor> {
-        self.map(&Expr::unary(op, Expr::Input(0), out), &[x])
+        self.unary_with(FloatMath::Exact, op, x, out)
+    }
+
+    /// [`Context::unary`] with float math evaluated as `math` says.
+    pub fn unary_with(&self, math: FloatMath, op: UnaryOp, x: &Tensor, out: DType) -> Result<Tensor> {
+        let e = Expr::unary(op, Expr::Input(0), out);
+        Ok(self.map_multi_with(math, &[e], &[x], &x.shape)?.remove(0))
     }
 
     /// `op(a, b)` with broadcasting and result type `out`.
     pub fn binary(&self, op: BinaryOp, a: &Tensor, b: &Tensor, out: DType) -> Result<Tensor> {
+        self.binary_with(FloatMath::Exact, op, a, b, out)
+    }
+
+    /// [`Context::binary`] with float math evaluated as `math` says.
+    pub fn binary_with(&self, math: FloatMath, op: BinaryOp, a: &Tensor, b: &Tensor, out: DType) -> Result<Tensor> {
         let shape = broadcast_shapes(&a.shape, &b.shape)?;
         let (a, b) = (a.broadcast_to(&shape)?, b.broadcast_to(&shape)?);
         let e = Expr::binary(op, Expr::Input(0), Expr::Input(1), out);
-        Ok(self.map_multi(&[e], &[&a, &b], &shape)?.remove(0))
+        Ok(self.map_multi_with(math, &[e], &[&a, &b], &shape)?.remove(0))
     }
 
     /// Nx.as_type.

@@ -40,7 +40,7 @@
 //! recording retires (the batch keeps it), then returns to the pool.
 
 use crate::dtype::DType;
-use crate::elementwise::{BinaryOp, Expr, Scalar, UnaryOp};
+use crate::elementwise::{BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
 use crate::ops::clip_expr;
@@ -110,10 +110,13 @@ pub struct Graph {
     pub outputs: Vec<usize>,
 }
 
-/// How a compiled plan evaluates dots (and, later, float math).
+/// How a compiled plan evaluates dots and float math (`precision: :exact` is the default of
+/// both; `:fast` is `DotPrecision::TensorCore` with `FloatMath::Fast`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PlanOptions {
     pub dot: DotPrecision,
+    /// Elementwise work: fused kernels and reductions' prologues, finishes and epilogues.
+    pub math: FloatMath,
 }
 
 fn is_elementwise(op: &PlanOp) -> bool {
@@ -419,7 +422,7 @@ impl Plan {
                         .iter()
                         .map(|&o| ctx.empty(g.nodes[o].dtype, shape))
                         .collect::<Result<Vec<_>>>()?;
-                    ctx.record_map(&mut batch, exprs, &ins.iter().collect::<Vec<_>>(), &outs.iter().collect::<Vec<_>>())?;
+                    ctx.record_map_with(&mut batch, self.options.math, exprs, &ins.iter().collect::<Vec<_>>(), &outs.iter().collect::<Vec<_>>())?;
                     for (o, t) in outputs.iter().zip(outs) {
                         vals[*o] = Some(t);
                     }
@@ -450,7 +453,7 @@ impl Plan {
                         epilogue: epilogue.iter().zip(&outs).map(|((e, _), t)| (e.clone(), t)).collect(),
                     };
                     let fin = finish.as_ref().map(|(e, _)| Finish { reduced: rn.dtype, expr: e.clone() });
-                    ctx.record_reduce_finished(&mut batch, &r, fin.as_ref())?;
+                    ctx.record_reduce_finished_with(&mut batch, self.options.math, &r, fin.as_ref())?;
                     vals[stored] = Some(out);
                     for ((_, e), t) in epilogue.iter().zip(outs) {
                         vals[*e] = Some(t);
@@ -578,7 +581,7 @@ fn record_node_unchecked<'c>(ctx: &'c Context, batch: &mut Batch<'c>, options: P
             let inputs: Vec<Expr> = (0..ins.len()).map(Expr::Input).collect();
             let e = elementwise_expr(node, &inputs, &ins.iter().map(|t| t.dtype()).collect::<Vec<_>>());
             let out = ctx.empty(node.dtype, &node.shape)?;
-            ctx.record_map(batch, &[e], &ins.iter().collect::<Vec<_>>(), &[&out])?;
+            ctx.record_map_with(batch, options.math, &[e], &ins.iter().collect::<Vec<_>>(), &[&out])?;
             out
         }
         op => return Err(invalid!("plan bug: {op:?} has no recording")),
@@ -954,13 +957,18 @@ impl Graph {
     /// Runs every node as its own op (one kernel per elementwise node, views as views), in
     /// one batch: what the eager backend computes, for comparing a plan against.
     pub fn eval_unfused(&self, ctx: &Context, params: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.eval_unfused_with(ctx, params, PlanOptions::default())
+    }
+
+    /// [`Graph::eval_unfused`] with `options` (the eager backend under that precision).
+    pub fn eval_unfused_with(&self, ctx: &Context, params: &[Tensor], options: PlanOptions) -> Result<Vec<Tensor>> {
         validate(self)?;
         let mut vals: Vec<Option<Tensor>> = vec![None; self.nodes.len()];
         let mut batch = ctx.batch()?;
         for (i, node) in self.nodes.iter().enumerate() {
             vals[i] = Some(match node.op {
                 PlanOp::Parameter(p) => params.get(p).ok_or_else(|| invalid!("missing input {p}"))?.clone(),
-                _ => record_node(ctx, &mut batch, PlanOptions::default(), node, &vals)?,
+                _ => record_node(ctx, &mut batch, options, node, &vals)?,
             });
         }
         batch.finish()?;

@@ -88,7 +88,7 @@
 //! for argmax/argmin.
 
 use crate::dtype::{DType, Kind};
-use crate::elementwise::{embed_exprs, Expr};
+use crate::elementwise::{compute_type, decode_with, embed_exprs, encode_with, libraries, Expr, FloatMath};
 pub(crate) use crate::elementwise::{buf_type, decode, encode, storage_type, to_domain, wrap};
 use crate::error::{invalid, Result};
 use crate::params::ParamBlock;
@@ -463,6 +463,12 @@ impl Context {
     /// value before it is written to `r.out` (whose type is then the finish's): logsumexp's
     /// `log(sum) + max`, a mean's `sum / n`. The epilogue reads the finished value.
     pub fn record_reduce_finished(&self, batch: &mut Batch<'_>, r: &FusedReduce<'_>, finish: Option<&Finish>) -> Result<()> {
+        self.record_reduce_finished_with(batch, FloatMath::Exact, r, finish)
+    }
+
+    /// [`Context::record_reduce_finished`] with the prologue, finish and epilogue's float math
+    /// evaluated as `math` says (the accumulation is the same under both).
+    pub fn record_reduce_finished_with(&self, batch: &mut Batch<'_>, math: FloatMath, r: &FusedReduce<'_>, finish: Option<&Finish>) -> Result<()> {
         let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue } = r;
         let (out, op, shape, axes) = (*out, *op, shape.as_slice(), axes.as_slice());
         let comb = op.comb();
@@ -593,6 +599,7 @@ impl Context {
             in_types: in_types.clone(),
             prologue: prologue.clone(),
             epilogue: if epi { epilogue.iter().map(|(e, t)| (e.clone(), t.dtype)).collect() } else { vec![] },
+            math,
         };
         // The parameter block of a pass over the input: destination, input addresses and
         // epilogue outputs, then R, segments, segment length, partials, stream offsets and the
@@ -649,6 +656,7 @@ impl Context {
                     in_types: vec![],
                     prologue: Expr::Input(0),
                     epilogue: vec![],
+                    math,
                 };
                 let k2 = self.reduction_kernel(&p2_spec)?;
                 // With a finish, the reduction goes to a temporary and the finish writes `out`.
@@ -669,7 +677,7 @@ impl Context {
                     let mut at_kept: Vec<Tensor> = inputs.iter().map(|t| Tensor { shape: keep1.clone(), ..(*t).clone() }).collect();
                     at_kept.push(dense(tmp));
                     let dst = dense(out);
-                    self.record_map(batch, std::slice::from_ref(&f.expr), &at_kept.iter().collect::<Vec<_>>(), &[&dst])?;
+                    self.record_map_with(batch, math, std::slice::from_ref(&f.expr), &at_kept.iter().collect::<Vec<_>>(), &[&dst])?;
                 }
                 if !epilogue.is_empty() {
                     // The finished value broadcast back over `shape`: `out` read with the kept
@@ -681,7 +689,7 @@ impl Context {
                     all.push(&back);
                     let exprs: Vec<Expr> = epilogue.iter().map(|(e, _)| e.clone()).collect();
                     let outs: Vec<&Tensor> = epilogue.iter().map(|(_, t)| *t).collect();
-                    self.record_map(batch, &exprs, &all, &outs)?;
+                    self.record_map_with(batch, math, &exprs, &all, &outs)?;
                 }
             }
         }
@@ -729,6 +737,8 @@ struct Spec {
     prologue: Expr,
     /// In-kernel epilogue: (expression, output type).
     epilogue: Vec<(Expr, DType)>,
+    /// How the prologue, finish and epilogue evaluate float math.
+    math: FloatMath,
 }
 
 impl Spec {
@@ -743,6 +753,9 @@ impl Spec {
         );
         if let Some(f) = &self.finish {
             write!(key, " fin:{}:{f:?}", self.out).unwrap();
+        }
+        if self.math == FloatMath::Fast {
+            key.push_str(" fast");
         }
         if !self.src_partial {
             write!(key, " in{:?} streams{:?} pro:{:?}", self.in_types, self.streams, self.prologue).unwrap();
@@ -809,7 +822,7 @@ impl Spec {
         for &u in used {
             if let StreamKind::Input(j) = self.streams[u].kind {
                 let t = self.in_types[j];
-                writeln!(s, "        {} x{j}_ = {};", t.glsl_compute(), decode(t, &format!("nx_raw{j}_"))).unwrap();
+                writeln!(s, "        {} x{j}_ = {};", compute_type(t, self.math), decode_with(t, &format!("nx_raw{j}_"), self.math)).unwrap();
             }
         }
     }
@@ -865,21 +878,24 @@ impl Spec {
         let fused = !self.src_partial;
         let pro = match (&self.prologue, fused) {
             (Expr::Input(_), _) | (_, false) => None,
-            (p, true) => Some(embed_exprs(std::slice::from_ref(p), &self.in_types)?),
+            (p, true) => Some(embed_exprs(std::slice::from_ref(p), &self.in_types, self.math)?),
         };
         let mut epi_types = self.in_types.clone();
         epi_types.push(self.out);
         let epi_exprs: Vec<Expr> = self.epilogue.iter().map(|(e, _)| e.clone()).collect();
-        let epi = if self.epilogue.is_empty() { None } else { Some(embed_exprs(&epi_exprs, &epi_types)?) };
+        let epi = if self.epilogue.is_empty() { None } else { Some(embed_exprs(&epi_exprs, &epi_types, self.math)?) };
         let mut fin_types = self.in_types.clone();
         fin_types.push(self.red_t);
         let fin = match &self.finish {
-            Some(f) => Some(embed_exprs(std::slice::from_ref(f), &fin_types)?),
+            Some(f) => Some(embed_exprs(std::slice::from_ref(f), &fin_types, self.math)?),
             None => None,
         };
-        // the libraries are "", libm, or libm then complex: the longest covers all
-        let libs = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.libraries.clone())).max_by_key(|l| l.len());
-        s.push_str(&libs.unwrap_or_default());
+        let bodies: String = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.body.as_str())).collect();
+        s.push_str(&libraries(&bodies));
+        if self.math == FloatMath::Fast && !bodies.contains("nxf_") && (pro.is_some() || epi.is_some() || fin.is_some()) {
+            // the embedded functions' decodes and encodes (f16 under :fast) call it too
+            s.push_str(crate::kernels::MATH_F32);
+        }
         let acc = self.acc_type();
         let in_t = self.val_t;
         writeln!(s, "#define ACC {acc}").unwrap();
@@ -950,7 +966,7 @@ impl Spec {
                 writeln!(s, "RAW pro({}) {{", self.stream_params(&pro_streams).join(", ")).unwrap();
                 self.stream_decodes(&pro_streams, &mut s);
                 s.push_str(&pro.body);
-                writeln!(s, "        return {};\n}}", encode(in_t, &pro.values[0])).unwrap();
+                writeln!(s, "        return {};\n}}", encode_with(in_t, &pro.values[0], self.math)).unwrap();
             }
         }
         let epi_streams: Vec<usize> = epi_exprs.iter().flat_map(|e| self.streams_of(e)).collect();
@@ -964,9 +980,9 @@ impl Spec {
             params.push(format!("{} nx_raw{n}_", storage_type(self.red_t)));
             writeln!(s, "{} fin({}) {{", storage_type(self.out), params.join(", ")).unwrap();
             self.stream_decodes(&fin_streams, &mut s);
-            writeln!(s, "        {} x{n}_ = {};", self.red_t.glsl_compute(), decode(self.red_t, &format!("nx_raw{n}_"))).unwrap();
+            writeln!(s, "        {} x{n}_ = {};", compute_type(self.red_t, self.math), decode_with(self.red_t, &format!("nx_raw{n}_"), self.math)).unwrap();
             s.push_str(&fe.body);
-            writeln!(s, "        return {};\n}}", encode(self.out, &fe.values[0])).unwrap();
+            writeln!(s, "        return {};\n}}", encode_with(self.out, &fe.values[0], self.math)).unwrap();
         }
         if let Some(epi) = &epi {
             // Evaluates the epilogue at one element: the reduced value arrives as the stored
@@ -979,10 +995,10 @@ impl Spec {
             }
             writeln!(s, "void epi({}) {{", params.join(", ")).unwrap();
             self.stream_decodes(&epi_streams, &mut s);
-            writeln!(s, "        {} x{n}_ = {};", self.out.glsl_compute(), decode(self.out, &format!("nx_raw{n}_"))).unwrap();
+            writeln!(s, "        {} x{n}_ = {};", compute_type(self.out, self.math), decode_with(self.out, &format!("nx_raw{n}_"), self.math)).unwrap();
             s.push_str(&epi.body);
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
-                writeln!(s, "        y{q} = {};", encode(*t, &epi.values[q])).unwrap();
+                writeln!(s, "        y{q} = {};", encode_with(*t, &epi.values[q], self.math)).unwrap();
             }
             s.push_str("}\n");
         }

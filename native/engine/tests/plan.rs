@@ -7,6 +7,7 @@
 mod common;
 use common::*;
 use nx_vulkan_engine::elementwise::Scalar;
+use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::plan::*;
 use nx_vulkan_engine::reduce::{ArgOp, ReduceOp, TieBreak};
 use nx_vulkan_engine::*;
@@ -58,11 +59,19 @@ impl G {
 /// Runs `g` as a plan and node by node; the dispatch count is only meaningful for tests that
 /// run alone.
 fn run_both(ctx: &Context, g: &Graph, inputs: &[Tensor]) -> (Vec<Vec<u64>>, Vec<Vec<u64>>, PlanSummary, u64) {
-    let plan = Plan::new(g.clone(), PlanOptions::default()).expect("plan");
+    run_both_with(ctx, g, inputs, PlanOptions::default())
+}
+
+/// `precision: :fast`: f32 dots and f32 elementwise math (FloatMath::Fast).
+const FAST: PlanOptions = PlanOptions { dot: DotPrecision::TensorCore, math: FloatMath::Fast };
+
+/// [`run_both`] under `options` (the unfused run under the same ones).
+fn run_both_with(ctx: &Context, g: &Graph, inputs: &[Tensor], options: PlanOptions) -> (Vec<Vec<u64>>, Vec<Vec<u64>>, PlanSummary, u64) {
+    let plan = Plan::new(g.clone(), options).expect("plan");
     let before = ctx.stats();
     let fused = plan.run(ctx, inputs).expect("run");
     let after = ctx.stats();
-    let unfused = g.eval_unfused(ctx, inputs).expect("unfused");
+    let unfused = g.eval_unfused_with(ctx, inputs, options).expect("unfused");
     let bits = |ts: &[Tensor]| ts.iter().map(|t| download(ctx, t)).collect::<Vec<_>>();
     (bits(&fused), bits(&unfused), plan.summary(), after.dispatches - before.dispatches)
 }
@@ -101,6 +110,10 @@ fn ten_op_chain_is_one_dispatch_and_matches_a_cpu_reference() {
             b.out(v);
             let (xb, yb) = (values(t, n, &mut rng), values(t, n, &mut rng));
             let ins = [upload(ctx, t, &[n], &xb), upload(ctx, t, &[n], &yb)];
+            // under :fast too: one dispatch, fused == unfused (the CPU reference below is :exact's)
+            let (fast, fast_unfused, fast_summary, fast_dispatches) = run_both_with(ctx, &b.g, &ins, FAST);
+            assert_eq!((fast_dispatches, fast_summary.fused_kernels), (1, 1), "{t}: a 10-op chain under :fast is one dispatch");
+            assert_eq!(fast, fast_unfused, "{t}: fused == unfused under :fast");
             let before_recordings = ctx.stats().recordings;
             let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
             assert_eq!(dispatches, 1, "{t}: a 10-op chain is one dispatch");
@@ -221,6 +234,9 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
                 let sm = b.bin(BinaryOp::Divide, e, s);
                 b.out(sm);
                 let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
+                let (fast, fast_unfused, fast_summary, fast_dispatches) = run_both_with(ctx, &b.g, &ins, FAST);
+                assert_eq!(fast, fast_unfused, "softmax {t} {rows}x{cols} under :fast");
+                assert_eq!((fast_dispatches, fast_summary.fused_kernels), (2, 0), "softmax {t} {rows}x{cols} under :fast");
                 let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
                 assert_eq!(fused, unfused, "softmax {t} {rows}x{cols}");
                 assert_eq!((dispatches, summary.fused_kernels), (2, 0), "softmax {t} {rows}x{cols}: {summary:?}");
@@ -249,6 +265,9 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
                     upload(ctx, t, &[cols], &random_values(t, cols, &mut rng)),
                     upload(ctx, t, &[cols], &random_values(t, cols, &mut rng)),
                 ];
+                let (fast, fast_unfused, fast_summary, fast_dispatches) = run_both_with(ctx, &b.g, &ins, FAST);
+                assert_eq!(fast, fast_unfused, "layernorm {t} {rows}x{cols} under :fast");
+                assert_eq!((fast_dispatches, fast_summary.fused_epilogues), (2, 1), "layernorm {t} {rows}x{cols} under :fast");
                 let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
                 assert_eq!(fused, unfused, "layernorm {t} {rows}x{cols}");
                 assert_eq!((dispatches, summary.fused_epilogues), (2, 1), "layernorm {t} {rows}x{cols}: {summary:?}");
@@ -264,6 +283,8 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
                 let lse = b.bin(BinaryOp::Add, l, m);
                 b.out(lse);
                 let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
+                let (fast, fast_unfused, _, fast_dispatches) = run_both_with(ctx, &b.g, &ins, FAST);
+                assert_eq!((fast, fast_dispatches), (fast_unfused, 2), "logsumexp {t} {rows}x{cols} under :fast");
                 let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
                 assert_eq!(fused, unfused, "logsumexp {t} {rows}x{cols}");
                 assert_eq!((dispatches, summary.fused_kernels), (2, 0), "logsumexp {t} {rows}x{cols}: {summary:?}");
@@ -409,6 +430,17 @@ fn random_graphs_fused_equal_unfused() {
                     fails.check(|| format!("case {case} ({t}, {r}x{c}) output {k} at {i}"), f[i], u[i]);
                 }
                 fails.finish("fused vs unfused");
+            }
+            if case % 2 == 0 {
+                // and under :fast (every other case: its kernels are new ones to build)
+                let (fused, unfused, _, _) = run_both_with(ctx, &b.g, &ins, FAST);
+                for (k, (f, u)) in fused.iter().zip(&unfused).enumerate() {
+                    let mut fails = Failures::default();
+                    for i in 0..f.len() {
+                        fails.check(|| format!("case {case} ({t}, {r}x{c}) output {k} at {i} under :fast"), f[i], u[i]);
+                    }
+                    fails.finish("fused vs unfused under :fast");
+                }
             }
             total_kernels += summary.fused_kernels;
             total_unfused += b.g.nodes.iter().filter(|n| !matches!(n.op, PlanOp::Parameter(_) | PlanOp::Transpose(_) | PlanOp::Slice { .. })).count();

@@ -6,7 +6,7 @@
 //! `{:error, {kind, message}}` (kind: `:argument`, `:out_of_memory`, `:device`, `:internal`).
 //! Panics are caught in the engine thread and by rustler; none reaches the VM.
 
-use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, Tensor, UnaryOp};
+use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, FloatMath, Tensor, UnaryOp};
 use parking_lot::RwLock;
 use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, Term};
 use std::panic::RefUnwindSafe;
@@ -301,50 +301,59 @@ fn deallocate(env: Env<'_>, t: Handle) -> Term<'_> {
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn unary(env: Env<'_>, op: String, x: Handle, out: String) -> Term<'_> {
+fn unary(env: Env<'_>, op: String, x: Handle, out: String, fast: bool) -> Term<'_> {
     let r = get(&x).and_then(|x| {
         let op = UnaryOp::parse(&op)?;
         let out = dtype(&out)?;
-        on_engine(move |ctx| ctx.unary(op, &x, out))
+        on_engine(move |ctx| ctx.unary_with(float_math(fast), op, &x, out))
     });
     tensor_result(env, r)
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn binary(env: Env<'_>, op: String, a: Handle, b: Handle, out: String) -> Term<'_> {
+fn binary(env: Env<'_>, op: String, a: Handle, b: Handle, out: String, fast: bool) -> Term<'_> {
     let r = (|| {
         let (a, b) = (get(&a)?, get(&b)?);
         let op = BinaryOp::parse(&op)?;
         let out = dtype(&out)?;
-        on_engine(move |ctx| ctx.binary(op, &a, &b, out))
+        on_engine(move |ctx| ctx.binary_with(float_math(fast), op, &a, &b, out))
     })();
     tensor_result(env, r)
+}
+
+/// `precision: :fast` (true) or `:exact` for the elementwise ops.
+fn float_math(fast: bool) -> FloatMath {
+    if fast {
+        FloatMath::Fast
+    } else {
+        FloatMath::Exact
+    }
 }
 
 /// `unary` on the calling normal scheduler, for a warm op (kernel built, room in the queue):
 /// no dirty-scheduler hop. Returns `:busy`, having done nothing, when the op would compile a
 /// kernel or wait; the caller then calls `unary`.
 #[rustler::nif]
-fn unary_nowait(env: Env<'_>, op: String, x: Handle, out: String) -> Term<'_> {
+fn unary_nowait(env: Env<'_>, op: String, x: Handle, out: String, fast: bool) -> Term<'_> {
     let r = (|| {
         let x = get(&x)?;
         let op = UnaryOp::parse(&op)?;
         let out = dtype(&out)?;
         let Some(ctx) = Context::try_global() else { return Ok(None) };
-        engine::exec::try_without_waiting(|| ctx.unary(op, &x, out)).transpose()
+        engine::exec::try_without_waiting(|| ctx.unary_with(float_math(fast), op, &x, out)).transpose()
     })();
     nowait_result(env, r)
 }
 
 /// `binary` on the calling normal scheduler; see `unary_nowait`.
 #[rustler::nif]
-fn binary_nowait(env: Env<'_>, op: String, a: Handle, b: Handle, out: String) -> Term<'_> {
+fn binary_nowait(env: Env<'_>, op: String, a: Handle, b: Handle, out: String, fast: bool) -> Term<'_> {
     let r = (|| {
         let (a, b) = (get(&a)?, get(&b)?);
         let op = BinaryOp::parse(&op)?;
         let out = dtype(&out)?;
         let Some(ctx) = Context::try_global() else { return Ok(None) };
-        engine::exec::try_without_waiting(|| ctx.binary(op, &a, &b, out)).transpose()
+        engine::exec::try_without_waiting(|| ctx.binary_with(float_math(fast), op, &a, &b, out)).transpose()
     })();
     nowait_result(env, r)
 }

@@ -11,7 +11,7 @@ use nx_vulkan_engine::plan::{scalar_from_bytes, Graph, Plan, PlanNode, PlanOp, P
 use nx_vulkan_engine::reduce::{ArgOp, ReduceOp, TieBreak};
 use nx_vulkan_engine::scan::ScanOp;
 use nx_vulkan_engine::sort::Direction;
-use nx_vulkan_engine::{self as engine, BinaryOp, DType, EngineError, UnaryOp};
+use nx_vulkan_engine::{self as engine, BinaryOp, DType, EngineError, FloatMath, UnaryOp};
 use rustler::{Binary, Encoder, Env, ResourceArc, Term};
 use std::sync::Arc;
 
@@ -91,10 +91,11 @@ fn translate(name: &str, a: Term<'_>, t: DType) -> engine::Result<PlanOp> {
     })
 }
 
-/// Translates IR terms into a plan (scheduling included). `dot_precision`: `"exact"`
-/// (Nx.BinaryBackend's bits) or `"f32"` (f32 accumulation; f16/bf16 on tensor cores).
+/// Translates IR terms into a plan (scheduling included). `precision`: `"exact"`
+/// (Nx.BinaryBackend's bits), `"f32"` (dots accumulate in f32; f16/bf16 on tensor cores) or
+/// `"fast"` (that, and f32/f16/bf16 elementwise math in f32: `FloatMath::Fast`).
 #[rustler::nif(schedule = "DirtyCpu")]
-fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<NodeTerm<'a>>, outputs: Vec<usize>, dot_precision: String) -> Term<'a> {
+fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<NodeTerm<'a>>, outputs: Vec<usize>, precision: String) -> Term<'a> {
     let r = (|| {
         let params = params.into_iter().map(|(t, s)| Ok((dtype(&t)?, s))).collect::<engine::Result<Vec<_>>>()?;
         let nodes = nodes
@@ -106,13 +107,16 @@ fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<
                 Ok(PlanNode { op, args, shape, dtype })
             })
             .collect::<engine::Result<Vec<_>>>()?;
-        let dot = match dot_precision.as_str() {
-            "exact" => DotPrecision::Exact,
-            // f32 accumulation; f16/bf16 operands on tensor cores where the device has them
-            "f32" => DotPrecision::TensorCore,
-            other => return Err(bad(format!("unknown dot precision {other:?} (exact, f32)"))),
+        let options = match precision.as_str() {
+            "exact" => PlanOptions::default(),
+            // dots accumulate in f32 (f16/bf16 operands on tensor cores where the device has
+            // them); elementwise math stays exact
+            "f32" => PlanOptions { dot: DotPrecision::TensorCore, math: FloatMath::Exact },
+            // and f32/f16/bf16 elementwise math in f32 (math_f32.glsl)
+            "fast" => PlanOptions { dot: DotPrecision::TensorCore, math: FloatMath::Fast },
+            other => return Err(bad(format!("unknown precision {other:?} (exact, f32, fast)"))),
         };
-        let plan = Plan::new(Graph { params, nodes, outputs }, PlanOptions { dot })?;
+        let plan = Plan::new(Graph { params, nodes, outputs }, options)?;
         let s = plan.summary();
         Ok((ResourceArc::new(PlanRef { plan: Arc::new(plan) }), (s.nodes, s.fused_kernels, s.inlined_nodes, s.family_steps, s.fused_prologues, s.fused_epilogues)))
     })();

@@ -3,6 +3,9 @@
 /// Our double-precision transcendental library (no driver built-ins: the same bits everywhere).
 pub const MATH_F64: &str = include_str!("math_f64.glsl");
 
+/// Our single-precision library for `FloatMath::Fast` (no driver built-ins, no f64).
+pub const MATH_F32: &str = include_str!("math_f32.glsl");
+
 /// Scalar helpers behind the elementwise ops (max/min, remainders, shifts, ...).
 pub const OPS: &str = include_str!("ops.glsl");
 
