@@ -205,15 +205,18 @@ impl Context {
         }
         // Columns per invocation: one for a single row (a decode step of one session), else
         // MATVEC_TC. Each column's sum is the same chain either way, so this cannot change a bit.
-        let tc = if t == 1 { 1 } else { MATVEC_TC };
+        // (A CPU driver runs the workgroup kernel only when tests force it, and compiles a
+        // barrier kernel with all of TC's columns unrolled for minutes: one column there.)
+        let cpu = self.caps.device_type == "cpu";
         // A CPU driver pays for every workgroup and barrier: one row per invocation there.
         // NX_VULKAN_LLM_MATVEC=workgroup|row overrides the choice (tests run the GPU kernel on
         // lavapipe with it).
         let row_per_thread = match std::env::var("NX_VULKAN_LLM_MATVEC").as_deref() {
             Ok("workgroup") => false,
             Ok("row") => true,
-            _ => self.caps.device_type == "cpu",
+            _ => cpu,
         };
+        let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { MATVEC_TC };
         let nsum = if up.is_some() { 2 } else { 1 };
         let nt = matvec_lanes(nsum);
         let lane_rows = if row_per_thread { 1 } else { matvec_lane_rows(nsum) };
