@@ -9,42 +9,9 @@ mod common;
 
 use common::on_engine;
 use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix, RmsNorm};
-use nx_vulkan_engine::llm::quant::{dequantize, GgmlType};
+use nx_vulkan_engine::llm::quant::{dequantize, random_rows, GgmlType};
 use nx_vulkan_engine::llm::sample::Rng;
 use nx_vulkan_engine::{Context, DType, Tensor};
-
-/// Random blocks of `ty` with their f16 scale fields pinned to small values (random f16 bits
-/// would be mostly huge or NaN), as bench/llm/gen_model.py writes them.
-fn random_rows(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
-    let bb = ty.block_bytes() as usize;
-    let nb = rows * cols / ty.block_size() as usize;
-    let f16 = |v: f32| half::f16::from_f32(v).to_bits().to_le_bytes();
-    let mut out = Vec::with_capacity(nb * bb);
-    for _ in 0..nb {
-        let mut b: Vec<u8> = (0..bb).map(|_| rng.next_u64() as u8).collect();
-        let pin = |b: &mut Vec<u8>, at: usize, v: f32| b[at..at + 2].copy_from_slice(&f16(v));
-        match ty {
-            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => pin(&mut b, 0, 1e-2),
-            GgmlType::Q4_1 | GgmlType::Q5_1 => {
-                pin(&mut b, 0, 1e-2);
-                pin(&mut b, 2, -4e-2);
-            }
-            GgmlType::Q4_K | GgmlType::Q5_K => {
-                pin(&mut b, 0, 2e-3);
-                pin(&mut b, 2, 1e-2);
-            }
-            GgmlType::Q6_K => pin(&mut b, 208, 1e-3),
-            GgmlType::Q2_K => {
-                pin(&mut b, 80, 2e-3);
-                pin(&mut b, 82, 1e-2);
-            }
-            GgmlType::Q3_K => pin(&mut b, 108, 2e-3),
-            _ => {}
-        }
-        out.extend(b);
-    }
-    out
-}
 
 fn f32_tensor(ctx: &Context, shape: &[usize], v: &[f32]) -> Tensor {
     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
