@@ -62,6 +62,39 @@ fn check_weight_type(ty: GgmlType) -> Result<()> {
     Ok(())
 }
 
+/// The checks every quantized product (matvec and prefill GEMM) makes: shapes, types, SwiGLU
+/// without bias or residual; returns (T, N, K).
+pub(crate) fn check_product(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: &Epilogue<'_>, out: &Tensor) -> Result<(usize, usize, usize)> {
+    let (t, k) = matrix(x, DType::F32, op, "x")?;
+    let n = w.rows;
+    if w.cols != k {
+        return Err(invalid!("{op}: x is [{t}, {k}] but the weight is [{n}, {}]", w.cols));
+    }
+    if let Some(u) = up {
+        if (u.ty, u.rows, u.cols) != (w.ty, w.rows, w.cols) {
+            return Err(invalid!("{op}: gate {} [{n}, {k}] and up {} [{}, {}] differ", w.ty.name(), u.ty.name(), u.rows, u.cols));
+        }
+        if epi.bias.is_some() || epi.residual.is_some() {
+            return Err(invalid!("{op}: SwiGLU takes no bias or residual"));
+        }
+    }
+    if let Some(b) = epi.bias {
+        vector(b, DType::F32, n, op, "bias")?;
+    }
+    if let Some(r) = epi.residual {
+        if matrix(r, DType::F32, op, "residual")? != (t, n) {
+            return Err(invalid!("{op}: residual is {:?}, expected [{t}, {n}]", r.shape));
+        }
+    }
+    // out may be a row range of a larger tensor (offset ≠ 0): a step runs its prompt rows on
+    // the GEMM and its other rows on the matvec.
+    check_output(out, DType::F32, &[t, n], op)?;
+    if !out.is_contiguous() {
+        return Err(invalid!("{op}: out must be contiguous, got strides {:?}", out.strides));
+    }
+    Ok((t, n, k))
+}
+
 /// The kernel sources share the f16 conversions with the encoder and the dequantizer.
 fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
     let mut s = String::from(crate::kernel::SHADER_PRELUDE);
@@ -165,27 +198,7 @@ impl Context {
     #[allow(clippy::too_many_arguments)]
     fn record_matvec_in(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor, concurrent: bool) -> Result<()> {
         const OP: &str = "llm matvec";
-        let (t, k) = matrix(x, DType::F32, OP, "x")?;
-        let n = w.rows;
-        if w.cols != k {
-            return Err(invalid!("{OP}: x is [{t}, {k}] but the weight is [{n}, {}]", w.cols));
-        }
-        if let Some(u) = up {
-            if (u.ty, u.rows, u.cols) != (w.ty, w.rows, w.cols) {
-                return Err(invalid!("{OP}: gate {} [{n}, {k}] and up {} [{}, {}] differ", w.ty.name(), u.ty.name(), u.rows, u.cols));
-            }
-            if epi.bias.is_some() || epi.residual.is_some() {
-                return Err(invalid!("{OP}: SwiGLU takes no bias or residual"));
-            }
-        }
-        if let Some(b) = epi.bias {
-            vector(b, DType::F32, n, OP, "bias")?;
-        }
-        if let Some(r) = epi.residual {
-            if matrix(r, DType::F32, OP, "residual")? != (t, n) {
-                return Err(invalid!("{OP}: residual is {:?}, expected [{t}, {n}]", r.shape));
-            }
-        }
+        let (t, n, k) = check_product(OP, w, up, x, &epi, out)?;
         if let Some(nm) = norm {
             vector(nm.gamma, DType::F32, k, OP, "norm weight")?;
             if nm.gamma.offset != 0 {
@@ -194,11 +207,6 @@ impl Context {
             if !(nm.eps.is_finite() && nm.eps >= 0.0) {
                 return Err(invalid!("{OP}: norm eps {} must be finite and non-negative", nm.eps));
             }
-        }
-        // out may be a row range of a larger tensor (a step's matvec rows beside a GEMM segment).
-        check_output(out, DType::F32, &[t, n], OP)?;
-        if !out.is_contiguous() {
-            return Err(invalid!("{OP}: out must be contiguous, got strides {:?}", out.strides));
         }
         if t == 0 || n == 0 {
             return Ok(());

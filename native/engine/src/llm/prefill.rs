@@ -31,14 +31,12 @@
 //! forward step (a step's products run in stream order, so one scratch serves them all);
 //! `record_llm_gemm` allocates one per call.
 
-use super::kernels::{Epilogue, QMatrix};
+use super::kernels::{check_product, Epilogue, QMatrix};
 use super::quant::GgmlType;
 use crate::device::DeviceCaps;
 use crate::dtype::DType;
-use crate::encoder::kernels::{matrix, vector};
 use crate::error::{invalid, Result};
 use crate::matmul::{tensor_core_kernel, DotPrecision, MatmulKernel};
-use crate::ops::check_output;
 use crate::params::ParamBlock;
 use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
@@ -128,37 +126,6 @@ fn prefix(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
     t.slice(&[0], &[n], &[1])?.reshape(shape)
 }
 
-/// The same checks as the matvec's: shapes, types, SwiGLU without bias or residual.
-fn check_product(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: &Epilogue<'_>, out: &Tensor) -> Result<(usize, usize, usize)> {
-    let (t, k) = matrix(x, DType::F32, op, "x")?;
-    let n = w.rows;
-    if w.cols != k {
-        return Err(invalid!("{op}: x is [{t}, {k}] but the weight is [{n}, {}]", w.cols));
-    }
-    if let Some(u) = up {
-        if (u.ty, u.rows, u.cols) != (w.ty, w.rows, w.cols) {
-            return Err(invalid!("{op}: gate {} [{n}, {k}] and up {} [{}, {}] differ", w.ty.name(), u.ty.name(), u.rows, u.cols));
-        }
-        if epi.bias.is_some() || epi.residual.is_some() {
-            return Err(invalid!("{op}: SwiGLU takes no bias or residual"));
-        }
-    }
-    if let Some(b) = epi.bias {
-        vector(b, DType::F32, n, op, "bias")?;
-    }
-    if let Some(r) = epi.residual {
-        if matrix(r, DType::F32, op, "residual")? != (t, n) {
-            return Err(invalid!("{op}: residual is {:?}, expected [{t}, {n}]", r.shape));
-        }
-    }
-    // Unlike the matvec's, out may be a row range of a larger tensor (offset ≠ 0), so a step
-    // can run its prompt rows here and its decode rows on the matvec.
-    check_output(out, DType::F32, &[t, n], op)?;
-    if !out.is_contiguous() {
-        return Err(invalid!("{op}: out must be contiguous, got strides {:?}", out.strides));
-    }
-    Ok((t, n, k))
-}
 
 /// Kernel source: the engine prelude, f16 conversions, and for DEQUANT_T the dequantizer of `ty`.
 fn source(ty: Option<GgmlType>, defines: &[&str]) -> String {
