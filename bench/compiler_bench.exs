@@ -5,10 +5,13 @@
 #                  — median of REPS, best of three rounds interleaved with the other impls
 #   throughput_us: 20 calls back to back, then synchronize, divided by 20
 #   host_us:       (compiled only) one call's host time, nothing waited for (small inputs)
-# Needs Nx (ERL_LIBS) and the app. Run by bench/h200_compiler.sh; REPS sets the repetitions.
+# Needs Nx (ERL_LIBS) and the app. Run by bench/h200_compiler.sh; REPS sets the repetitions,
+# ROWS (default 4096) the rows of the chain/softmax/layernorm inputs (small for a quick check
+# on lavapipe; the case names then carry the shape).
 Application.ensure_all_started(:nx)
 Nx.default_backend(NxVulkan.Backend)
 reps = String.to_integer(System.get_env("REPS", "20"))
+rows = String.to_integer(System.get_env("ROWS", "4096"))
 
 Code.require_file("compiler_bench_fns.exs", __DIR__)
 
@@ -47,9 +50,9 @@ defmodule B do
 end
 
 key = Nx.Random.key(0)
-{x, key} = Nx.Random.uniform(key, -1.0, 1.0, shape: {4096, 4096}, type: :f32)
-{y, key} = Nx.Random.uniform(key, -1.0, 1.0, shape: {4096, 4096}, type: :f32)
-{s, key} = Nx.Random.uniform(key, -4.0, 4.0, shape: {4096, 1024}, type: :f32)
+{x, key} = Nx.Random.uniform(key, -1.0, 1.0, shape: {rows, 4096}, type: :f32)
+{y, key} = Nx.Random.uniform(key, -1.0, 1.0, shape: {rows, 4096}, type: :f32)
+{s, key} = Nx.Random.uniform(key, -4.0, 4.0, shape: {rows, 1024}, type: :f32)
 {g, key} = Nx.Random.uniform(key, 0.5, 1.5, shape: {1024}, type: :f32)
 {b, key} = Nx.Random.uniform(key, -0.5, 0.5, shape: {1024}, type: :f32)
 {w1, key} = Nx.Random.normal(key, 0.0, 0.05, shape: {784, 512}, type: :f32)
@@ -60,9 +63,9 @@ b2 = Nx.broadcast(0.0, {10}) |> Nx.as_type(:f32)
 labels = Nx.iota({128, 10}) |> Nx.remainder(10) |> Nx.equal(Nx.iota({128, 1}) |> Nx.remainder(10)) |> Nx.as_type(:f32)
 
 cases = [
-  {"chain10_16M", &BenchFns.chain10/2, [x, y]},
-  {"softmax_4096x1024", &BenchFns.softmax/1, [s]},
-  {"layernorm_4096x1024", &BenchFns.layernorm/3, [s, g, b]},
+  {if(rows == 4096, do: "chain10_16M", else: "chain10_#{rows}x4096"), &BenchFns.chain10/2, [x, y]},
+  {"softmax_#{rows}x1024", &BenchFns.softmax/1, [s]},
+  {"layernorm_#{rows}x1024", &BenchFns.layernorm/3, [s, g, b]},
   {"mlp_step_784_512_10_b128", &BenchFns.step/6, [w1, b1, w2, b2, xb, labels]}
 ]
 
