@@ -9,4 +9,4 @@ for path in sys.argv[1:]:
         r = json.loads(line)
         if "kernel" not in r:
             continue
-        print(r.get("nt", "-"), r.get("r", "-"), r["type"], r["kernel"], f'{r["n"]}x{r["k"]}', r["rows"], r["median_us"], r["weight_gb_per_s"], r.get("max_abs_diff_vs_matvec", ""))
+        print(r.get("variant", "-"), r["type"], r["kernel"], f'{r["n"]}x{r["k"]}', r["rows"], r["median_us"], r["weight_gb_per_s"], r.get("max_abs_diff_vs_matvec", ""))

@@ -43,6 +43,14 @@ pub struct LlmGemmBenchArgs {
     /// products that read a norm).
     #[arg(long)]
     norm: bool,
+    /// Only the matvecs (decode-sized steps; no GEMM).
+    #[arg(long)]
+    matvec_only: bool,
+    /// Record a run's `calls` products into one submission, with the barriers between them
+    /// that a forward step has (device time per product as a decode step pays it), instead of
+    /// one submission each.
+    #[arg(long)]
+    one_batch: bool,
 }
 
 fn download(ctx: &Context, t: &Tensor) -> Result<Vec<f32>> {
@@ -79,6 +87,9 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
             if args.swiglu {
                 kernels.extend([("matvec_swiglu", Some(&w), None, false), ("gemm_swiglu", Some(&w), Some(&f16), false), ("gemm_split_swiglu", Some(&w), Some(&split), false)]);
             }
+            if args.matvec_only {
+                kernels.retain(|k| k.2.is_none());
+            }
             if args.norm {
                 kernels.push(("matvec_norm", None, None, true));
                 if args.swiglu {
@@ -87,23 +98,29 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
             }
             let mut matvec_out = vec![];
             for (kernel, up, scratch, normed) in kernels {
-                let product = || -> Result<()> {
+                let products = |count: usize| -> Result<()> {
                     let mut batch = ctx.batch()?;
-                    match scratch {
-                        Some(s) => ctx.record_llm_gemm_in(&mut batch, s, &w, up, &x, Epilogue::default(), &out)?,
-                        None if normed => ctx.record_llm_normed_matvec(&mut batch, &w, up, &x, norm, Epilogue::default(), &out)?,
-                        None => ctx.record_llm_matvec(&mut batch, &w, up, &x, Epilogue::default(), &out)?,
+                    for _ in 0..count {
+                        match scratch {
+                            Some(s) => ctx.record_llm_gemm_in(&mut batch, s, &w, up, &x, Epilogue::default(), &out)?,
+                            None if normed => ctx.record_llm_normed_matvec(&mut batch, &w, up, &x, norm, Epilogue::default(), &out)?,
+                            None => ctx.record_llm_matvec(&mut batch, &w, up, &x, Epilogue::default(), &out)?,
+                        }
                     }
                     batch.finish()
                 };
-                product()?;
+                products(1)?;
                 ctx.synchronize()?;
                 let got = download(ctx, &out)?;
                 let mut times = vec![];
                 for _ in 0..args.reps {
                     let t0 = Instant::now();
-                    for _ in 0..args.calls {
-                        product()?;
+                    if args.one_batch {
+                        products(args.calls)?;
+                    } else {
+                        for _ in 0..args.calls {
+                            products(1)?;
+                        }
                     }
                     ctx.synchronize()?;
                     times.push(t0.elapsed().as_secs_f64() / args.calls as f64);

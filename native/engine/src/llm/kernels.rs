@@ -110,11 +110,23 @@ fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
     s
 }
 
-/// Columns (tokens) per matvec invocation (steps of several rows) and threads per workgroup of
-/// the GPU kernel; NX_VULKAN_LLM_NT=8|16|32|64 overrides its lanes per row group
-/// (benchmarks).
+/// Columns (tokens) per matvec invocation (steps of several rows).
 const MATVEC_TC: usize = 8;
-const MATVEC_WG: u32 = 64;
+/// Threads per workgroup of the GPU kernel: measured on an H200 (8B shapes, one token, one
+/// submission of 50 products; bench/README.md), 128 ran 1–10 % faster than 64 on every shape
+/// and 256 slower.
+const MATVEC_WG: u32 = 128;
+/// Threads per workgroup of the one-row-per-invocation kernel (CPU drivers).
+const MATVEC_WG_ROW: u32 = 64;
+
+/// Threads per workgroup of the GPU matvec; NX_VULKAN_LLM_WG=64|128|256|512 overrides it
+/// (benchmarks; it cannot change a bit).
+fn matvec_wg() -> u32 {
+    match std::env::var("NX_VULKAN_LLM_WG").ok().and_then(|v| v.parse::<u32>().ok()) {
+        Some(w @ (64 | 128 | 256 | 512)) => w,
+        _ => MATVEC_WG,
+    }
+}
 
 /// Weight rows each lane group of the GPU kernel takes (sharing its reads of x): four
 /// pointers in all, so two rows of a SwiGLU pair. NX_VULKAN_LLM_ROWS=1|2|4|8 overrides it
@@ -228,7 +240,8 @@ impl Context {
         let nsum = if up.is_some() { 2 } else { 1 };
         let nt = matvec_lanes(nsum);
         let lane_rows = if row_per_thread { 1 } else { matvec_lane_rows(nsum) };
-        let mut defines = vec![format!("WG {MATVEC_WG}"), format!("NT {nt}"), format!("TC {tc}"), format!("LANE_ROWS {lane_rows}"), format!("NR {}", lane_rows * nsum)];
+        let wg = if row_per_thread { MATVEC_WG_ROW } else { matvec_wg() };
+        let mut defines = vec![format!("WG {wg}"), format!("NT {nt}"), format!("TC {tc}"), format!("LANE_ROWS {lane_rows}"), format!("NR {}", lane_rows * nsum)];
         if x.offset % 4 == 0 {
             defines.push("X_VEC4".into());
         }
@@ -241,7 +254,7 @@ impl Context {
             }
         }
         let key = format!("llm matvec {} {}", w.ty.name(), defines.join(" "));
-        let kernel = self.kernels.get(&key, MATVEC_WG, 1, || {
+        let kernel = self.kernels.get(&key, wg, 1, || {
             let body = format!("{}{}", include_str!("kernels/llm_qdot.glsl"), include_str!("kernels/llm_matvec.glsl"));
             source(Some(w.ty), &defines, &body)
         })?;
@@ -257,7 +270,7 @@ impl Context {
             batch.keep(&b.buffer);
         }
         let max = self.caps.max_workgroup_count;
-        let rows_per_group = if row_per_thread { MATVEC_WG as usize } else { MATVEC_WG as usize / nt * lane_rows };
+        let rows_per_group = if row_per_thread { wg as usize } else { wg as usize / nt * lane_rows };
         let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(tc) as u32, 1];
         let count = (t * n).min(u32::MAX as usize) as u32;
         if concurrent {

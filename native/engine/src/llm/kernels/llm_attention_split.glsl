@@ -12,11 +12,25 @@ layout(local_size_x = 64) in;
 
 float load_kv(uint64_t addr, uint idx) {
 #ifdef KV_F16
-    return enc_f16_to_f32(uint(BufU16(addr).v[idx]));
+    return unpackHalf2x16(uint(BufU16(addr).v[idx])).x;
 #else
     return uintBitsToFloat(BufU32(addr).v[idx]);
 #endif
 }
+
+// Keys in 16-byte loads when a head's row is a whole number of them (every row then starts on
+// one: its offset is a multiple of the head dimension). f16 → f32 is exact (unpackHalf2x16).
+#ifdef KV_F16
+#define KV_PER_V4 8u
+float kv_unpack(uvec4 w, uint e) { vec2 h = unpackHalf2x16(w[e >> 1]); return (e & 1u) == 0u ? h.x : h.y; }
+#else
+#define KV_PER_V4 4u
+float kv_unpack(uvec4 w, uint e) { return uintBitsToFloat(w[e]); }
+#endif
+#if (HD % 8) == 0
+#define KV_VEC
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufUV4 { uvec4 v[]; };
+#endif
 
 const uint PART = uint(HD) + 2u;
 const uint DPT = (uint(HD) + 63u) / 64u;
@@ -60,7 +74,17 @@ void main() {
         if (j <= pos) {
             float dot = 0.0;
             uint kb = cache0 + j * KVD;
+#ifdef KV_VEC
+            // The key's row in 16-byte loads, all issued before the chain (a loop of scalar loads
+            // each feeding the chain waited out one memory latency per dimension); the chain is
+            // the same: dimensions ascending.
+            [[unroll]] for (uint i = 0u; i < uint(HD) / KV_PER_V4; i++) {
+                uvec4 w = BufUV4(addrCK).v[kb / KV_PER_V4 + i];
+                [[unroll]] for (uint e = 0u; e < KV_PER_V4; e++) dot = fma(qs[i * KV_PER_V4 + e], kv_unpack(w, e), dot);
+            }
+#else
             for (uint d = 0u; d < uint(HD); d++) dot = fma(qs[d], load_kv(addrCK, kb + d), dot);
+#endif
             s = dot * scale;
         }
         float m = tree(s, tid, true);
@@ -73,8 +97,17 @@ void main() {
         [[unroll]] for (uint i = 0u; i < DPT; i++) {
             uint d = tid + 64u * i;
             if (d < uint(HD)) {
+                // Keys ascending, one chain per dimension; eight keys' values loaded ahead of
+                // their fmas so that their latencies overlap.
                 float o = 0.0;
-                for (uint jj = 0u; jj < nk; jj++) o = fma(ps[jj], load_kv(addrCV, cache0 + (j0 + jj) * KVD + d), o);
+                uint vb = cache0 + j0 * KVD + d;
+                uint jj = 0u;
+                for (; jj + 8u <= nk; jj += 8u) {
+                    float v8[8];
+                    [[unroll]] for (uint e = 0u; e < 8u; e++) v8[e] = load_kv(addrCV, vb + (jj + e) * KVD);
+                    [[unroll]] for (uint e = 0u; e < 8u; e++) o = fma(ps[jj + e], v8[e], o);
+                }
+                for (; jj < nk; jj++) o = fma(ps[jj], load_kv(addrCV, vb + jj * KVD), o);
                 BufU32(addrP).v[base + 2u + d] = floatBitsToUint(o);
             }
         }
@@ -98,20 +131,40 @@ void main() {
         uint pos = min(BufU32(addrRows).v[2u * t + 1u], ctx - 1u);
         uint nc = min(pos / 64u + 1u, S);
         uint base = (t * uint(NH) + h) * S * PART;
+        // Chunks in blocks of 8 whose loads precede their use (clamped indices: no branch), so
+        // their latencies overlap; every sum keeps its order (chunks ascending).
         float M = uintBitsToFloat(0xff800000u);
-        for (uint c = 0u; c < nc; c++) M = max(M, uintBitsToFloat(BufU32(addrP).v[base + c * PART]));
+        for (uint c0 = 0u; c0 < nc; c0 += 8u) {
+            float m8[8];
+            [[unroll]] for (uint e = 0u; e < 8u; e++) m8[e] = uintBitsToFloat(BufU32(addrP).v[base + min(c0 + e, nc - 1u) * PART]);
+            [[unroll]] for (uint e = 0u; e < 8u; e++) M = max(M, m8[e]);   // (a repeated chunk changes no max)
+        }
         float L = 0.0;
-        for (uint c = 0u; c < nc; c++) {
-            float mc = uintBitsToFloat(BufU32(addrP).v[base + c * PART]);
-            L = fma(uintBitsToFloat(BufU32(addrP).v[base + c * PART + 1u]), exp(mc - M), L);
+        for (uint c0 = 0u; c0 < nc; c0 += 8u) {
+            float m8[8], l8[8];
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                uint c = min(c0 + e, nc - 1u);
+                m8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART]);
+                l8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART + 1u]);
+            }
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                if (c0 + e < nc) L = fma(l8[e], exp(m8[e] - M), L);
+            }
         }
         [[unroll]] for (uint i = 0u; i < DPT; i++) {
             uint d = tid + 64u * i;
             if (d < uint(HD)) {
                 float o = 0.0;
-                for (uint c = 0u; c < nc; c++) {
-                    float mc = uintBitsToFloat(BufU32(addrP).v[base + c * PART]);
-                    o = fma(uintBitsToFloat(BufU32(addrP).v[base + c * PART + 2u + d]), exp(mc - M), o);
+                for (uint c0 = 0u; c0 < nc; c0 += 8u) {
+                    float m8[8], p8[8];
+                    [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                        uint c = min(c0 + e, nc - 1u);
+                        m8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART]);
+                        p8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART + 2u + d]);
+                    }
+                    [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                        if (c0 + e < nc) o = fma(p8[e], exp(m8[e] - M), o);
+                    }
                 }
                 BufU32(addrO).v[t * QD + h * uint(HD) + d] = floatBitsToUint(o / L);
             }

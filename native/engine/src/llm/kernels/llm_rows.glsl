@@ -33,10 +33,18 @@ void main() {
         uint src = r;
 #endif
         uint base = offA + src * H;
+        // Eight of the thread's values loaded ahead of their fmas (a loop of single loads
+        // waits out one memory latency per value); the chain is unchanged: c ascending.
         float ss = 0.0;
-        for (uint c = tid; c < H; c += 256u) {
-            float v = uintBitsToFloat(BufU32(addrA).v[base + c]);
-            ss = fma(v, v, ss);
+        for (uint c0 = tid; c0 < H; c0 += 8u * 256u) {
+            float v8[8];
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                uint c = c0 + 256u * e;
+                v8[e] = uintBitsToFloat(BufU32(addrA).v[base + min(c, H - 1u)]);   // (clamped: no branch)
+            }
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                if (c0 + 256u * e < H) ss = fma(v8[e], v8[e], ss);
+            }
         }
         red[tid] = ss;
         barrier();
@@ -46,10 +54,17 @@ void main() {
         }
         float scale = 1.0 / sqrt(red[0] / float(H) + eps);
         barrier();
-        for (uint c = tid; c < H; c += 256u) {
-            float v = uintBitsToFloat(BufU32(addrA).v[base + c]);
-            float g = uintBitsToFloat(BufU32(addrG).v[c]);
-            BufU32(addrO).v[r * H + c] = floatBitsToUint((v * scale) * g);
+        for (uint c0 = tid; c0 < H; c0 += 8u * 256u) {
+            float v8[8], g8[8];
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                uint c = min(c0 + 256u * e, H - 1u);
+                v8[e] = uintBitsToFloat(BufU32(addrA).v[base + c]);
+                g8[e] = uintBitsToFloat(BufU32(addrG).v[c]);
+            }
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                uint c = c0 + 256u * e;
+                if (c < H) BufU32(addrO).v[r * H + c] = floatBitsToUint((v8[e] * scale) * g8[e]);
+            }
         }
 #endif
     }
