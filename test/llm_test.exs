@@ -135,5 +135,6 @@ defmodule NxVulkan.LLMTest do
     assert_raise ArgumentError, fn -> LLM.generate(llm, "hi", max_tokens: 0) end
     assert_raise ArgumentError, fn -> LLM.chat_prompt(llm, [%{role: :user}]) end
     assert_raise ArgumentError, fn -> LLM.load(@gguf, kv_type: :q8) |> elem(1) |> raise() end
+    assert_raise ArgumentError, ~r/int8_activations/, fn -> LLM.load(@gguf, int8_activations: :yes) end
   end
 end

@@ -48,20 +48,24 @@ defmodule NxVulkan.LLM do
   Options: `:context` (positions per session; default the model's, at most 4096), `:slots`
   (sessions that can run at once, default 4), `:kv_type` (`:f16` default, or `:f32`),
   `:template` (`nil`: the file's chat template; `"chatml"` or `"llama3"`), `:prefill_chunk`
-  (prompt rows per step, default 512).
+  (prompt rows per step, default 512), `:int8_activations` (default `false`; opt-in: decode
+  products of Q4_K weights quantize their activations to int8 per 32 values and take integer
+  dot products, llama.cpp's precision — faster on some models, and logits further from the
+  reference; see bench/README.md).
 
   Returns `{:ok, llm}` or `{:error, exception}`: a missing, damaged or truncated file, an
   unsupported architecture or tensor type, a tokenizer this runtime cannot read.
   """
   def load(path, opts \\ []) do
-    opts = Keyword.validate!(opts, context: nil, slots: 4, kv_type: :f16, template: nil, prefill_chunk: 512)
+    opts = Keyword.validate!(opts, context: nil, slots: 4, kv_type: :f16, template: nil, prefill_chunk: 512, int8_activations: false)
 
     native = %{
       context: non_neg!(opts[:context] || 0, :context),
       slots: pos!(opts[:slots], :slots),
       kv_type: to_string(opts[:kv_type]),
       template: to_string(opts[:template] || ""),
-      prefill_chunk: pos!(opts[:prefill_chunk], :prefill_chunk)
+      prefill_chunk: pos!(opts[:prefill_chunk], :prefill_chunk),
+      int8_activations: bool!(opts[:int8_activations], :int8_activations)
     }
 
     path = Path.expand(to_string(path))
@@ -248,6 +252,8 @@ defmodule NxVulkan.LLM do
   defp pos!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a positive integer, got #{inspect(n)}")
   defp non_neg!(n, _) when is_integer(n) and n >= 0, do: n
   defp non_neg!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a non-negative integer, got #{inspect(n)}")
+  defp bool!(b, _) when is_boolean(b), do: b
+  defp bool!(b, name), do: raise(ArgumentError, "#{inspect(name)} must be true or false, got #{inspect(b)}")
   defp num!(n, _) when is_number(n), do: n / 1
   defp num!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a number, got #{inspect(n)}")
 

@@ -156,7 +156,7 @@ pub fn serve(device: Option<String>, args: ServeArgs) -> Result<()> {
     };
     let generator = match &gguf {
         Some(path) => {
-            let margs = crate::llm::ModelArgs { model: path.clone(), context: args.context, kv_type: args.kv_type.clone(), template: args.template.clone() };
+            let margs = crate::llm::ModelArgs { model: path.clone(), context: args.context, kv_type: args.kv_type.clone(), template: args.template.clone(), int8_activations: false };
             let (runtime, template) = {
                 let ctx = ctx.clone();
                 exec::run(move || crate::llm::load(ctx, &margs, args.slots))?

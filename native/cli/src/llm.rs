@@ -31,6 +31,10 @@ pub struct ModelArgs {
     /// Chat template: the file's (default), or chatml / llama3.
     #[arg(long)]
     pub template: Option<String>,
+    /// Opt-in: decode matvecs on int8-quantized activations (Q4_K weights; faster, less
+    /// accurate — bench/README.md states how much).
+    #[arg(long)]
+    pub int8_activations: bool,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -185,7 +189,7 @@ pub fn load(ctx: Arc<Context>, args: &ModelArgs, slots: usize) -> Result<(LlmRun
         bar.set_length(total);
         bar.set_position(done);
     };
-    let m = LlmRuntime::open(ctx, &args.model, &LlmOptions { context: args.context, slots, kv_f16 }, args.template.as_deref(), RuntimeOptions::default(), &progress)?;
+    let m = LlmRuntime::open(ctx, &args.model, &LlmOptions { context: args.context, slots, kv_f16, int8_activations: args.int8_activations }, args.template.as_deref(), RuntimeOptions::default(), &progress)?;
     bar.finish_and_clear();
     Ok((m.runtime, m.template))
 }
@@ -331,6 +335,9 @@ pub struct LlmBenchArgs {
     /// measured copy rate).
     #[arg(long)]
     pub peak_gbs: Option<f64>,
+    /// Opt-in: decode matvecs on int8-quantized activations (Q4_K weights).
+    #[arg(long)]
+    pub int8_activations: bool,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -383,7 +390,7 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
     let copy_gbs = copy_gbs(&ctx)?;
     let mut report = serde_json::json!({
         "model": llm.config.name, "file": model.model.display().to_string(), "device": ctx.caps.name,
-        "weight_bytes": llm.weight_bytes, "load_s": load_s, "kv_type": model.kv_type,
+        "weight_bytes": llm.weight_bytes, "load_s": load_s, "kv_type": model.kv_type, "int8_activations": model.int8_activations,
         "pp_tokens": args.pp, "pp_tok_s": median(pp.clone()), "pp_runs": pp,
         "tg_tokens": args.tg, "tg_tok_s": median(tg.clone()), "tg_runs": tg,
         "decode_record_us": median(record_us), "copy_gbs": copy_gbs, "roofline_tok_s_at_copy": copy_gbs * 1e9 / weights,

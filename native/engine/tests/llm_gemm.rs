@@ -438,7 +438,7 @@ fn fixture_prompt_logits_with_the_gemm() {
             let vocab = j["logits_shape"][1].as_u64().unwrap() as usize;
             let raw = std::fs::read(fixtures().join(j["logits_file"].as_str().unwrap())).unwrap();
             let reference: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-            let opts = LlmOptions { context: Some(64), slots: 1, kv_f16: false };
+            let opts = LlmOptions { context: Some(64), slots: 1, kv_f16: false, ..LlmOptions::default() };
             let m = Llm::load(common::ctx(), fixtures().join(format!("{name}.gguf")), &opts, &|_, _| {}).unwrap();
             let rows: Vec<Row> = prompt.iter().enumerate().map(|(i, &token)| Row { slot: 0, pos: i as u32, token }).collect();
             let err = |logits: &[Vec<f32>]| (0..rows.len()).map(|i| max_abs(&logits[i], &reference[i * vocab..(i + 1) * vocab])).fold(0.0, f64::max);

@@ -3,11 +3,12 @@
 //! lane of the GPU kernel takes several units), for both kernels (row per invocation, as on
 //! CPU drivers, and the workgroup reduction GPUs run), with bias, residual and SwiGLU
 //! epilogues and with the RMSNorm fused in front, odd row counts and several token columns; a
-//! column's bits must not depend on how many columns share the dispatch.
+//! column's bits must not depend on how many columns share the dispatch. (The tests set the
+//! process environment to pick kernels, so they run alone.)
 
 mod common;
 
-use common::on_engine;
+use common::on_engine_alone;
 use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix, RmsNorm};
 use nx_vulkan_engine::llm::quant::{dequantize, random_rows, GgmlType};
 use nx_vulkan_engine::llm::sample::Rng;
@@ -51,7 +52,7 @@ fn silu(g: f64) -> f64 {
 
 #[test]
 fn matvec_matches_the_cpu_reference_in_both_kernels() {
-    on_engine(|_| {
+    on_engine_alone(|_| {
         let ctx = common::ctx();
         let mut rng = Rng::new(11);
         let (n, k) = (37usize, 4096usize);
@@ -145,6 +146,93 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                         let alone = run_normed(&ctx, &w, Some(&u), &x0, &gt, None);
                         assert!(alone.iter().zip(&normed_glu[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel} {ty:?}: normed column 0 changed with T={t}");
                     }
+                }
+            }
+        }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+    });
+}
+
+/// Opt-in int8 activations (Q4_K): each 32 values of x become dx·round(x / dx) with
+/// dx = max|x| / 127, so the product may move by up to Σ |d·sc·q_i| · dx_i / 2 (the weights'
+/// scaled quants — their `dmin` part meets the exact Σ x) beyond f32 rounding. Checked in both
+/// kernels against an f64 dot of the unquantized x (that bound) and of the quantization
+/// emulated on the host (f32 rounding), with a zero block and an outlier; the
+/// results must differ from the f32-activation path (the int8 one ran), and a column's bits
+/// must not depend on its batch-mates.
+#[test]
+fn int8_activations_stay_within_the_quantization_bound() {
+    on_engine_alone(|_| {
+        let ctx = common::ctx();
+        if !ctx.caps.integer_dot_product {
+            eprintln!("skipped: {} has no integer dot product", ctx.caps.name);
+            return;
+        }
+        let mut rng = Rng::new(23);
+        let (n, k, ty) = (37usize, 1024usize, GgmlType::Q4_K);
+        let wb = random_rows(ty, n, k, &mut rng);
+        let mut wd = vec![0f32; n * k];
+        dequantize(ty, &wb, &mut wd).unwrap();
+        // d·sc·q alone: the same blocks with dmin (bytes 2..4 of each 144) zeroed.
+        let mut qb = wb.clone();
+        for blk in qb.chunks_exact_mut(144) {
+            blk[2] = 0;
+            blk[3] = 0;
+        }
+        let mut wq = vec![0f32; n * k];
+        dequantize(ty, &qb, &mut wq).unwrap();
+        let exact = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap();
+        let w = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap().with_int8_activations(&ctx, true).unwrap();
+        assert!(w.x_int8 && !exact.x_int8);
+        for kernel in ["row", "workgroup"] {
+            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            for t in [1usize, 3] {
+                let mut xv: Vec<f32> = (0..t * k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
+                xv[..32].fill(0.0);
+                xv[40] = 50.0;
+                let x = f32_tensor(&ctx, &[t, k], &xv);
+                let got = run(&ctx, &w, None, &x, None, None);
+                let f32_path = run(&ctx, &exact, None, &x, None, None);
+                assert!(got.iter().zip(&f32_path).any(|(a, b)| a.to_bits() != b.to_bits()), "{kernel} T={t}: the int8 path gave the f32 path's bits");
+                for c in 0..t {
+                    let row = &xv[c * k..(c + 1) * k];
+                    for r in 0..n {
+                        let (mut d, mut mag, mut bound) = (0f64, 0f64, 0f64);
+                        for (b, blk) in row.chunks_exact(32).enumerate() {
+                            let dx = blk.iter().fold(0f32, |m, v| m.max(v.abs())) as f64 / 127.0;
+                            for (j, &xj) in blk.iter().enumerate() {
+                                let i = r * k + b * 32 + j;
+                                d += wd[i] as f64 * xj as f64;
+                                mag += (wd[i] as f64 * xj as f64).abs();
+                                bound += wq[i].abs() as f64 * dx * 0.502;
+                            }
+                        }
+                        let tol = bound + mag * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
+                        let at = c * n + r;
+                        // And against the quantization emulated on the host (round half away from
+                        // zero vs the device's even: a value within 1e-4 of a tie may land on
+                        // either side, worth |d·sc·q|·dx).
+                        let (mut emul, mut ties) = (0f64, 0f64);
+                        for (b, blk) in row.chunks_exact(32).enumerate() {
+                            let amax = blk.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+                            for (j, &xj) in blk.iter().enumerate() {
+                                let i = r * k + b * 32 + j;
+                                let scaled = if amax > 0.0 { xj as f64 * 127.0 / amax } else { 0.0 };
+                                emul += wq[i] as f64 * scaled.round() * amax / 127.0 - (wq[i] as f64 - wd[i] as f64) * xj as f64;
+                                if ((scaled - scaled.trunc()).abs() - 0.5).abs() < 1e-4 {
+                                    ties += wq[i].abs() as f64 * amax / 127.0;
+                                }
+                            }
+                        }
+                        let tol_emul = ties + mag * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
+                        assert!((got[at] as f64 - emul).abs() <= tol_emul, "{kernel} T={t} row {r} col {c}: {} vs the emulated quantization {emul}", got[at]);
+                        assert!((got[at] as f64 - d).abs() <= tol, "{kernel} T={t} row {r} col {c}: {} vs {d} (bound {bound})", got[at]);
+                    }
+                }
+                if t > 1 {
+                    let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
+                    let alone = run(&ctx, &w, None, &x0, None, None);
+                    assert!(alone.iter().zip(&got[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel}: int8 column 0 changed with T={t}");
                 }
             }
         }

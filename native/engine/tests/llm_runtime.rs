@@ -20,7 +20,7 @@ fn fixture_path(name: &str) -> PathBuf {
 fn runtime(name: &str, slots: usize, options: RuntimeOptions) -> LlmRuntime {
     let g = Gguf::open(fixture_path(name)).unwrap();
     let tok = LlmTokenizer::from_gguf(&g).unwrap();
-    let llm = Llm::from_gguf(common::ctx(), &g, &LlmOptions { context: Some(96), slots, kv_f16: false }, &|_, _| {}).unwrap();
+    let llm = Llm::from_gguf(common::ctx(), &g, &LlmOptions { context: Some(96), slots, kv_f16: false, ..LlmOptions::default() }, &|_, _| {}).unwrap();
     LlmRuntime::new(llm, tok, options).unwrap()
 }
 

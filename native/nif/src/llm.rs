@@ -40,6 +40,7 @@ struct LoadOptions {
     kv_type: String,
     template: String,
     prefill_chunk: usize,
+    int8_activations: bool,
 }
 
 /// Loads `path` on the process-wide device. `context` 0: the model's (at most 4096);
@@ -50,7 +51,7 @@ fn llm_load(env: Env<'_>, path: String, opts: LoadOptions) -> Term<'_> {
         let kv_f16 = LlmOptions::parse_kv_type(&opts.kv_type)?;
         engine::exec::run(move || {
             let ctx = Context::global()?;
-            let model = LlmOptions { context: (opts.context > 0).then_some(opts.context), slots: opts.slots, kv_f16 };
+            let model = LlmOptions { context: (opts.context > 0).then_some(opts.context), slots: opts.slots, kv_f16, int8_activations: opts.int8_activations };
             let template = (!opts.template.is_empty()).then_some(opts.template.as_str());
             let runtime = RuntimeOptions { prefill_chunk: opts.prefill_chunk.max(1), ..Default::default() };
             let m = LlmRuntime::open(ctx.clone(), &path, &model, template, runtime, &|_, _| {})?;

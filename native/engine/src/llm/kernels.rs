@@ -30,6 +30,9 @@ pub struct QMatrix {
     pub cols: usize,
     /// `[rows · row_bytes]` U8.
     pub data: Tensor,
+    /// The decode matvec quantizes the activations to int8 per 32 values and takes integer
+    /// dot products (opt-in, [`QMatrix::with_int8_activations`]; off: exact f32 activations).
+    pub x_int8: bool,
 }
 
 impl QMatrix {
@@ -43,7 +46,22 @@ impl QMatrix {
             return Err(invalid!("{} matrix [{rows}, {cols}] needs {} bytes, got {}", ty.name(), rows * ty.row_bytes(cols), bytes.len()));
         }
         let data = ctx.upload(DType::U8, &[bytes.len()], bytes)?;
-        Ok(QMatrix { ty, rows, cols, data })
+        Ok(QMatrix { ty, rows, cols, data, x_int8: false })
+    }
+
+    /// The formats whose matvec has an int8-activation form.
+    pub fn int8_capable(ty: GgmlType) -> bool {
+        ty == GgmlType::Q4_K
+    }
+
+    /// Opts this matrix's matvecs into int8 activations where its format has that form
+    /// (others keep f32 activations). Needs the device's integer dot product.
+    pub fn with_int8_activations(mut self, ctx: &Context, on: bool) -> Result<QMatrix> {
+        if on && !ctx.caps.integer_dot_product {
+            return Err(invalid!("int8 activations need shaderIntegerDotProduct, which {} lacks", ctx.caps.name));
+        }
+        self.x_int8 = on && QMatrix::int8_capable(self.ty);
+        Ok(self)
     }
 
     pub fn row_bytes(&self) -> usize {
@@ -98,6 +116,11 @@ pub(crate) fn check_product(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Ten
 /// The kernel sources share the f16 conversions with the encoder and the dequantizer.
 fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
     let mut s = String::from(crate::kernel::SHADER_PRELUDE);
+    if defines.iter().any(|d| d == "X_INT8") {
+        // extensions go before any declaration: right after the prelude's #version line
+        let at = s.find('\n').map_or(0, |i| i + 1);
+        s.insert_str(at, "#extension GL_EXT_integer_dot_product : require\n");
+    }
     for d in defines {
         writeln!(s, "#define {d}").unwrap();
     }
@@ -247,6 +270,12 @@ impl Context {
         }
         if row_per_thread {
             defines.push("ROW_PER_THREAD".into());
+        }
+        if w.x_int8 {
+            if up.is_some_and(|u| !u.x_int8) {
+                return Err(invalid!("{OP}: gate and up must both take int8 activations or neither"));
+            }
+            defines.push("X_INT8".into());
         }
         for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (norm.is_some(), "NORM")] {
             if on {

@@ -55,6 +55,17 @@ vec4 bytes_minus(uint w, float bias) {
                 uintBitsToFloat(((w >> 16) & 255u) | 0x4B000000u) - o, uintBitsToFloat((w >> 24) | 0x4B000000u) - o);
 }
 
+#ifdef X_INT8
+float max4(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
+// round(v · inv) for |v · inv| ≤ 127, packed as four int8: one fma onto 1.5·2^23 rounds to an
+// integer whose two's complement is the float's low byte.
+int pack_q8(vec4 v, float inv) {
+    precise vec4 r = fma(v, vec4(inv), vec4(12582912.0));
+    uvec4 b = floatBitsToUint(r);
+    return int(bitfieldInsert(bitfieldInsert(bitfieldInsert(b.x & 255u, b.y, 8, 8), b.z, 16, 8), b.w, 24, 8));
+}
+#endif
+
 // Each format's task_acc adds task `task` of NR weight rows (addresses rows[0 .. NR)) to
 // acc[c][0 .. NR) for the columns c < ncols of x (column c at xb0 + c·K): the activations are
 // read once and shared by the rows (the rows of a matvec all read the same x, so re-reading it
@@ -90,6 +101,47 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         da[r] = a; ma[r] = b; db[r] = c; mb[r] = e;
     }
     uint k0 = s * 256u + 64u * m;
+#ifdef X_INT8
+    // Opt-in int8 activations: each sub-block's 32 values of x as dx·xq (dx = max|x| / 127,
+    // xq = round(x / dx), the same for every row and batch composition), then Σ q·xq as exact
+    // integer dot products, four values an instruction; Σ x (the dmin term) stays the exact f32
+    // sum.
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            vec4 xl[8], xu[8];
+            precise float xa = 0.0, xh = 0.0;
+            float amax_a = 0.0, amax_b = 0.0;
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
+                xl[i] = x4(addrX, addrG, xb, k0 + 4u * i);
+                xu[i] = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
+                xa = sum4(xl[i], xa);
+                xh = sum4(xu[i], xh);
+                amax_a = max(amax_a, max4(abs(xl[i])));
+                amax_b = max(amax_b, max4(abs(xu[i])));
+            }
+            float inv_a = amax_a > 0.0 ? 127.0 / amax_a : 0.0, inv_b = amax_b > 0.0 ? 127.0 / amax_b : 0.0;
+            float dx_a = amax_a / 127.0, dx_b = amax_b / 127.0;
+            int pa[8], pb[8];
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
+                pa[i] = pack_q8(xl[i], inv_a);
+                pb[i] = pack_q8(xu[i], inv_b);
+            }
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                int ia = 0, ib = 0;
+                [[unroll]] for (uint i = 0u; i < 8u; i++) {
+                    uint w = i < 4u ? q0[r][i] : q1[r][i - 4u];
+                    ia += dotPacked4x8EXT(int(w & 0x0F0F0F0Fu), pa[i]);
+                    ib += dotPacked4x8EXT(int((w >> 4) & 0x0F0F0F0Fu), pb[i]);
+                }
+                precise float t = da[r] * (dx_a * float(ia)) - ma[r] * xa;
+                t = t + (db[r] * (dx_b * float(ib)) - mb[r] * xh);
+                acc[c][r] = acc[c][r] + t;
+            }
+        }
+    }
+    return;
+#endif
     [[unroll]] for (int c = 0; c < TC; c++) {
         if (uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
