@@ -60,13 +60,8 @@
 //! its sequence (`r, r+step, ..., r+7*step`; step 1 for `PerOutput`, 256 otherwise): the round
 //! first reads all 8 raw elements (straight-line code: 8 independent loads in flight per
 //! invocation), then decodes and combines them into the invocation's single accumulator in
-//! increasing `r`; the fewer than 8 left at the end are likewise all read first (indices clamped
-//! to the last one) and then combined, each behind a bound check. An in-kernel epilogue walks its
-//! elements in the same blocks: 8 elements' inputs read, then each evaluated and written. A loop
-//! taking one candidate at a time waits a full memory latency per candidate, since each load
-//! feeds the next step of one accumulation chain (a row of 1024 under `PerGroup` is all tail:
-//! 4 candidates per invocation). The order of combination is exactly the sequential order
-//! stated above, so the unrolling itself changes no bit.
+//! increasing `r`; fewer than 8 left are taken one at a time. The order of combination is
+//! exactly the sequential order stated above, so the unrolling itself changes no bit.
 //!
 //! **Bits versus the previous layout** (`Split` only for `R >= 65536` and `outputs < 256`, at most
 //! 256 segments of at least 16 Ki elements, and pass 2 a sequential loop of one invocation per
@@ -1135,24 +1130,11 @@ impl Spec {
             combine(&mut s, k, "            ");
         }
         s.push_str("        }\n");
-        // Tail: fewer than UNROLL candidates left. All UNROLL - 1 are read first (indices
-        // clamped to the last one, so no load depends on a branch), then the real ones are
-        // combined in increasing r: a loop taking one at a time would wait one memory latency
-        // per candidate (a row of 1024 under PerGroup is all tail: 4 per invocation).
-        s.push_str("        if (r < r1) {\n");
-        for k in 0..UNROLL - 1 {
-            writeln!(s, "            uint c{k} = min(r + {}u, r1 - 1u);", k * step).unwrap();
-            fetch(&mut s, k, "            ");
-        }
-        for k in 0..UNROLL - 1 {
-            if k == 0 {
-                combine(&mut s, k, "            ");
-            } else {
-                writeln!(s, "            if (r + {}u < r1) {{", k * step).unwrap();
-                combine(&mut s, k, "                ");
-                s.push_str("            }\n");
-            }
-        }
+        // Tail: fewer than UNROLL candidates left, one at a time.
+        writeln!(s, "        for (; r < r1; r += {step}u) {{").unwrap();
+        s.push_str("            uint c0 = r;\n");
+        fetch(&mut s, 0, "            ");
+        combine(&mut s, 0, "            ");
         s.push_str("        }\n");
         if !per_output {
             // Fixed tree: partial t absorbs partial t+h, halving h.
@@ -1192,30 +1174,19 @@ impl Spec {
             if !epi_streams.contains(&flat) {
                 epi_streams.push(flat);
             }
-            // In blocks of UNROLL elements: every element's inputs are read (indices clamped to
-            // the last element) before any is evaluated and written, so the loads are in flight
-            // together rather than one memory latency per element.
             let (first, step) = if per_output { ("0u", 1) } else { ("t", LOCAL as usize) };
-            writeln!(s, "        for (uint cb = {first}; cb < uint(R); cb += {}u) {{", UNROLL * step).unwrap();
-            for k in 0..UNROLL {
-                writeln!(s, "            uint cy{k} = min(cb + {}u, uint(R) - 1u);", k * step).unwrap();
-                self.fetch(&epi_streams, &format!("y{k}"), "            ", &mut s);
+            writeln!(s, "        for (uint cy = {first}; cy < uint(R); cy += {step}u) {{").unwrap();
+            self.fetch(&epi_streams, "y", "            ", &mut s);
+            let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, "y")).collect();
+            args.push("res".to_string());
+            for (q, (_, t)) in self.epilogue.iter().enumerate() {
+                writeln!(s, "            {} y{q};", storage_type(*t)).unwrap();
+                args.push(format!("y{q}"));
             }
-            for k in 0..UNROLL {
-                let guard = if k == 0 { String::new() } else { format!("if (cb + {}u < uint(R)) ", k * step) };
-                writeln!(s, "            {guard}{{").unwrap();
-                let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, &format!("y{k}"))).collect();
-                args.push("res".to_string());
-                for (q, (_, t)) in self.epilogue.iter().enumerate() {
-                    writeln!(s, "                {} y{q};", storage_type(*t)).unwrap();
-                    args.push(format!("y{q}"));
-                }
-                writeln!(s, "                epi({});", args.join(", ")).unwrap();
-                let at = self.stream_var(flat, &format!("y{k}"));
-                for q in 0..self.epilogue.len() {
-                    writeln!(s, "                eo{q}.v[{at}] = y{q};").unwrap();
-                }
-                s.push_str("            }\n");
+            writeln!(s, "            epi({});", args.join(", ")).unwrap();
+            let at = self.stream_var(flat, "y");
+            for q in 0..self.epilogue.len() {
+                writeln!(s, "            eo{q}.v[{at}] = y{q};").unwrap();
             }
             s.push_str("        }\n");
         }
