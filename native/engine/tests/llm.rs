@@ -6,61 +6,14 @@
 
 mod common;
 
+use common::llm_fixtures::{all_fixtures, fixture, fixtures, max_abs, Fixture};
 use common::on_engine;
 use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
-use std::path::{Path, PathBuf};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm/fixtures")
-}
-
-struct Fixture {
-    name: String,
-    prompt: Vec<u32>,
-    greedy: Vec<u32>,
-    margins: Vec<f64>,
-    /// `[P + 32][vocab]`: row i = logits after feeding token i of prompt + greedy.
-    logits: Vec<Vec<f32>>,
-}
-
-fn fixture(name: &str) -> Fixture {
-    let dir = fixtures();
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap();
-    let ids = |k: &str| j[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect::<Vec<_>>();
-    let shape: Vec<usize> = j["logits_shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
-    let raw = std::fs::read(dir.join(j["logits_file"].as_str().unwrap())).unwrap();
-    let vals: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-    assert_eq!(vals.len(), shape[0] * shape[1]);
-    Fixture {
-        name: name.into(),
-        prompt: ids("prompt_ids"),
-        greedy: ids("greedy_ids"),
-        margins: j["margins"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect(),
-        logits: vals.chunks_exact(shape[1]).map(|r| r.to_vec()).collect(),
-    }
-}
-
-fn all_fixtures() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.unwrap().path();
-            (p.extension()? == "gguf").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
-        })
-        .collect();
-    names.sort();
-    assert!(names.len() >= 14, "fixtures missing: {names:?}");
-    names
-}
 
 fn load(name: &str, kv_f16: bool, slots: usize) -> Llm {
     let ctx = common::ctx();
     let opts = LlmOptions { context: Some(64), slots, kv_f16, ..LlmOptions::default() };
     Llm::load(ctx, fixtures().join(format!("{name}.gguf")), &opts, &|_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn max_abs(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).abs()).fold(0.0, f64::max)
 }
 
 fn argmax(v: &[f32]) -> u32 {

@@ -27,6 +27,7 @@
 
 mod common;
 
+use common::llm_fixtures::{all_fixtures, fixture, fixtures, max_abs};
 use common::on_engine;
 use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix};
 use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
@@ -354,10 +355,6 @@ fn the_predicate_needs_tensor_cores_unless_forced() {
 
 // ---- The fixtures' prompt logits with the GEMM in the forward step ----
 
-fn fixtures() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm/fixtures")
-}
-
 /// `Llm::record_forward` with every matrix product on `record_llm_gemm` (until model.rs
 /// chooses it with `llm_gemm_pays`): the prompt's logits, all rows, in one step.
 fn forward_gemm(m: &Llm, rows: &[Row], precision: LlmGemmPrecision) -> Vec<Vec<f32>> {
@@ -408,10 +405,6 @@ fn forward_gemm(m: &Llm, rows: &[Row], precision: LlmGemmPrecision) -> Vec<Vec<f
     download(ctx, &logits).chunks_exact(cfg.n_vocab).map(|r| r.to_vec()).collect()
 }
 
-fn max_abs(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).abs()).fold(0.0, f64::max)
-}
-
 /// Every fixture's prompt logits through the GEMM forward at both precisions, against the
 /// float64 reference (and beside the matvec forward's error). F16 operands move logits by more
 /// than the matvec's 1e-3: measured on lavapipe 1.5e-3 (f16 weights: activations rounded only)
@@ -422,30 +415,18 @@ fn max_abs(a: &[f32], b: &[f32]) -> f64 {
 #[test]
 fn fixture_prompt_logits_with_the_gemm() {
     on_engine(|_| {
-        let mut names: Vec<String> = std::fs::read_dir(fixtures())
-            .unwrap()
-            .filter_map(|e| {
-                let p = e.unwrap().path();
-                (p.extension()? == "gguf").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
-            })
-            .collect();
-        names.sort();
-        assert!(names.len() >= 14, "fixtures missing: {names:?}");
         let (mut worst_f16, mut worst_split) = (0f64, 0f64);
-        for name in names {
-            let j: serde_json::Value = serde_json::from_slice(&std::fs::read(fixtures().join(format!("{name}.json"))).unwrap()).unwrap();
-            let prompt: Vec<u32> = j["prompt_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-            let vocab = j["logits_shape"][1].as_u64().unwrap() as usize;
-            let raw = std::fs::read(fixtures().join(j["logits_file"].as_str().unwrap())).unwrap();
-            let reference: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        for name in all_fixtures() {
+            let f = fixture(&name);
+            let prompt = &f.prompt;
             let opts = LlmOptions { context: Some(64), slots: 1, kv_f16: false, ..LlmOptions::default() };
             let m = Llm::load(common::ctx(), fixtures().join(format!("{name}.gguf")), &opts, &|_, _| {}).unwrap();
             let rows: Vec<Row> = prompt.iter().enumerate().map(|(i, &token)| Row { slot: 0, pos: i as u32, token }).collect();
-            let err = |logits: &[Vec<f32>]| (0..rows.len()).map(|i| max_abs(&logits[i], &reference[i * vocab..(i + 1) * vocab])).fold(0.0, f64::max);
+            let err = |logits: &[Vec<f32>]| (0..rows.len()).map(|i| max_abs(&logits[i], &f.logits[i])).fold(0.0, f64::max);
             let f16 = err(&forward_gemm(&m, &rows, LlmGemmPrecision::F16));
             let split = err(&forward_gemm(&m, &rows, LlmGemmPrecision::Split));
             let matvec = err(&m.forward(&rows, &(0..rows.len()).collect::<Vec<_>>()).unwrap());
-            let scale = reference[..rows.len() * vocab].iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+            let scale = f.logits[..rows.len()].iter().flatten().map(|v| v.abs() as f64).fold(0.0, f64::max);
             println!("{name}: prompt ({} rows) max |logit err| gemm f16 {f16:.2e}, split {split:.2e}, matvec {matvec:.2e} (max |logit| {scale:.2})", rows.len());
             (worst_f16, worst_split) = (worst_f16.max(f16), worst_split.max(split));
             assert!(f16 < 2e-2, "{name}: F16 GEMM prompt logits off by {f16}");

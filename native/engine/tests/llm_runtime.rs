@@ -5,16 +5,17 @@
 
 mod common;
 
+use common::llm_fixtures::{fixture, fixtures};
 use common::on_engine;
 use nx_vulkan_engine::llm::gguf::Gguf;
 use nx_vulkan_engine::llm::model::{Llm, LlmOptions};
 use nx_vulkan_engine::llm::runtime::{FinishReason, GenEvent, GenRequest, LlmRuntime, RuntimeOptions};
 use nx_vulkan_engine::llm::sample::SamplingParams;
 use nx_vulkan_engine::llm::tokenizer::LlmTokenizer;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn fixture_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../test/llm/fixtures/{name}.gguf"))
+    fixtures().join(format!("{name}.gguf"))
 }
 
 fn runtime(name: &str, slots: usize, options: RuntimeOptions) -> LlmRuntime {
@@ -25,9 +26,8 @@ fn runtime(name: &str, slots: usize, options: RuntimeOptions) -> LlmRuntime {
 }
 
 fn reference(name: &str) -> (Vec<u32>, Vec<u32>, Vec<f64>) {
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture_path(name).with_extension("json")).unwrap()).unwrap();
-    let ids = |k: &str| j[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect::<Vec<_>>();
-    (ids("prompt_ids"), ids("greedy_ids"), j["margins"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect())
+    let f = fixture(name);
+    (f.prompt, f.greedy, f.margins)
 }
 
 fn request(prompt: Vec<u32>, max_tokens: usize) -> GenRequest {

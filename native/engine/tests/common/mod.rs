@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 pub use DType::*;
 
+pub mod llm_fixtures;
+
 pub fn ctx() -> Arc<Context> {
     Context::global().expect("device")
 }
