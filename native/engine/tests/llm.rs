@@ -11,9 +11,11 @@ use common::on_engine;
 use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
 
 fn load(name: &str, kv_f16: bool, slots: usize) -> Llm {
-    let ctx = common::ctx();
-    let opts = LlmOptions { context: Some(64), slots, kv_f16, ..LlmOptions::default() };
-    Llm::load(ctx, fixtures().join(format!("{name}.gguf")), &opts, &|_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
+    load_with(name, &LlmOptions { context: Some(64), slots, kv_f16, ..LlmOptions::default() })
+}
+
+fn load_with(name: &str, opts: &LlmOptions) -> Llm {
+    Llm::load(common::ctx(), fixtures().join(format!("{name}.gguf")), opts, &|_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn argmax(v: &[f32]) -> u32 {
@@ -51,16 +53,23 @@ fn run_fixture(m: &Llm, f: &Fixture, slot: u32) -> (Vec<Vec<f32>>, Vec<Vec<f32>>
     (prompt_logits, decode)
 }
 
+/// A run's largest prompt and decode logit errors against the reference, and its greedy
+/// picks: row P-1+k picked greedy[k].
+fn score(f: &Fixture, prompt_logits: &[Vec<f32>], decode: &[Vec<f32>]) -> (f64, f64, Vec<u32>) {
+    let p = f.prompt.len();
+    let prompt_err = (0..p).map(|i| max_abs(&prompt_logits[i], &f.logits[i])).fold(0.0, f64::max);
+    let decode_err = (0..32).map(|i| max_abs(&decode[i], &f.logits[p + i])).fold(0.0, f64::max);
+    let mut picks = vec![argmax(&prompt_logits[p - 1])];
+    picks.extend(decode[..31].iter().map(|l| argmax(l)));
+    (prompt_err, decode_err, picks)
+}
+
 fn check(name: &str, kv_f16: bool) -> Outcome {
     let f = fixture(name);
     let m = load(name, kv_f16, 2);
     let p = f.prompt.len();
     let (prompt_logits, decode) = run_fixture(&m, &f, 0);
-    let prompt_err = (0..p).map(|i| max_abs(&prompt_logits[i], &f.logits[i])).fold(0.0, f64::max);
-    let decode_err = (0..32).map(|i| max_abs(&decode[i], &f.logits[p + i])).fold(0.0, f64::max);
-    // Row P-1+k picked greedy[k].
-    let mut picks = vec![argmax(&prompt_logits[p - 1])];
-    picks.extend(decode[..31].iter().map(|l| argmax(l)));
+    let (prompt_err, decode_err, picks) = score(&f, &prompt_logits, &decode);
     let (mut agree, mut comparable) = (0, 0);
     for k in 0..32 {
         if f.margins[k] > 1e-2 {
@@ -236,14 +245,9 @@ fn int8_activations_stay_near_the_reference() {
         }
         for name in ["llama-q4_k", "qwen2-q4_k"] {
             let f = fixture(name);
-            let opts = LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: true };
-            let m = Llm::load(common::ctx(), fixtures().join(format!("{name}.gguf")), &opts, &|_, _| {}).unwrap();
-            let p = f.prompt.len();
+            let m = load_with(name, &LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: true });
             let (prompt_logits, decode) = run_fixture(&m, &f, 0);
-            let prompt_err = (0..p).map(|i| max_abs(&prompt_logits[i], &f.logits[i])).fold(0.0, f64::max);
-            let decode_err = (0..32).map(|i| max_abs(&decode[i], &f.logits[p + i])).fold(0.0, f64::max);
-            let mut picks = vec![argmax(&prompt_logits[p - 1])];
-            picks.extend(decode[..31].iter().map(|l| argmax(l)));
+            let (prompt_err, decode_err, picks) = score(&f, &prompt_logits, &decode);
             let clear = (0..32).filter(|&k| f.margins[k] > INT8_TOLERANCE).collect::<Vec<_>>();
             let agree = clear.iter().filter(|&&k| picks[k] == f.greedy[k]).count();
             let scale = f.logits.iter().flatten().fold(0f64, |m, v| m.max(v.abs() as f64));
