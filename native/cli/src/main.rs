@@ -58,10 +58,15 @@ enum Command {
         reps: usize,
         #[arg(long, default_value_t = 10)]
         calls: usize,
-        /// Also time the cooperative-matrix variants of the chosen shape the device can run
-        /// (workgroup tiles 128×128/256×128/128×256, K step 32/64, and the multiply-only probe).
+        /// Also time the cooperative-matrix variants the device can run: the subgroup-scope
+        /// kernel's workgroup tiles (128×128/256×128/128×256), K steps (32/64) and
+        /// multiply-only probe, and the coopmat2 kernel's tiles (f32 output).
         #[arg(long)]
         coopmat_all: bool,
+        /// B stored as [batch, n, k] (k contiguous: PyTorch's Linear weight) instead of
+        /// [batch, k, n].
+        #[arg(long)]
+        b_transposed: bool,
     },
     /// The LLM prefill GEMM (tensor cores) against the decode matvec on one quantized matrix
     /// × T token rows, with random blocks (JSON lines; default: 8B FFN shapes, Q4_K, T = 512).
@@ -151,7 +156,7 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
         }
         Command::Digest => digest(&*open(&device)?),
         Command::Demo => demo(&*open(&device)?),
-        Command::Gemm { types, sizes, reps, calls, coopmat_all } => gemm(&*open(&device)?, &types, &sizes, reps, calls, coopmat_all),
+        Command::Gemm { types, sizes, reps, calls, coopmat_all, b_transposed } => gemm(&*open(&device)?, &types, &sizes, reps, calls, coopmat_all, b_transposed),
         Command::LlmGemmBench(args) => llm_gemm_bench::run(&*open(&device)?, &args),
         Command::Generate(args) => llm::generate(open(&device)?, args),
         Command::Chat(args) => llm::chat(open(&device)?, args),
@@ -194,8 +199,8 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
 /// Throughput of one kernel family per type and size: each timed run queues `calls` dots
 /// back to back and waits once (the device's sustained rate, as a peer's loop of launches and
 /// one synchronize measures it); the median of `reps` runs after a warm-up.
-fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: usize, coopmat_all: bool) -> Result<()> {
-    use nx_vulkan_engine::matmul::{choose_kernel, coopmat_runs_here, tensor_core_kernel, CoopStaging, MatmulKernel};
+fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: usize, coopmat_all: bool, b_transposed: bool) -> Result<()> {
+    use nx_vulkan_engine::matmul::{choose_kernel, coopmat2_kernel, coopmat_runs_here, tensor_core_kernel, CoopStaging, MatmulKernel};
     let bad = |what: String| nx_vulkan_engine::EngineError::InvalidArgument(what);
     let dev = &ctx.caps.name;
     for ty in types {
@@ -205,7 +210,11 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
             let [bsz, m, n, k] = d[..] else { return Err(bad(format!("size {spec}: want b:m:n:k"))) };
             // Inputs: iota along one axis, stored as t (the values do not change the speed).
             let a = ctx.convert(&ctx.iota(DType::F32, &[bsz, m, k], Some(2))?, t)?;
-            let b = ctx.convert(&ctx.iota(DType::F32, &[bsz, k, n], Some(1))?, t)?;
+            let (b, cb) = if b_transposed {
+                (ctx.convert(&ctx.iota(DType::F32, &[bsz, n, k], Some(2))?, t)?, 2)
+            } else {
+                (ctx.convert(&ctx.iota(DType::F32, &[bsz, k, n], Some(1))?, t)?, 1)
+            };
             // (label, forced kernel): None runs the precision's own choice
             let mut variants: Vec<(String, Option<MatmulKernel>)> = vec![];
             if t == DType::F32 {
@@ -213,15 +222,29 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
             } else {
                 let chosen = tensor_core_kernel(&ctx.caps, t);
                 variants.push((format!("{chosen:?}"), None));
-                // Variants of the chosen shape: workgroup tiles, K steps, the multiply-only probe.
-                if let (true, MatmulKernel::CoopMat { m: tm, n: tn, k: tk, .. }) = (coopmat_all, chosen) {
+                // With --coopmat-all: the KHR kernel's workgroup tiles, K steps and its
+                // multiply-only probe, and the coopmat2 kernel's tiles.
+                let khr_shape = ctx.caps.coopmat_shape(match t {
+                    DType::BF16 => nx_vulkan_engine::device::CoopMatType::BF16,
+                    _ => nx_vulkan_engine::device::CoopMatType::F16,
+                });
+                if let (true, Some(shape)) = (coopmat_all, khr_shape) {
                     for (bm, bn) in [(128, 128), (256, 128), (128, 256)] {
                         for bk in [32, 64] {
                             for staging in [CoopStaging::SharedTyped, CoopStaging::ProbeMultiplyOnly] {
-                                let forced = MatmulKernel::CoopMat { input: t, m: tm, n: tn, k: tk, bm, bn, bk, staging };
+                                let forced = MatmulKernel::CoopMat { input: t, m: shape.m, n: shape.n, k: shape.k, bm, bn, bk, staging };
                                 if forced != chosen && coopmat_runs_here(&ctx.caps, forced) {
                                     variants.push((format!("{forced:?}"), Some(forced)));
                                 }
+                            }
+                        }
+                    }
+                }
+                if coopmat_all {
+                    for (bm, bn, bk) in [(128, 128, 32), (128, 128, 64), (128, 256, 32), (128, 256, 64), (256, 128, 32), (256, 128, 64), (64, 128, 64)] {
+                        if let Some(forced) = coopmat2_kernel(&ctx.caps, t, bm, bn, bk) {
+                            if forced != chosen {
+                                variants.push((format!("{forced:?}"), Some(forced)));
                             }
                         }
                     }
@@ -232,13 +255,20 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                 let run = || -> Result<()> {
                     for _ in 0..calls {
                         match forced {
-                            None => ctx.dot_with(precision, &a, &[2], &[0], &b, &[1], &[0], t)?,
-                            Some(kf) => ctx.dot_using(Some(kf), &a, &[2], &[0], &b, &[1], &[0], t)?,
+                            None => ctx.dot_with(precision, &a, &[2], &[0], &b, &[cb], &[0], t)?,
+                            // coopmat2 writes f32 (DotPrecision::TensorCore adds the rounding pass)
+                            Some(kf @ MatmulKernel::CoopMat2 { .. }) => ctx.dot_using(Some(kf), &a, &[2], &[0], &b, &[cb], &[0], DType::F32)?,
+                            Some(kf) => ctx.dot_using(Some(kf), &a, &[2], &[0], &b, &[cb], &[0], t)?,
                         };
                     }
                     ctx.synchronize()
                 };
-                run()?;
+                // Warm-up: at least 0.3 s of runs, so the GPU's clocks have left their idle state
+                // (short bursts on the H200 ran at idle clocks and gave 5× spreads).
+                let w0 = std::time::Instant::now();
+                while w0.elapsed().as_secs_f64() < 0.3 {
+                    run()?;
+                }
                 let mut times = vec![];
                 for _ in 0..reps {
                     let t0 = std::time::Instant::now();
@@ -249,7 +279,7 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                 let med = times[times.len() / 2];
                 let tflops = 2.0 * (bsz * m * n * k) as f64 / med / 1e12;
                 println!(
-                    "{{\"bench\":\"gemm\",\"type\":\"{t}\",\"batch\":{bsz},\"m\":{m},\"n\":{n},\"k\":{k},\"median_ms\":{:.4},\"tflops\":{tflops:.2},\"kernel\":{kernel:?},\"forced\":{},\"device\":{dev:?},\"reps\":{reps},\"calls\":{calls}}}",
+                    "{{\"bench\":\"gemm\",\"type\":\"{t}\",\"batch\":{bsz},\"m\":{m},\"n\":{n},\"k\":{k},\"median_ms\":{:.4},\"tflops\":{tflops:.2},\"kernel\":{kernel:?},\"forced\":{},\"b_transposed\":{b_transposed},\"device\":{dev:?},\"reps\":{reps},\"calls\":{calls}}}",
                     med * 1e3,
                     forced.is_some()
                 );

@@ -42,8 +42,16 @@ pub struct DeviceCaps {
     pub bfloat16: bool,
     pub bfloat16_coopmat: bool,
     pub bfloat16_dot: bool,
-    /// VK_NV_cooperative_matrix2 with its tensor-addressing and workgroup-scope features.
+    /// VK_NV_cooperative_matrix2 with its tensor-addressing, workgroup-scope and
+    /// flexible-dimension features (all three enabled at creation).
     pub coopmat2: bool,
+    /// VK_NV_cooperative_matrix2's flexible-dimension list: the workgroup-scope type
+    /// combinations and the granularities their M, N, K must be multiples of.
+    pub coopmat2_shapes: Vec<CoopMatFlexShape>,
+    /// `cooperativeMatrixWorkgroupScopeMaxWorkgroupSize` and
+    /// `cooperativeMatrixFlexibleDimensionsMaxDimension` (0 without coopmat2).
+    pub coopmat2_max_workgroup: u32,
+    pub coopmat2_max_dimension: u32,
     /// `shaderIntegerDotProduct`, and whether packed 4×8-bit signed dot products are accelerated.
     pub integer_dot_product: bool,
     pub int8_dot_accelerated: bool,
@@ -109,6 +117,9 @@ impl DeviceCaps {
             bfloat16_coopmat: extra.bfloat16_coopmat,
             bfloat16_dot: extra.bfloat16_dot,
             coopmat2: extra.coopmat2,
+            coopmat2_shapes: if extra.coopmat2 { coopmat2_flexible_dimensions(physical) } else { vec![] },
+            coopmat2_max_workgroup: extra.coopmat2_max_workgroup,
+            coopmat2_max_dimension: extra.coopmat2_max_dimension,
             integer_dot_product: f.shader_integer_dot_product,
             int8_dot_accelerated: p.integer_dot_product4x8_bit_packed_signed_accelerated.unwrap_or(false),
             vulkan_memory_model: f.vulkan_memory_model,
@@ -270,6 +281,137 @@ impl std::fmt::Display for CoopMatShape {
     }
 }
 
+/// One entry of VK_NV_cooperative_matrix2's flexible-dimension list: matrices of this type
+/// combination and scope may have any M, N, K that are multiples of the granularities (up to
+/// `coopmat2_max_dimension`), in workgroups of `workgroup_invocations`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoopMatFlexShape {
+    pub m_granularity: u32,
+    pub n_granularity: u32,
+    pub k_granularity: u32,
+    pub a: CoopMatType,
+    pub b: CoopMatType,
+    pub c: CoopMatType,
+    pub result: CoopMatType,
+    pub saturating: bool,
+    pub scope: String,
+    pub workgroup_invocations: u32,
+}
+
+impl std::fmt::Display for CoopMatFlexShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x{}x{}* {}*{}+{}->{}{} ({}, {} invocations)",
+            self.m_granularity,
+            self.n_granularity,
+            self.k_granularity,
+            self.a.name(),
+            self.b.name(),
+            self.c.name(),
+            self.result.name(),
+            if self.saturating { " sat" } else { "" },
+            self.scope,
+            self.workgroup_invocations
+        )
+    }
+}
+
+fn scope_name(raw: i32) -> String {
+    match raw {
+        1 => "device".into(),
+        2 => "workgroup".into(),
+        3 => "subgroup".into(),
+        5 => "queue-family".into(),
+        v => format!("scope{v}"),
+    }
+}
+
+/// VkCooperativeMatrixFlexibleDimensionsPropertiesNV (not in ash 0.38).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FlexDimsRaw {
+    s_type: i32,
+    p_next: *mut std::ffi::c_void,
+    m_granularity: u32,
+    n_granularity: u32,
+    k_granularity: u32,
+    a_type: i32,
+    b_type: i32,
+    c_type: i32,
+    result_type: i32,
+    saturating_accumulation: u32,
+    scope: i32,
+    workgroup_invocations: u32,
+}
+const STYPE_COOPMAT2_FLEX_DIMS: i32 = 1000593001;
+const STYPE_COOPMAT2_PROPERTIES: i32 = 1000593002;
+
+/// VkPhysicalDeviceCooperativeMatrix2PropertiesNV (not in ash 0.38).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CoopMat2PropertiesRaw {
+    s_type: i32,
+    p_next: *mut std::ffi::c_void,
+    workgroup_scope_max_workgroup_size: u32,
+    flexible_dimensions_max_dimension: u32,
+    workgroup_scope_reserved_shared_memory: u32,
+}
+
+/// vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV, looked up by name
+/// (only called when the device lists VK_NV_cooperative_matrix2).
+fn coopmat2_flexible_dimensions(physical: &PhysicalDevice) -> Vec<CoopMatFlexShape> {
+    use vulkano::VulkanObject;
+    type Get = unsafe extern "system" fn(ash::vk::PhysicalDevice, *mut u32, *mut FlexDimsRaw) -> ash::vk::Result;
+    let instance = physical.instance();
+    let name = c"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV";
+    // SAFETY: a live instance handle and a NUL-terminated name.
+    let Some(raw) = (unsafe { instance.library().get_instance_proc_addr(instance.handle(), name.as_ptr()) }) else { return vec![] };
+    // SAFETY: the loader returned this entry point for this name, whose signature is `Get`.
+    let get: Get = unsafe { std::mem::transmute::<unsafe extern "system" fn(), Get>(raw) };
+    let mut count = 0u32;
+    // SAFETY: a valid physical device; a null array asks for the count.
+    if unsafe { get(physical.handle(), &mut count, std::ptr::null_mut()) } != ash::vk::Result::SUCCESS {
+        return vec![];
+    }
+    let blank = FlexDimsRaw {
+        s_type: STYPE_COOPMAT2_FLEX_DIMS,
+        p_next: std::ptr::null_mut(),
+        m_granularity: 0,
+        n_granularity: 0,
+        k_granularity: 0,
+        a_type: 0,
+        b_type: 0,
+        c_type: 0,
+        result_type: 0,
+        saturating_accumulation: 0,
+        scope: 0,
+        workgroup_invocations: 0,
+    };
+    let mut props = vec![blank; count as usize];
+    // SAFETY: `props` holds `count` structs with their sType set.
+    let r = unsafe { get(physical.handle(), &mut count, props.as_mut_ptr()) };
+    if r != ash::vk::Result::SUCCESS && r != ash::vk::Result::INCOMPLETE {
+        return vec![];
+    }
+    props.truncate(count as usize);
+    props
+        .iter()
+        .map(|p| CoopMatFlexShape {
+            m_granularity: p.m_granularity,
+            n_granularity: p.n_granularity,
+            k_granularity: p.k_granularity,
+            a: CoopMatType::from_raw(p.a_type),
+            b: CoopMatType::from_raw(p.b_type),
+            c: CoopMatType::from_raw(p.c_type),
+            result: CoopMatType::from_raw(p.result_type),
+            saturating: p.saturating_accumulation != 0,
+            scope: scope_name(p.scope),
+            workgroup_invocations: p.workgroup_invocations,
+        })
+        .collect()
+}
+
 /// vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR (only called when the device lists the
 /// extension: the loader's entry point exists then).
 fn coopmat_properties(physical: &PhysicalDevice) -> Vec<CoopMatShape> {
@@ -299,13 +441,7 @@ fn coopmat_properties(physical: &PhysicalDevice) -> Vec<CoopMatShape> {
             c: CoopMatType::from_raw(p.c_type.as_raw()),
             result: CoopMatType::from_raw(p.result_type.as_raw()),
             saturating: p.saturating_accumulation != 0,
-            scope: match p.scope.as_raw() {
-                1 => "device".into(),
-                2 => "workgroup".into(),
-                3 => "subgroup".into(),
-                5 => "queue-family".into(),
-                v => format!("scope{v}"),
-            },
+            scope: scope_name(p.scope.as_raw()),
         })
         .collect()
 }
@@ -350,6 +486,8 @@ pub(crate) struct ExtraFeatures {
     pub bfloat16_coopmat: bool,
     pub bfloat16_dot: bool,
     pub coopmat2: bool,
+    pub coopmat2_max_workgroup: u32,
+    pub coopmat2_max_dimension: u32,
 }
 
 impl ExtraFeatures {
@@ -401,7 +539,22 @@ impl ExtraFeatures {
         x.bfloat16_type = x.has_bfloat16_ext && bf.shader_bfloat16_type != 0;
         x.bfloat16_coopmat = x.has_bfloat16_ext && bf.shader_bfloat16_cooperative_matrix != 0;
         x.bfloat16_dot = x.has_bfloat16_ext && bf.shader_bfloat16_dot_product != 0;
-        x.coopmat2 = x.has_coopmat2_ext && cm2.tensor_addressing != 0 && cm2.workgroup_scope != 0;
+        x.coopmat2 = x.has_coopmat2_ext && cm2.tensor_addressing != 0 && cm2.workgroup_scope != 0 && cm2.flexible_dimensions != 0;
+        if x.coopmat2 {
+            let mut props = CoopMat2PropertiesRaw {
+                s_type: STYPE_COOPMAT2_PROPERTIES,
+                p_next: std::ptr::null_mut(),
+                workgroup_scope_max_workgroup_size: 0,
+                flexible_dimensions_max_dimension: 0,
+                workgroup_scope_reserved_shared_memory: 0,
+            };
+            let mut p2 = ash::vk::PhysicalDeviceProperties2 { p_next: &mut props as *mut _ as *mut _, ..Default::default() };
+            // SAFETY: one #[repr(C)] struct with its registry sType, live until the call
+            // returns, for an extension the device lists.
+            unsafe { (fns.v1_1.get_physical_device_properties2)(physical.handle(), &mut p2) };
+            x.coopmat2_max_workgroup = props.workgroup_scope_max_workgroup_size;
+            x.coopmat2_max_dimension = props.flexible_dimensions_max_dimension;
+        }
         x
     }
 }
@@ -486,7 +639,7 @@ pub(crate) fn create_device(
         s_type: STYPE_COOPMAT2_FEATURES,
         p_next: std::ptr::null_mut(),
         workgroup_scope: b(extra.coopmat2),
-        flexible_dimensions: 0,
+        flexible_dimensions: b(extra.coopmat2),
         reductions: 0,
         conversions: 0,
         per_element_operations: 0,
@@ -691,6 +844,10 @@ pub fn info_report() -> Result<String> {
         if !c.coopmat_shapes.is_empty() {
             let shapes: Vec<String> = c.coopmat_shapes.iter().map(|x| x.to_string()).collect();
             writeln!(s, "      coopmat shapes: {}", shapes.join(", ")).unwrap();
+        }
+        if !c.coopmat2_shapes.is_empty() {
+            let shapes: Vec<String> = c.coopmat2_shapes.iter().map(|x| x.to_string()).collect();
+            writeln!(s, "      coopmat2 (max workgroup {}, max dimension {}): {}", c.coopmat2_max_workgroup, c.coopmat2_max_dimension, shapes.join(", ")).unwrap();
         }
         for t in [CoopMatType::F16, CoopMatType::BF16] {
             if let Some(shape) = c.coopmat_shape(t) {

@@ -37,6 +37,7 @@ pub mod submit;
 pub mod tensor;
 pub mod window;
 pub mod conv;
+mod coopmat2;
 pub mod encoder;
 pub mod llm;
 

@@ -101,6 +101,11 @@ pub enum MatmulKernel {
     /// accumulated in f32 on `m × n × k` cooperative matrices (a shape from the device's
     /// property list), written as f32, f16 or bf16. Chosen only by `DotPrecision::TensorCore`.
     CoopMat { input: DType, m: u32, n: u32, k: u32, bm: u32, bn: u32, bk: u32, staging: CoopStaging },
+    /// Workgroup-scope tensor-core GEMM (VK_NV_cooperative_matrix2): one `bm × bn` f32
+    /// accumulator per workgroup of `workgroup` invocations, `bk` per step, tiles loaded through
+    /// tensor layouts (see `coopmat2.rs`). Writes f32 only. Never chosen (slower than `CoopMat`
+    /// on the H200, see [`tensor_core_kernel`]): benchmarks and tests force it.
+    CoopMat2 { input: DType, bm: u32, bn: u32, bk: u32, workgroup: u32 },
     /// The same interface without cooperative matrices (lavapipe, older GPUs): the operands
     /// widened to f32 (exact), the f32 tiled kernel accumulating in f32, one rounding.
     HalfFallback,
@@ -128,6 +133,8 @@ pub enum CoopStaging {
 
 /// The kernel `DotPrecision::TensorCore` uses for `input`×`input` operands on `caps`: the
 /// cooperative-matrix kernel with the device's best f32-accumulating shape, else the fallback.
+/// Never the coopmat2 kernel: on the H200 it ran at 31–108 TFLOP/s f16 at 4096³ against this
+/// one's 147–211 in the same runs (bench/README.md), so it is only ever forced.
 pub fn tensor_core_kernel(caps: &DeviceCaps, input: DType) -> MatmulKernel {
     let Some(t) = coopmat_type(input) else { return MatmulKernel::HalfFallback };
     let Some(s) = caps.coopmat_shape(t) else { return MatmulKernel::HalfFallback };
@@ -137,6 +144,40 @@ pub fn tensor_core_kernel(caps: &DeviceCaps, input: DType) -> MatmulKernel {
         .map(|bk| MatmulKernel::CoopMat { input, m: s.m, n: s.n, k: s.k, bm: 128, bn: 128, bk, staging: CoopStaging::SharedTyped })
         .find(|k| coopmat_runs_here(caps, *k))
         .unwrap_or(MatmulKernel::HalfFallback)
+}
+
+/// The coopmat2 kernel with a `bm × bn × bk` tile for `input`×`input` products on `caps`, if
+/// the device's flexible-dimension list has a workgroup-scope f32-accumulating entry for the
+/// type whose granularities divide the tile (its workgroup size is the entry's: 128 or 256).
+pub fn coopmat2_kernel(caps: &DeviceCaps, input: DType, bm: u32, bn: u32, bk: u32) -> Option<MatmulKernel> {
+    use crate::device::CoopMatType;
+    let t = coopmat_type(input)?;
+    if !caps.coopmat2 || !caps.vulkan_memory_model || !caps.float16 || (t == CoopMatType::BF16 && !(caps.bfloat16 && caps.bfloat16_coopmat)) {
+        return None;
+    }
+    let fits_dims = bm.max(bn).max(bk) <= caps.coopmat2_max_dimension;
+    caps.coopmat2_shapes
+        .iter()
+        .filter(|s| {
+            s.scope == "workgroup"
+                && s.a == t
+                && s.b == t
+                && s.c == CoopMatType::F32
+                && s.result == CoopMatType::F32
+                && !s.saturating
+                && matches!(s.workgroup_invocations, 128 | 256)
+                && s.workgroup_invocations <= caps.coopmat2_max_workgroup
+                && s.m_granularity > 0
+                && s.n_granularity > 0
+                && s.k_granularity > 0
+                && bm.is_multiple_of(s.m_granularity)
+                && bn.is_multiple_of(s.n_granularity)
+                && bk.is_multiple_of(s.k_granularity)
+        })
+        .map(|s| s.workgroup_invocations)
+        .max()
+        .filter(|_| fits_dims)
+        .map(|workgroup| MatmulKernel::CoopMat2 { input, bm, bn, bk, workgroup })
 }
 
 fn coopmat_type(input: DType) -> Option<crate::device::CoopMatType> {
@@ -163,7 +204,7 @@ pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
                 && s.result == crate::device::CoopMatType::F32
                 && s.scope == "subgroup"
         });
-    let cfg = CoopCfg { input, out: DType::F32, tm: m, tn: n, tk: k, bm, bn, bk, staging, subgroup: caps.subgroup_size, a_v8: true, b_v8: true, checked: true };
+    let cfg = CoopCfg { input, out: DType::F32, tm: m, tn: n, tk: k, bm, bn, bk, staging, subgroup: caps.subgroup_size, a_v8: true, b_v8: true, checked: true, b_kmajor: false, a_f32: false, epilogue: CoopEpilogue::default() };
     listed && cfg.fits() && cfg.shared_bytes() <= caps.max_shared_memory as usize
 }
 
@@ -200,6 +241,18 @@ fn shared_bytes(dtype: DType, bm: u32, bn: u32, bk: u32) -> usize {
     // two buffers of [bk][b/4 + 1] 4-vectors per operand
     let v = 4 * dtype.size();
     2 * bk as usize * ((bm / 4 + 1) + (bn / 4 + 1)) as usize * v
+}
+
+/// Which of a `rows × cols` view's two matrix axes has unit stride (2: cols, 1: rows); a
+/// size-1 axis counts as either.
+fn unit_axis(v: &View3, rows: usize, cols: usize) -> Option<usize> {
+    if v.s[2] == 1 || cols <= 1 {
+        Some(2)
+    } else if v.s[1] == 1 || rows <= 1 {
+        Some(1)
+    } else {
+        None
+    }
 }
 
 /// An operand seen as three strided axes.
@@ -425,6 +478,12 @@ impl Context {
                 return Err(invalid!("dot: kernel {kernel:?} cannot compute {}x{}->{out_t} here", a.dtype, b.dtype));
             }
         }
+        if let MatmulKernel::CoopMat2 { input, bm, bn, bk, workgroup } = kernel {
+            let here = coopmat2_kernel(&self.caps, input, bm, bn, bk) == Some(kernel);
+            if !here || a.dtype != input || b.dtype != input || out_t != DType::F32 {
+                return Err(invalid!("dot: kernel {kernel:?} cannot compute {}x{}->{out_t} here (it writes f32; workgroup {workgroup})", a.dtype, b.dtype));
+            }
+        }
         if kernel == MatmulKernel::HalfFallback {
             return Err(invalid!("dot: HalfFallback is chosen through DotPrecision::TensorCore (it is the f32 tiled kernel plus a rounding)"));
         }
@@ -447,8 +506,18 @@ impl Context {
         };
         let perm_a: Vec<usize> = batch_a.iter().chain(&free_a).chain(contract_a).copied().collect();
         let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&free_b).copied().collect();
-        let va = self.operand(batch, &a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
-        let vb = self.operand(batch, &b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
+        let mut va = self.operand(batch, &a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
+        let mut vb = self.operand(batch, &b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
+        if matches!(kernel, MatmulKernel::CoopMat2 { .. }) {
+            // Tensor layouts read rows with unit stride along one of the two axes.
+            for (v, rows, cols) in [(&mut va, m, k), (&mut vb, k, n)] {
+                if unit_axis(&v.1, rows, cols).is_none() {
+                    let c = self.contiguous_in(batch, &v.0)?;
+                    let view = View3 { offset: c.offset, s: [(rows * cols) as isize, cols as isize, 1] };
+                    *v = (c, view);
+                }
+            }
+        }
         self.record_gemm(batch, kernel, &va, &vb, out, [bsz, m, n, k])
     }
 
@@ -461,6 +530,96 @@ impl Context {
         let c = self.contiguous_in(batch, &p)?;
         let v = view3(&c, groups).ok_or_else(|| EngineError::Vulkan("contiguous operand did not merge".into()))?;
         Ok((c, v))
+    }
+
+    fn dispatch_coop(&self, batch: &mut Batch<'_>, cfg: &CoopCfg, params: &[u8], [bsz, m, n]: [usize; 3]) -> Result<()> {
+        let key = format!("{cfg:?}");
+        let kern = self.kernels.get_for(crate::kernel::ShaderTarget::Vulkan13, &key, 256, 1, || cfg.source())?;
+        let max = self.caps.max_workgroup_count;
+        let groups = [
+            u32::try_from(n.div_ceil(cfg.bn as usize)).unwrap_or(u32::MAX),
+            u32::try_from(m.div_ceil(cfg.bm as usize)).unwrap_or(u32::MAX),
+            (bsz as u32).min(max[2]).min(65535),
+        ];
+        batch.dispatch_grid(&kern, params, (bsz * m * n) as u32, groups)
+    }
+
+    /// A projection on cooperative matrices: `out[t, n] = epilogue(Σ_k x[t, k] · w[n, k])` with
+    /// `x` `[T, K]` f32 (rounded to `w`'s type, to nearest even, as it is staged), `w` `[N, K]`
+    /// f16 or bf16 (PyTorch's Linear layout), f32 accumulation, `out` `[T, N]` f32 (a new
+    /// contiguous tensor); `bias` `[N]` and `residual` `[T, N]` f32 as the epilogue needs them.
+    /// The kernel is [`tensor_core_kernel`]'s for `w`'s type: an error where that is not a
+    /// cooperative-matrix kernel (no silent fallback; callers check
+    /// [`Context::coopmat_linear_available`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_coopmat_linear(
+        &self,
+        batch: &mut Batch<'_>,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        gelu: bool,
+        residual: Option<&Tensor>,
+        out: &Tensor,
+    ) -> Result<()> {
+        const OP: &str = "coopmat linear";
+        let MatmulKernel::CoopMat { input, m: tm, n: tn, k: tk, bm, bn, bk, staging } = tensor_core_kernel(&self.caps, w.dtype) else {
+            return Err(invalid!("{OP}: no cooperative-matrix kernel for {} on {}", w.dtype, self.caps.name));
+        };
+        let dense2 = |t: &Tensor| t.shape.len() == 2 && t.is_contiguous();
+        if x.dtype != DType::F32 || !dense2(x) || !dense2(w) || x.shape[1] != w.shape[1] {
+            return Err(invalid!("{OP}: x must be a contiguous [T, K] f32 matrix and w a contiguous [N, K] one (got {:?} {} and {:?} {})", x.shape, x.dtype, w.shape, w.dtype));
+        }
+        let (t, k, n) = (x.shape[0], x.shape[1], w.shape[0]);
+        check_dense_output(out, DType::F32, &[t, n], OP)?;
+        for (v, name, len) in [(bias, "bias", vec![n]), (residual, "residual", vec![t, n])] {
+            if let Some(v) = v {
+                if v.dtype != DType::F32 || v.shape != len || !v.is_contiguous() {
+                    return Err(invalid!("{OP}: {name} must be a contiguous {len:?} f32 tensor (got {:?} {})", v.shape, v.dtype));
+                }
+            }
+        }
+        if t * n == 0 {
+            return Ok(());
+        }
+        let epilogue = CoopEpilogue { bias: bias.is_some(), gelu, residual: residual.is_some() };
+        let aligned = |a: &Tensor, bytes: u64, q: usize| (a.buffer.address() + bytes * a.offset as u64).is_multiple_of(16) && k.is_multiple_of(q);
+        let cfg = CoopCfg {
+            input,
+            out: DType::F32,
+            tm,
+            tn,
+            tk,
+            bm,
+            bn,
+            bk,
+            staging,
+            subgroup: self.caps.subgroup_size,
+            // 8 f32 of x are two 16-byte loads; 8 of w one
+            a_v8: aligned(x, 4, 8),
+            b_v8: aligned(w, 2, 8),
+            checked: t % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
+            b_kmajor: true,
+            a_f32: true,
+            epilogue,
+        };
+        if !cfg.fits() {
+            return Err(invalid!("{OP}: {cfg:?} does not fit this device"));
+        }
+        let addr = |v: &Tensor| v.buffer.address() + 4 * v.offset as u64;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([x, w, out].map(|v| v.buffer.address()));
+        p.i32s([t, n, k, 1, x.offset, 0, k, 1, w.offset, 0, 1, k])?;
+        p.addrs([bias.map(addr).unwrap_or(0), residual.map(addr).unwrap_or(0)]);
+        for v in [Some(x), Some(w), Some(out), bias, residual].into_iter().flatten() {
+            batch.keep(&v.buffer);
+        }
+        self.dispatch_coop(batch, &cfg, p.bytes(), [1, t, n])
+    }
+
+    /// Whether [`Context::record_coopmat_linear`] can run `dtype` weights here.
+    pub fn coopmat_linear_available(&self, dtype: DType) -> bool {
+        matches!(tensor_core_kernel(&self.caps, dtype), MatmulKernel::CoopMat { .. })
     }
 
     fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4]) -> Result<()> {
@@ -524,6 +683,9 @@ impl Context {
                         && v.offset.is_multiple_of(8)
                         && (0..3).all(|d| d == contiguous_axis || v.s[d] % 8 == 0)
                 };
+                // B contiguous along k only (a transposed operand, PyTorch's Linear weight):
+                // staged like A, loaded column-major.
+                let b_kmajor = staging != CoopStaging::Global && vb.s[1] == 1 && vb.s[2] != 1;
                 let cfg = CoopCfg {
                     input,
                     out: c.dtype,
@@ -536,14 +698,43 @@ impl Context {
                     staging,
                     subgroup: self.caps.subgroup_size,
                     a_v8: v8(ta.buffer.address(), va, 2, k),
-                    b_v8: v8(tb.buffer.address(), vb, 2, n),
+                    b_v8: if b_kmajor { v8(tb.buffer.address(), vb, 1, k) } else { v8(tb.buffer.address(), vb, 2, n) },
                     checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
+                    b_kmajor,
+                    a_f32: false,
+                    epilogue: CoopEpilogue::default(),
                 };
-                if staging == CoopStaging::Global && (cfg.checked || !cfg.a_v8 || !cfg.b_v8) {
+                if staging == CoopStaging::Global && (cfg.checked || !cfg.a_v8 || !cfg.b_v8 || vb.s[2] != 1) {
                     return Err(invalid!("dot: {kernel:?} needs contiguous aligned operands whose sizes are tile multiples"));
                 }
+                self.dispatch_coop(batch, &cfg, params, [bsz, m, n])?;
+            }
+            MatmulKernel::CoopMat2 { input, bm, bn, bk, workgroup } => {
+                let (Some(ua), Some(ub)) = (unit_axis(va, m, k), unit_axis(vb, k, n)) else {
+                    return Err(EngineError::Vulkan("coopmat2 operand without a unit-stride axis".into()));
+                };
+                let (a_kmajor, b_nmajor) = (ua == 2, ub == 2);
+                // the row strides the layouts use, the batch strides and offsets
+                let a_row = if a_kmajor { va.s[1] } else { va.s[2] };
+                let b_row = if b_nmajor { vb.s[1] } else { vb.s[2] };
+                let aligned = [a_row, b_row, va.s[0], vb.s[0], va.offset as isize, vb.offset as isize].iter().all(|x| x % 8 == 0)
+                    && ta.buffer.address().is_multiple_of(16)
+                    && tb.buffer.address().is_multiple_of(16);
+                let steps = k.div_ceil(bk as usize);
+                let cfg = crate::coopmat2::Cm2Cfg {
+                    input,
+                    bm,
+                    bn,
+                    bk,
+                    a_kmajor,
+                    b_nmajor,
+                    aligned,
+                    checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0,
+                    unroll: if steps >= 4 { 4 } else { 1 },
+                    workgroup,
+                };
                 let key = format!("{cfg:?}");
-                let kern = self.kernels.get_for(crate::kernel::ShaderTarget::Vulkan13, &key, 256, 1, || cfg.source())?;
+                let kern = self.kernels.get_for(crate::kernel::ShaderTarget::Vulkan13, &key, workgroup, 1, || cfg.source(META))?;
                 let max = self.caps.max_workgroup_count;
                 let groups = [
                     u32::try_from(n.div_ceil(bn as usize)).unwrap_or(u32::MAX),
@@ -575,7 +766,7 @@ fn check_axes(shape: &[usize], contract: &[usize], batch: &[usize], name: &str) 
 }
 
 /// The meta block every matmul kernel reads (after the three addresses).
-const META: &str = "    ParamsI32 meta = ParamsI32(pc.params + 24ul);
+pub(crate) const META: &str = "    ParamsI32 meta = ParamsI32(pc.params + 24ul);
     int M = meta.v[0]; int N = meta.v[1]; int K = meta.v[2]; int Bt = meta.v[3];
     int offA = meta.v[4]; int sAb = meta.v[5]; int sAm = meta.v[6]; int sAk = meta.v[7];
     int offB = meta.v[8]; int sBb = meta.v[9]; int sBk = meta.v[10]; int sBn = meta.v[11];
@@ -846,6 +1037,31 @@ struct CoopCfg {
     b_v8: bool,
     /// Bounds checks (M, N or K not a tile multiple).
     checked: bool,
+    /// B stored with k contiguous ([N, K] rows, PyTorch's Linear weight): its tile is staged
+    /// as [BN][BK] like A's and its fragments loaded column-major.
+    b_kmajor: bool,
+    /// A stored as f32 and rounded to the input type (to nearest even) as it is staged, so
+    /// f32 activations need no conversion pass.
+    a_f32: bool,
+    /// Applied to the f32 sum before the store (f32 output only).
+    epilogue: CoopEpilogue,
+}
+
+/// A projection's epilogue fused into the cooperative-matrix kernel's store:
+/// `out = act(sum + bias[n]) + residual[m, n]`, each part optional. Its addresses follow the
+/// meta block (bias, then residual).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoopEpilogue {
+    pub bias: bool,
+    /// PyTorch's exact gelu (`x · Φ(x)`, erf-based).
+    pub gelu: bool,
+    pub residual: bool,
+}
+
+impl CoopEpilogue {
+    fn any(&self) -> bool {
+        self.bias || self.gelu || self.residual
+    }
 }
 
 impl CoopCfg {
@@ -866,7 +1082,11 @@ impl CoopCfg {
         let Some((wr, wc)) = self.warp_grid() else { return false };
         let (wm, wn) = (self.bm / wr, self.bn / wc);
         let (tm, tn, tk, bk) = (self.tm, self.tn, self.tk, self.bk);
-        matches!((self.bm, self.bn), (128, 128) | (256, 128) | (128, 256))
+        let global_ok = self.staging != CoopStaging::Global || !(self.b_kmajor || self.a_f32);
+        let epilogue_ok = !self.epilogue.any() || self.out == DType::F32;
+        global_ok
+            && epilogue_ok
+            && matches!((self.bm, self.bn), (128, 128) | (256, 128) | (128, 256))
             && matches!(bk, 32 | 64)
             && tk % 8 == 0
             && bk % tk == 0
@@ -880,6 +1100,7 @@ impl CoopCfg {
         let (wr, wc) = self.warp_grid().unwrap_or((2, 4));
         let (a, b) = match self.staging {
             CoopStaging::Global => (0, 0),
+            _ if self.b_kmajor => (self.bm * (self.bk / 8 + 1) * 16, self.bn * (self.bk / 8 + 1) * 16),
             _ => (self.bm * (self.bk / 8 + 1) * 16, self.bk * (self.bn / 8 + 1) * 16),
         };
         let c = wr * wc * self.tm * self.tn * 4;
@@ -918,9 +1139,22 @@ impl CoopCfg {
             _ if self.input == DType::BF16 => ("bf16vec2", 4),
             _ => ("f16vec2", 4),
         };
-        writeln!(s, "#define W {w}\n#define SA ((BK / 8 + 1) * W)\n#define SB ((BN / 8 + 1) * W)").unwrap();
+        // A k-major B is staged as [BN][BK + 8], like A.
+        let (sb, b_rows) = if self.b_kmajor { ("(BK / 8 + 1)", "BN") } else { ("(BN / 8 + 1)", "BK") };
+        writeln!(s, "#define W {w}\n#define SA ((BK / 8 + 1) * W)\n#define SB ({sb} * W)").unwrap();
         if self.staging != CoopStaging::Global {
-            writeln!(s, "shared {word} As[BM * SA];\nshared {word} Bs[BK * SB];").unwrap();
+            writeln!(s, "shared {word} As[BM * SA];\nshared {word} Bs[{b_rows} * SB];").unwrap();
+        }
+        if self.a_f32 || self.epilogue.gelu {
+            s.push_str(include_str!("kernels/encoder_math.glsl"));
+        }
+        if self.a_f32 {
+            // f32 -> the input type's bits, to nearest even (torch's .half() / .bfloat16())
+            if self.input == DType::BF16 {
+                s.push_str("uint rnd16(float v) { return floatBitsToUint(enc_round_bf16(v)) >> 16; }\n");
+            } else {
+                s.push_str("uint rnd16(float v) { return enc_f32_to_f16(floatBitsToUint(v)); }\n");
+            }
         }
         s.push_str("shared float Cs[WR * WC * TM * TN];\n");
         let to_vec2 = if self.input == DType::BF16 { "uintBitsToBFloat16EXT(unpack16(x))" } else { "uint16BitsToHalf(unpack16(x))" };
@@ -938,6 +1172,25 @@ impl CoopCfg {
         // 8 elements at (r, c..c+7) along the contiguous axis c of an operand, as a uvec4.
         for (name, v8) in [("octA", self.a_v8), ("octB", self.b_v8)] {
             writeln!(s, "uvec4 {name}(uint64_t addr, int base, int r, int c, int R, int C, int rs, int cs) {{").unwrap();
+            if name == "octA" && self.a_f32 {
+                // 8 f32 values (two 16-byte loads, or 8 strided ones), rounded and packed
+                s.push_str("    vec4 lo = vec4(0.0), hi = vec4(0.0);\n");
+                if v8 {
+                    let guard = if self.checked { "if (r < R && c < C) " } else { "" };
+                    writeln!(s, "    {guard}{{ int q = (base + r * rs + c) >> 2; lo = uintBitsToFloat(BufV4(addr).v[q]); hi = uintBitsToFloat(BufV4(addr).v[q + 1]); }}").unwrap();
+                } else {
+                    s.push_str("    int at = base + r * rs + c * cs;\n    [[unroll]] for (int j = 0; j < 4; j++) {\n");
+                    if self.checked {
+                        s.push_str("        if (r < R && c + j < C) lo[j] = uintBitsToFloat(BufU32(addr).v[at + j * cs]);\n");
+                        s.push_str("        if (r < R && c + 4 + j < C) hi[j] = uintBitsToFloat(BufU32(addr).v[at + (4 + j) * cs]);\n");
+                    } else {
+                        s.push_str("        lo[j] = uintBitsToFloat(BufU32(addr).v[at + j * cs]);\n        hi[j] = uintBitsToFloat(BufU32(addr).v[at + (4 + j) * cs]);\n");
+                    }
+                    s.push_str("    }\n");
+                }
+                s.push_str("    return uvec4(rnd16(lo.x) | (rnd16(lo.y) << 16), rnd16(lo.z) | (rnd16(lo.w) << 16), rnd16(hi.x) | (rnd16(hi.y) << 16), rnd16(hi.z) | (rnd16(hi.w) << 16));\n}\n");
+                continue;
+            }
             if v8 {
                 let guard = if self.checked { "if (r >= R || c >= C) return uvec4(0);\n    " } else { "" };
                 writeln!(s, "    {guard}return BufV4(addr).v[(base + r * rs + c) >> 3];").unwrap();
@@ -955,6 +1208,9 @@ impl CoopCfg {
         }
         s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
         s.push_str(META);
+        if self.epilogue.any() {
+            s.push_str("    uint64_t addrBias = ParamsU64(pc.params + 72ul).v[0];\n    uint64_t addrRes = ParamsU64(pc.params + 72ul).v[1];\n");
+        }
         // Fragments and accumulators are separate variables, every loop over them unrolled
         // here: the driver keeps them in registers (arrays of cooperative matrices may live in
         // local memory).
@@ -972,7 +1228,11 @@ impl CoopCfg {
                 writeln!(x, "            coopMatLoad(fa{i}, As, uint((wm0 + {i} * TM) * SA + {kk} * W / 8), uint(SA), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
             }
             for j in 0..fn_ {
-                writeln!(x, "            coopMatLoad(fb{j}, Bs, uint({kk} * SB + (wn0 + {j} * TN) * W / 8), uint(SB), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                if self.b_kmajor {
+                    writeln!(x, "            coopMatLoad(fb{j}, Bs, uint((wn0 + {j} * TN) * SB + {kk} * W / 8), uint(SB), gl_CooperativeMatrixLayoutColumnMajor);").unwrap();
+                } else {
+                    writeln!(x, "            coopMatLoad(fb{j}, Bs, uint({kk} * SB + (wn0 + {j} * TN) * W / 8), uint(SB), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                }
             }
             x
         };
@@ -1001,22 +1261,38 @@ impl CoopCfg {
             }
         }
         // Loads of the next tile into registers (LDA / LDB words per invocation).
-        let fetch = "[[unroll]] for (int i = 0; i < LDA; i++) {
+        // A k-major B is fetched like A: 8 values along k of one column n per word.
+        let (fetch_b, put_b) = if self.b_kmajor {
+            (
+                "rb[i] = octB(addrB, baseB, n0 + q / (BK / 8), k0 + (q % (BK / 8)) * 8, N, K, sBn, sBk);",
+                "putB((q / (BK / 8)) * SB + (q % (BK / 8)) * W, rb[i]);",
+            )
+        } else {
+            (
+                "rb[i] = octB(addrB, baseB, k0 + q / (BN / 8), n0 + (q % (BN / 8)) * 8, K, N, sBk, sBn);",
+                "putB((q / (BN / 8)) * SB + (q % (BN / 8)) * W, rb[i]);",
+            )
+        };
+        let fetch = format!(
+            "[[unroll]] for (int i = 0; i < LDA; i++) {{
                 int q = tid + i * 256;
                 ra[i] = octA(addrA, baseA, m0 + q / (BK / 8), k0 + (q % (BK / 8)) * 8, M, K, sAm, sAk);
-            }
-            [[unroll]] for (int i = 0; i < LDB; i++) {
+            }}
+            [[unroll]] for (int i = 0; i < LDB; i++) {{
                 int q = tid + i * 256;
-                rb[i] = octB(addrB, baseB, k0 + q / (BN / 8), n0 + (q % (BN / 8)) * 8, K, N, sBk, sBn);
-            }\n";
-        let put = "[[unroll]] for (int i = 0; i < LDA; i++) {
+                {fetch_b}
+            }}\n"
+        );
+        let put = format!(
+            "[[unroll]] for (int i = 0; i < LDA; i++) {{
                 int q = tid + i * 256;
                 putA((q / (BK / 8)) * SA + (q % (BK / 8)) * W, ra[i]);
-            }
-            [[unroll]] for (int i = 0; i < LDB; i++) {
+            }}
+            [[unroll]] for (int i = 0; i < LDB; i++) {{
                 int q = tid + i * 256;
-                putB((q / (BN / 8)) * SB + (q % (BN / 8)) * W, rb[i]);
-            }\n";
+                {put_b}
+            }}\n"
+        );
         let main_loop = match self.staging {
             CoopStaging::SharedTyped | CoopStaging::SharedWords => format!(
                 "        // the next tile's loads are in flight while the current one is multiplied
@@ -1049,7 +1325,19 @@ impl CoopCfg {
                 repeat = mma.repeat(steps as usize)
             ),
         };
+        let mut epi = String::new();
+        if self.epilogue.bias {
+            epi.push_str("x = x + uintBitsToFloat(BufU32(addrBias).v[n]); ");
+        }
+        if self.epilogue.gelu {
+            epi.push_str("x = enc_gelu(x); ");
+        }
+        if self.epilogue.residual {
+            epi.push_str("x = x + uintBitsToFloat(BufU32(addrRes).v[at]); ");
+        }
         let store_c_expr = match self.out {
+            // A projection's epilogue, stored as computed (as the encoder's other kernels do).
+            DType::F32 if self.epilogue.any() => format!("{epi}BufU32(addrC).v[at] = floatBitsToUint(x);"),
             // NaN canonical (positive quiet), as the engine's other kernels write it
             DType::F32 => "BufU32(addrC).v[at] = isnan(x) ? 0x7FC00000u : floatBitsToUint(x);".to_string(),
             o => format!("{}(addrC).v[at] = {};", buf_type(o), encode(o, &crate::elementwise::wrap(o, "nx_f32_to_f64(floatBitsToUint(x))"))),
@@ -1065,7 +1353,7 @@ impl CoopCfg {
         for (int e = lane; e < TM * TN; e += SG) {{
             int m = m0 + wm0 + {i} * TM + e / TN; int n = n0 + wn0 + {j} * TN + e % TN;
             if (m < M && n < N) {{
-                float x = Cs[warp * TM * TN + e];
+                precise float x = Cs[warp * TM * TN + e];
                 int at = baseC + m * N + n;
                 {store_c}
             }}
@@ -1113,11 +1401,24 @@ mod tests {
                 for (tm, tn, tk, bm, bn, bk) in [(16, 16, 16, 128, 128, 32), (16, 8, 16, 128, 128, 64), (16, 16, 32, 128, 128, 64), (16, 16, 16, 256, 128, 32), (16, 8, 16, 128, 256, 32)] {
                     for (a_v8, b_v8, checked) in [(true, true, false), (false, false, true), (true, false, true)] {
                       for staging in [CoopStaging::SharedTyped, CoopStaging::SharedWords, CoopStaging::Global, CoopStaging::ProbeMultiplyOnly] {
-                        let cfg = CoopCfg { input, out, tm, tn, tk, bm, bn, bk, staging, subgroup: 32, a_v8, b_v8, checked };
-                        assert!(cfg.fits());
-                        let spirv = crate::kernel::compile_glsl(compiler, "coopmat test", &cfg.source(), crate::kernel::ShaderTarget::Vulkan13)
-                            .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
-                        assert_eq!(spirv[0], 0x0723_0203, "SPIR-V magic");
+                        let plain = CoopCfg { input, out, tm, tn, tk, bm, bn, bk, staging, subgroup: 32, a_v8, b_v8, checked, b_kmajor: false, a_f32: false, epilogue: CoopEpilogue::default() };
+                        let linear = CoopCfg {
+                            b_kmajor: true,
+                            a_f32: true,
+                            out: DType::F32,
+                            epilogue: CoopEpilogue { bias: true, gelu: checked, residual: !checked },
+                            ..plain
+                        };
+                        for cfg in [plain, CoopCfg { b_kmajor: true, ..plain }, linear] {
+                            if cfg.staging == CoopStaging::Global && (cfg.b_kmajor || cfg.a_f32) {
+                                assert!(!cfg.fits());
+                                continue;
+                            }
+                            assert!(cfg.fits());
+                            let spirv = crate::kernel::compile_glsl(compiler, "coopmat test", &cfg.source(), crate::kernel::ShaderTarget::Vulkan13)
+                                .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+                            assert_eq!(spirv[0], 0x0723_0203, "SPIR-V magic");
+                        }
                       }
                     }
                 }

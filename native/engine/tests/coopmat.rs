@@ -1,6 +1,8 @@
-//! `DotPrecision::TensorCore`: f16×f16 and bf16×bf16 dots accumulated in f32 — on cooperative
-//! matrices (`MatmulKernel::CoopMat`) where the device has them, else on the shared-memory
-//! fallback (`MatmulKernel::HalfFallback`, what lavapipe runs in CI) — against a CPU reference.
+//! `DotPrecision::TensorCore`: f16×f16 and bf16×bf16 dots accumulated in f32 — on
+//! workgroup-scope cooperative matrices (`MatmulKernel::CoopMat2`, VK_NV_cooperative_matrix2)
+//! or subgroup-scope ones (`MatmulKernel::CoopMat`) where the device has them, else on the
+//! shared-memory fallback (`MatmulKernel::HalfFallback`, what lavapipe runs in CI) — against a
+//! CPU reference.
 //!
 //! Error bound. The operands are exactly f16/bf16, so every product is exact in f32 (11- or
 //! 8-bit significands: at most 22 bits) and only the summation and the final rounding err.
@@ -15,7 +17,7 @@
 //! operands (strided loads) and special values. The default `Context::dot` stays exact.
 
 use half::{bf16, f16};
-use nx_vulkan_engine::matmul::{coopmat_runs_here, tensor_core_kernel, CoopStaging, DotPrecision, MatmulKernel};
+use nx_vulkan_engine::matmul::{coopmat2_kernel, coopmat_runs_here, tensor_core_kernel, CoopStaging, DotPrecision, MatmulKernel};
 use nx_vulkan_engine::*;
 use std::sync::Arc;
 
@@ -214,8 +216,10 @@ fn every_coopmat_variant() {
                     };
                     for (i, &dims) in sizes.iter().enumerate() {
                         for out in [DType::F32, input] {
+                            // transposed operands: strided A loads, k-major B tiles
                             let a_t = staging != CoopStaging::Global && i % 2 == 1;
-                            check_with(&ctx, Some(kernel), input, out, dims, a_t, false, 40 + i as u64);
+                            let b_t = staging != CoopStaging::Global && i >= 2;
+                            check_with(&ctx, Some(kernel), input, out, dims, a_t, b_t, 40 + i as u64);
                         }
                     }
                     ran += 1;
@@ -227,13 +231,46 @@ fn every_coopmat_variant() {
     eprintln!("{ran} cooperative-matrix variants checked");
 }
 
+/// Every coopmat2 tile the benchmarks try, forced (f32 output: the kernel writes f32), at
+/// sizes 1, 7, tile remainders, K = 4099, batches and every operand orientation (the
+/// transposing tensor views); nothing to run without VK_NV_cooperative_matrix2 (lavapipe).
+#[test]
+fn every_coopmat2_tile() {
+    let ctx = ctx();
+    let mut ran = 0;
+    let mut worst: f64 = 0.0;
+    for input in [DType::F16, DType::BF16] {
+        for (bm, bn, bk) in [(128, 128, 32), (128, 128, 64), (128, 256, 32), (128, 256, 64), (256, 128, 32), (256, 128, 64), (64, 128, 64)] {
+            let Some(kernel) = coopmat2_kernel(&ctx.caps, input, bm, bn, bk) else { continue };
+            let sizes: [[usize; 4]; 6] = [[1, 1, 1, 1], [1, 7, 7, 7], [2, 133, 70, 100], [1, 300, 260, 128], [1, 3, 5, 4099], [3, 256, 256, 256]];
+            for (i, &dims) in sizes.iter().enumerate() {
+                let (a_t, b_t) = (i % 2 == 1, i % 3 == 2);
+                worst = worst.max(check_with(&ctx, Some(kernel), input, DType::F32, dims, a_t, b_t, 70 + i as u64));
+            }
+            // it writes f32 only: asking for f16/bf16 output is an error
+            let t = upload(&ctx, input, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+            assert!(ctx.dot_using(Some(kernel), &t, &[1], &[], &t, &[0], &[], input).is_err());
+            ran += 1;
+            eprintln!("checked {kernel:?}");
+        }
+    }
+    if !ctx.caps.coopmat2 {
+        let forced = MatmulKernel::CoopMat2 { input: DType::F16, bm: 128, bn: 128, bk: 32, workgroup: 256 };
+        let t = upload(&ctx, DType::F16, &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        assert!(ctx.dot_using(Some(forced), &t, &[1], &[], &t, &[0], &[], DType::F32).is_err(), "refused without coopmat2");
+    }
+    eprintln!("{ran} coopmat2 tiles checked, worst error / bound {worst:.3}");
+}
+
 /// The larger workgroup tiles (256×128, 128×256: 64×64 per subgroup) of the device's chosen
 /// shape, forced, at odd sizes and both output types.
 #[test]
 fn larger_workgroup_tiles() {
     let ctx = ctx();
+    use nx_vulkan_engine::device::CoopMatType;
     for input in [DType::F16, DType::BF16] {
-        let MatmulKernel::CoopMat { m, n, k, .. } = tensor_core_kernel(&ctx.caps, input) else { continue };
+        let Some(shape) = ctx.caps.coopmat_shape(if input == DType::BF16 { CoopMatType::BF16 } else { CoopMatType::F16 }) else { continue };
+        let (m, n, k) = (shape.m, shape.n, shape.k);
         for (bm, bn) in [(256, 128), (128, 256)] {
             let kernel = MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk: 32, staging: CoopStaging::SharedTyped };
             if !coopmat_runs_here(&ctx.caps, kernel) {
