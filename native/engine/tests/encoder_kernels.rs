@@ -6,6 +6,9 @@
 //!
 //! Bounds (u = 2^-24, f32's unit roundoff):
 //! - linear: each output is an f32 fma chain over K, so |gpu - ref| <= (K + 2)·u·S with
+//!   (fp16/bf16 on tensor cores, `linear_uses_tensor_cores`: 2u per addition, the hardware's
+//!   order and alignment; never on lavapipe, so CI checks the shared-memory path and the H200
+//!   run this one)
 //!   S = Σ_k |x_k·w_k| + |bias| (recursive summation); GELU's derivative is at most 1.13 and
 //!   its own error a few ulp, plus |v|·2^-22 where 1 + erf(v/√2) cancels (v < 0: PyTorch's f32
 //!   formula loses the same bits); the residual add one more rounding.
@@ -25,7 +28,7 @@ mod common;
 use common::on_engine;
 use common::on_engine_alone;
 use half::{bf16, f16};
-use nx_vulkan_engine::encoder::kernels::linear_tile;
+use nx_vulkan_engine::encoder::kernels::{linear_tile, linear_uses_tensor_cores};
 use nx_vulkan_engine::encoder::{Activation, Pooling, Precision};
 use nx_vulkan_engine::*;
 
@@ -149,6 +152,7 @@ fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
     batch.finish().unwrap();
     let got = down(ctx, &out);
     let comp = c.precision == Precision::Compensated;
+    let tensor_cores = linear_uses_tensor_cores(ctx, c.precision);
     let wsplit: Vec<(f64, f64)> = if comp { w.iter().map(|&v| split(v)).collect() } else { Vec::new() };
     // (want, tol) after the epilogue for a pre-activation `acc` known to within `tol`
     let finish = |acc: f64, mut tol: f64, t: usize, n: usize| {
@@ -179,7 +183,10 @@ fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
             }
             let g = got[t * c.n + n] as f64;
             let at = || format!("{:?} T={} N={} K={} wide={} [{t},{n}]", c.precision, c.t, c.n, c.k, c.wide);
-            let chain = if comp { (c.k + 3) as f64 } else { (c.k + 2) as f64 } * U * s;
+            // Tensor cores sum in their own order and may truncate while aligning: 2^-23 per
+            // addition (tests/coopmat.rs) instead of f32's 2^-24.
+            let per_add = if tensor_cores { 2.0 * U } else { U };
+            let chain = if comp { (c.k + 3) as f64 } else { (c.k + 2) as f64 } * per_add * s;
             if comp {
                 let (want, tol) = finish(acc_split, chain, t, n);
                 assert!((g - want).abs() <= tol + 1e-30, "{} against the split in f64: {g} vs {want} (tol {tol})", at());
@@ -212,11 +219,27 @@ fn linear_fp32_odd_sizes_activations_residuals() {
 fn linear_half_precisions_round_activations_and_weights() {
     on_engine(|ctx| {
         for precision in [Precision::Fp16, Precision::Bf16] {
-            for (i, &(t, n, k)) in [(1, 5, 3), (33, 70, 37), (40, 384, 384), (257, 66, 130)].iter().enumerate() {
+            // (the last two: several tensor-core tiles, with and without remainders)
+            for (i, &(t, n, k)) in [(1, 5, 3), (33, 70, 37), (40, 384, 384), (257, 66, 130), (300, 260, 136), (256, 256, 512)].iter().enumerate() {
                 check_linear(ctx, &LinearCase { t, n, k, act: Activation::Gelu, residual: true, precision, wide: false }, 101 + i as u64);
                 check_linear(ctx, &LinearCase { t, n, k, act: Activation::None, residual: false, precision, wide: false }, 201 + i as u64);
             }
         }
+    });
+}
+
+/// Where fp16/bf16 projections run is visible and the device's: tensor cores exactly where
+/// the device has a cooperative-matrix kernel for the weight type (never lavapipe), fp32 and
+/// compensated never.
+#[test]
+fn linear_path_follows_the_device() {
+    on_engine(|ctx| {
+        use nx_vulkan_engine::device::CoopMatType;
+        for (p, t) in [(Precision::Fp16, CoopMatType::F16), (Precision::Bf16, CoopMatType::BF16)] {
+            assert_eq!(linear_uses_tensor_cores(ctx, p), ctx.caps.coopmat_shape(t).is_some(), "{p:?}");
+        }
+        assert!(!linear_uses_tensor_cores(ctx, Precision::Fp32) && !linear_uses_tensor_cores(ctx, Precision::Compensated));
+        eprintln!("fp16 projections on tensor cores: {}", linear_uses_tensor_cores(ctx, Precision::Fp16));
     });
 }
 

@@ -101,8 +101,12 @@ impl Context {
     /// `out[t, n] = act(Σ_k x[t, k] · w[n, k] + bias[n]) + residual[t, n]`: `x` is `[T, K]` f32,
     /// `w` is `[N, K]` (PyTorch's Linear layout) in the precision's weight type, `bias` `[N]`
     /// f32, `residual` (optional) and `out` `[T, N]` f32 (new contiguous tensors).
-    /// One dispatch; its tile is [`linear_tile`]`(N, T)` (the summation order is not a function
-    /// of the tile, so the bits are not a function of `T`).
+    /// One dispatch. fp16/bf16 on a device with cooperative matrices
+    /// ([`linear_uses_tensor_cores`]): the tensor-core GEMM with this epilogue fused
+    /// (`Context::record_coopmat_linear`; x rounded as it is staged); otherwise the
+    /// shared-memory kernel with the tile [`linear_tile`]`(N, T)`. Neither path's arithmetic
+    /// for an output depends on `T` or on the other rows, and the path depends on the device
+    /// and precision alone, so a row's bits are not a function of the batch.
     #[allow(clippy::too_many_arguments)]
     pub fn record_encoder_linear(
         &self,
@@ -131,6 +135,10 @@ impl Context {
         check_dense_output(out, DType::F32, &[t, n], OP)?;
         if t == 0 || n == 0 {
             return Ok(());
+        }
+        if linear_uses_tensor_cores(self, precision) {
+            // (the checks above leave contiguous operands: the kernel's layout)
+            return self.record_coopmat_linear(batch, x, w, Some(bias), act == Activation::Gelu, residual, out);
         }
         let tile = linear_tile(n, t);
         let wbytes = precision.weight_dtype().size() as u64;
@@ -409,6 +417,13 @@ impl LinearTile {
     fn groups(&self, n: usize, t: usize) -> usize {
         n.div_ceil(self.cols as usize) * t.div_ceil(self.rows as usize)
     }
+}
+
+/// Whether `record_encoder_linear` runs `precision` on tensor cores on this device: fp16 and
+/// bf16 where the device has a cooperative-matrix kernel for the weight type (never on
+/// lavapipe). The choice is the device's, never the batch's (see `record_encoder_linear`).
+pub fn linear_uses_tensor_cores(ctx: &Context, precision: Precision) -> bool {
+    matches!(precision, Precision::Fp16 | Precision::Bf16) && ctx.coopmat_linear_available(precision.weight_dtype())
 }
 
 /// The projection's tiles, largest first: 64 × 64 (4 × 4 per invocation) where the grid is big

@@ -6,6 +6,16 @@
 
 shared float red[256];
 
+// s / n rounded correctly (n > 0): GPU drivers may divide through a reciprocal (Vulkan allows
+// 2.5 ulp), which turned the mean of a constant row into a value an ulp off and its zero
+// variance into 2^-44 — with eps = 1e-12 that moved the row's outputs by 5 % on an H200. One
+// fma step on the remainder restores the correctly rounded quotient.
+float div_rn(float s, float n) {
+    precise float q = s / n;
+    precise float r = fma(-q, n, s);
+    return fma(r, 1.0 / n, q);
+}
+
 float block_sum(float v, int tid) {
     red[tid] = v;
     barrier();
@@ -61,13 +71,13 @@ void main() {
             }
             sum += v[i];
         }
-        float mean = block_sum(sum, tid) / float(H);
+        float mean = div_rn(block_sum(sum, tid), float(H));
         float sq = 0.0;
         [[unroll]] for (int i = 0; i < VPT; i++) {
             int c = tid + i * 256;
             if (c < H) { float d = v[i] - mean; sq = fma(d, d, sq); }
         }
-        float var = block_sum(sq, tid) / float(H);
+        float var = div_rn(block_sum(sq, tid), float(H));
         float rstd = 1.0 / sqrt(var + eps);
         [[unroll]] for (int i = 0; i < VPT; i++) {
             int c = tid + i * 256;
