@@ -30,7 +30,10 @@ for ty in args.types.split(","):
                 torch.bmm(x, y) if b > 1 else torch.mm(x[0], y[0])
             torch.cuda.synchronize()
 
-        run()
+        # at least 0.3 s of warm-up, as nx-vulkan gemm (the GPU leaves its idle clocks)
+        w0 = time.perf_counter()
+        while time.perf_counter() - w0 < 0.3:
+            run()
         times = []
         for _ in range(args.reps):
             t0 = time.perf_counter()

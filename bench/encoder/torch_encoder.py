@@ -93,9 +93,20 @@ def sync(torch, device):
         torch.cuda.synchronize()
 
 
+# Warm-up: at least `warmup` runs and WARMUP_S seconds of them, so the GPU's clocks have left
+# their idle state before timing (short bursts on the H200 ran at idle clocks; nx-vulkan's
+# encode-bench warms up the same way).
+WARMUP_S = 0.5
+
+
 def timed(torch, device, fn, warmup, reps):
-    for _ in range(warmup):
+    t0 = time.perf_counter()
+    n = 0
+    while n < warmup or time.perf_counter() - t0 < WARMUP_S:
         fn()
+        n += 1
+        if n % 8 == 0:
+            sync(torch, device)
     sync(torch, device)
     times = []
     for _ in range(reps):

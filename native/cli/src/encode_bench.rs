@@ -10,6 +10,9 @@ use nx_vulkan_engine::{exec, Context, DeviceSelector};
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// Seconds of warm-up before each timed shape (besides `--warmup` runs).
+const WARMUP_S: f64 = 0.5;
+
 #[derive(Args)]
 pub struct EncodeBenchArgs {
     /// Checkpoint folder.
@@ -84,8 +87,13 @@ pub fn run(device: Option<String>, args: EncodeBenchArgs) -> nx_vulkan_engine::R
                     ("forward", &(|| enc.embed_tokens(&tokens).map(drop)) as &dyn Fn() -> nx_vulkan_engine::Result<()>),
                     ("e2e", &|| enc.embed(&refs).map(drop)),
                 ] {
-                    for _ in 0..args.warmup {
+                    // At least `warmup` runs and WARMUP_S seconds of them: the H200 timed short
+                    // bursts at idle clocks (bench/encoder/torch_encoder.py warms up the same way).
+                    let w0 = Instant::now();
+                    let mut n = 0;
+                    while n < args.warmup || w0.elapsed().as_secs_f64() < WARMUP_S {
                         run()?;
+                        n += 1;
                     }
                     let mut times = Vec::with_capacity(args.reps);
                     for _ in 0..args.reps {
