@@ -204,7 +204,7 @@ pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
                 && s.result == crate::device::CoopMatType::F32
                 && s.scope == "subgroup"
         });
-    let cfg = CoopCfg { input, out: DType::F32, tm: m, tn: n, tk: k, bm, bn, bk, staging, subgroup: caps.subgroup_size, a_v8: true, b_v8: true, checked: true, b_kmajor: false, a_f32: false, epilogue: CoopEpilogue::default() };
+    let cfg = CoopCfg::probe(input, m, n, k, bm, bn, bk, staging, caps.subgroup_size);
     listed && cfg.fits() && cfg.shared_bytes() <= caps.max_shared_memory as usize
 }
 
@@ -563,7 +563,7 @@ impl Context {
         out: &Tensor,
     ) -> Result<()> {
         const OP: &str = "coopmat linear";
-        let MatmulKernel::CoopMat { input, m: tm, n: tn, k: tk, bm, bn, bk, staging } = tensor_core_kernel(&self.caps, w.dtype) else {
+        let Some(tile) = self.coopmat_linear_tile(w.dtype) else {
             return Err(invalid!("{OP}: no cooperative-matrix kernel for {} on {}", w.dtype, self.caps.name));
         };
         let dense2 = |t: &Tensor| t.shape.len() == 2 && t.is_contiguous();
@@ -583,29 +583,18 @@ impl Context {
             return Ok(());
         }
         let epilogue = CoopEpilogue { bias: bias.is_some(), gelu, residual: residual.is_some() };
-        let aligned = |a: &Tensor, bytes: u64, q: usize| (a.buffer.address() + bytes * a.offset as u64).is_multiple_of(16) && k.is_multiple_of(q);
+        // 16-byte words of 4 f32 (x) or 8 halves (w): the kernel indexes them from the buffer's
+        // start, so the offset must be a whole number of words and K a multiple of 8.
+        let aligned = |a: &Tensor, per_word: usize| a.buffer.address().is_multiple_of(16) && a.offset.is_multiple_of(per_word) && k.is_multiple_of(8);
+        let (bm, bn, bk) = (tile.bm as usize, tile.bn as usize, tile.bk as usize);
         let cfg = CoopCfg {
-            input,
-            out: DType::F32,
-            tm,
-            tn,
-            tk,
-            bm,
-            bn,
-            bk,
-            staging,
-            subgroup: self.caps.subgroup_size,
             // 8 f32 of x are two 16-byte loads; 8 of w one
-            a_v8: aligned(x, 4, 8),
-            b_v8: aligned(w, 2, 8),
-            checked: t % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
-            b_kmajor: true,
-            a_f32: true,
+            a_v8: aligned(x, 4),
+            b_v8: aligned(w, 8),
+            checked: t % bm != 0 || n % bn != 0 || k % bk != 0 || k == 0,
             epilogue,
+            ..tile
         };
-        if !cfg.fits() {
-            return Err(invalid!("{OP}: {cfg:?} does not fit this device"));
-        }
         let addr = |v: &Tensor| v.buffer.address() + 4 * v.offset as u64;
         let mut p = ParamBlock::new(OP);
         p.addrs([x, w, out].map(|v| v.buffer.address()));
@@ -619,7 +608,15 @@ impl Context {
 
     /// Whether [`Context::record_coopmat_linear`] can run `dtype` weights here.
     pub fn coopmat_linear_available(&self, dtype: DType) -> bool {
-        matches!(tensor_core_kernel(&self.caps, dtype), MatmulKernel::CoopMat { .. })
+        self.coopmat_linear_tile(dtype).is_some()
+    }
+
+    /// The projection kernel's tile: [`tensor_core_kernel`]'s for `dtype` with f32 activations
+    /// and k-major weights, if it fits the device's shared memory.
+    fn coopmat_linear_tile(&self, dtype: DType) -> Option<CoopCfg> {
+        let MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging } = tensor_core_kernel(&self.caps, dtype) else { return None };
+        let cfg = CoopCfg { b_kmajor: true, a_f32: true, ..CoopCfg::probe(input, m, n, k, bm, bn, bk, staging, self.caps.subgroup_size) };
+        (cfg.fits() && cfg.shared_bytes() <= self.caps.max_shared_memory as usize).then_some(cfg)
     }
 
     fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4]) -> Result<()> {
@@ -685,7 +682,11 @@ impl Context {
                 };
                 // B contiguous along k only (a transposed operand, PyTorch's Linear weight):
                 // staged like A, loaded column-major.
-                let b_kmajor = staging != CoopStaging::Global && vb.s[1] == 1 && vb.s[2] != 1;
+                let mut b_kmajor = staging != CoopStaging::Global && vb.s[1] == 1 && vb.s[2] != 1;
+                let kmajor_fits = CoopCfg { b_kmajor: true, ..CoopCfg::probe(input, tm, tn, tk, bm, bn, bk, staging, self.caps.subgroup_size) }.shared_bytes()
+                    <= self.caps.max_shared_memory as usize;
+                // (its tile takes a little more shared memory: strided loads where it does not fit)
+                b_kmajor &= kmajor_fits;
                 let cfg = CoopCfg {
                     input,
                     out: c.dtype,
@@ -1065,6 +1066,30 @@ impl CoopEpilogue {
 }
 
 impl CoopCfg {
+    /// The plain configuration of a tile (f32 output, 16-byte loads, bounds checks, row-major
+    /// B, no epilogue): what feasibility checks measure.
+    #[allow(clippy::too_many_arguments)]
+    fn probe(input: DType, tm: u32, tn: u32, tk: u32, bm: u32, bn: u32, bk: u32, staging: CoopStaging, subgroup: u32) -> CoopCfg {
+        CoopCfg {
+            input,
+            out: DType::F32,
+            tm,
+            tn,
+            tk,
+            bm,
+            bn,
+            bk,
+            staging,
+            subgroup,
+            a_v8: true,
+            b_v8: true,
+            checked: true,
+            b_kmajor: false,
+            a_f32: false,
+            epilogue: CoopEpilogue::default(),
+        }
+    }
+
     /// 256 invocations as subgroups arranged (rows, cols) over the `bm × bn` tile, each
     /// subgroup 64 rows high: 8 subgroups of 32 as 2×4 (128 rows) or 4×2 (256 rows), 4 of 64
     /// as 2×2.
