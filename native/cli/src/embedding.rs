@@ -83,6 +83,10 @@ pub struct ServeArgs {
     /// Generation requests waiting for a session at most (503 beyond).
     #[arg(long, default_value_t = 64)]
     gen_queue: usize,
+    /// Opt-in for a GGUF model: decode matvecs on int8-quantized activations (Q4_K weights; faster,
+    /// less accurate — bench/README.md states how much), as `generate --int8-activations`.
+    #[arg(long)]
+    int8_activations: bool,
 }
 
 /// Opens the device (on an engine thread: it may compile) and loads the checkpoint.
@@ -156,7 +160,7 @@ pub fn serve(device: Option<String>, args: ServeArgs) -> Result<()> {
     };
     let generator = match &gguf {
         Some(path) => {
-            let margs = crate::llm::ModelArgs { model: path.clone(), context: args.context, kv_type: args.kv_type.clone(), template: args.template.clone(), int8_activations: false };
+            let margs = crate::llm::ModelArgs { model: path.clone(), context: args.context, kv_type: args.kv_type.clone(), template: args.template.clone(), int8_activations: args.int8_activations };
             let (runtime, template) = {
                 let ctx = ctx.clone();
                 exec::run(move || crate::llm::load(ctx, &margs, args.slots))?

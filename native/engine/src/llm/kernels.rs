@@ -114,15 +114,15 @@ pub(crate) fn check_product(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Ten
 }
 
 /// The kernel sources share the f16 conversions with the encoder and the dequantizer.
-fn source(ty: Option<GgmlType>, defines: &[String], body: &str) -> String {
+pub(super) fn source<D: AsRef<str>>(ty: Option<GgmlType>, defines: &[D], body: &str) -> String {
     let mut s = String::from(crate::kernel::SHADER_PRELUDE);
-    if defines.iter().any(|d| d == "X_INT8") {
+    if defines.iter().any(|d| d.as_ref() == "X_INT8") {
         // extensions go before any declaration: right after the prelude's #version line
         let at = s.find('\n').map_or(0, |i| i + 1);
         s.insert_str(at, "#extension GL_EXT_integer_dot_product : require\n");
     }
     for d in defines {
-        writeln!(s, "#define {d}").unwrap();
+        writeln!(s, "#define {}", d.as_ref()).unwrap();
     }
     s.push_str(include_str!("../kernels/encoder_math.glsl"));
     if let Some(ty) = ty {
@@ -378,7 +378,7 @@ impl Context {
         if r == 0 || v == 0 {
             return Ok(());
         }
-        let kernel = self.kernels.get("llm argmax", 256, 1, || source(None, &[], include_str!("kernels/llm_argmax.glsl")))?;
+        let kernel = self.kernels.get("llm argmax", 256, 1, || source::<&str>(None, &[], include_str!("kernels/llm_argmax.glsl")))?;
         let mut p = ParamBlock::new(OP);
         p.addrs([logits, ids].map(|t| t.buffer.address()));
         p.i32s([r, v, logits.offset])?;

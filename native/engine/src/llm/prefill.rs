@@ -41,7 +41,6 @@ use crate::params::ParamBlock;
 use crate::submit::Batch;
 use crate::tensor::{Tensor, MAX_ELEMENTS};
 use crate::Context;
-use std::fmt::Write;
 
 /// Rows from which the GEMM beats the matvec on a device with tensor cores. The matvec's cost
 /// grows with the rows (it reads the weights once per 8 and multiplies on f32 units); the GEMM
@@ -127,19 +126,10 @@ fn prefix(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
 }
 
 
-/// Kernel source: the engine prelude, f16 conversions, and for DEQUANT_T the dequantizer of `ty`.
+/// Kernel source: the matvec kernels' assembly (`kernels::source`: prelude, defines, f16
+/// conversions, for DEQUANT_T the dequantizer of `ty`) around `llm_gemm.glsl`.
 fn source(ty: Option<GgmlType>, defines: &[&str]) -> String {
-    let mut s = String::from(crate::kernel::SHADER_PRELUDE);
-    for d in defines {
-        writeln!(s, "#define {d}").unwrap();
-    }
-    s.push_str(include_str!("../kernels/encoder_math.glsl"));
-    if let Some(ty) = ty {
-        writeln!(s, "#define WT_{}", ty.name()).unwrap();
-        s.push_str(include_str!("kernels/llm_dequant.glsl"));
-    }
-    s.push_str(include_str!("kernels/llm_gemm.glsl"));
-    s
+    super::kernels::source(ty, defines, include_str!("kernels/llm_gemm.glsl"))
 }
 
 impl Context {
