@@ -133,8 +133,8 @@ pub enum CoopStaging {
 
 /// The kernel `DotPrecision::TensorCore` uses for `input`×`input` operands on `caps`: the
 /// cooperative-matrix kernel with the device's best f32-accumulating shape, else the fallback.
-/// Never the coopmat2 kernel: on the H200 it ran at 31–108 TFLOP/s f16 at 4096³ against this
-/// one's 147–211 in the same runs (bench/README.md), so it is only ever forced.
+/// Never the coopmat2 kernel: on the H200 its tiles ran at 58–106 TFLOP/s f16 at 4096³ where
+/// this one ran 201 in the same run (bench/README.md), so it is only ever forced.
 pub fn tensor_core_kernel(caps: &DeviceCaps, input: DType) -> MatmulKernel {
     let Some(t) = coopmat_type(input) else { return MatmulKernel::HalfFallback };
     let Some(s) = caps.coopmat_shape(t) else { return MatmulKernel::HalfFallback };
