@@ -19,7 +19,8 @@ if [ -x "$dir/nx-vulkan-shaderc" ]; then
   $dir/nx-vulkan-shaderc digest > "$out/digest_gpu_shaderc.jsonl"
   if diff -q "$out/digest_gpu.jsonl" "$out/digest_gpu_shaderc.jsonl"; then echo "digest: glslang build == shaderc build"; else echo "digest: DIFFERENT"; diff "$out/digest_gpu.jsonl" "$out/digest_gpu_shaderc.jsonl" | head; fi
 fi
-timeout 180 $dir/coopmat_test --test-threads=1 --nocapture > "$out/coopmat_test.txt" 2>&1; echo "coopmat_test rc=$?"; grep -E "test result|uses|worst|panicked" "$out/coopmat_test.txt"
+# (over 180 s on the H200 since the coopmat2 tiles and k-major B variants joined the sweep)
+timeout 420 $dir/coopmat_test --test-threads=1 --nocapture > "$out/coopmat_test.txt" 2>&1; echo "coopmat_test rc=$?"; grep -E "test result|uses|worst|panicked" "$out/coopmat_test.txt"
 timeout 180 $dir/matmul_test --test-threads=1 > "$out/matmul_test.txt" 2>&1; echo "matmul_test rc=$?"; grep "test result" "$out/matmul_test.txt"
 timeout 240 $bin gemm --types f16,bf16,f32 --coopmat-all ${GEMM_ARGS:-} | tee "$out/nx_vulkan_gemm.jsonl"
 python3 $scripts/torch_gemm.py ${GEMM_ARGS:-} | tee "$out/torch_gemm.jsonl"

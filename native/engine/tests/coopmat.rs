@@ -1,8 +1,8 @@
 //! `DotPrecision::TensorCore`: f16×f16 and bf16×bf16 dots accumulated in f32 — on
-//! workgroup-scope cooperative matrices (`MatmulKernel::CoopMat2`, VK_NV_cooperative_matrix2)
-//! or subgroup-scope ones (`MatmulKernel::CoopMat`) where the device has them, else on the
-//! shared-memory fallback (`MatmulKernel::HalfFallback`, what lavapipe runs in CI) — against a
-//! CPU reference.
+//! subgroup-scope cooperative matrices (`MatmulKernel::CoopMat`) where the device has them,
+//! else on the shared-memory fallback (`MatmulKernel::HalfFallback`, what lavapipe runs in CI)
+//! — and the workgroup-scope VK_NV_cooperative_matrix2 kernel (`MatmulKernel::CoopMat2`, only
+//! ever forced), against a CPU reference.
 //!
 //! Error bound. The operands are exactly f16/bf16, so every product is exact in f32 (11- or
 //! 8-bit significands: at most 22 bits) and only the summation and the final rounding err.
