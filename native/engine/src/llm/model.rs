@@ -329,14 +329,13 @@ impl Llm {
             }
             for s in segs {
                 let outs = [part(&q, s)?, part(&k, s)?, part(&v, s)?];
-                match (&gemm, s.gemm, &xn) {
-                    (Some(scratch), true, Some(xn)) => {
+                match normed_input(gemm.as_ref(), xn.as_ref(), &x, separate, s, attn_norm)? {
+                    NormedInput::Gemm(scratch, xs) => {
                         for (i, wm) in [&l.wq, &l.wk, &l.wv].into_iter().enumerate() {
-                            ctx.record_llm_gemm_in(batch, scratch, wm, None, &part(xn, s)?, Epilogue { bias: bias(i), residual: None }, &outs[i])?;
+                            ctx.record_llm_gemm_in(batch, scratch, wm, None, &xs, Epilogue { bias: bias(i), residual: None }, &outs[i])?;
                         }
                     }
-                    (_, _, Some(xn)) if separate => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &part(xn, s)?, None, [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
-                    _ => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &part(&x, s)?, Some(attn_norm), [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
+                    NormedInput::Matvec(xs, norm) => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &xs, norm, [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
                 }
             }
             let qk_norm = l.qk_norm.as_ref().map(|(a, b)| (a, b, cfg.rms_eps));
@@ -348,10 +347,10 @@ impl Llm {
             }
             for s in segs {
                 let out = part(&act, s)?;
-                match (&gemm, s.gemm, &xn) {
-                    (Some(scratch), true, Some(xn)) => ctx.record_llm_gemm_in(batch, scratch, &l.gate, Some(&l.up), &part(xn, s)?, Epilogue::default(), &out)?,
-                    (_, _, Some(xn)) if separate => ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), &part(xn, s)?, Epilogue::default(), &out)?,
-                    _ => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), &part(&x, s)?, ffn_norm, Epilogue::default(), &out)?,
+                match normed_input(gemm.as_ref(), xn.as_ref(), &x, separate, s, ffn_norm)? {
+                    NormedInput::Gemm(scratch, xs) => ctx.record_llm_gemm_in(batch, scratch, &l.gate, Some(&l.up), &xs, Epilogue::default(), &out)?,
+                    NormedInput::Matvec(xs, None) => ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), &xs, Epilogue::default(), &out)?,
+                    NormedInput::Matvec(xs, Some(norm)) => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), &xs, norm, Epilogue::default(), &out)?,
                 }
             }
             product(batch, &l.down, None, &act, None, Some(&x), &x)?;
@@ -487,6 +486,32 @@ pub(crate) struct Segment {
     start: usize,
     len: usize,
     gemm: bool,
+}
+
+/// What a segment's products after an RMSNorm read: the GEMM's segments the normalised rows
+/// (written by the step's norm dispatch); the matvec's the same rows where norms run
+/// separately, else x with the norm fused into the product.
+enum NormedInput<'g, 'n> {
+    Gemm(&'g super::prefill::LlmGemmScratch, Tensor),
+    Matvec(Tensor, Option<RmsNorm<'n>>),
+}
+
+/// The [`NormedInput`] of segment `s`: `xn` is the step's normalised rows (written when norms
+/// run separately or a segment takes the GEMM), `x` the residual stream.
+fn normed_input<'g, 'n>(
+    gemm: Option<&'g super::prefill::LlmGemmScratch>,
+    xn: Option<&Tensor>,
+    x: &Tensor,
+    separate: bool,
+    s: &Segment,
+    norm: RmsNorm<'n>,
+) -> Result<NormedInput<'g, 'n>> {
+    let rows = |t: &Tensor| t.slice(&[s.start, 0], &[s.len, t.shape()[1]], &[1, 1]);
+    Ok(match (gemm, s.gemm, xn) {
+        (Some(scratch), true, Some(xn)) => NormedInput::Gemm(scratch, rows(xn)?),
+        (_, _, Some(xn)) if separate => NormedInput::Matvec(rows(xn)?, None),
+        _ => NormedInput::Matvec(rows(x)?, Some(norm)),
+    })
 }
 
 /// A step's rows cut into segments: runs of consecutive positions of one slot that the GEMM
