@@ -358,6 +358,27 @@ struct CoopMat2PropertiesRaw {
     workgroup_scope_reserved_shared_memory: u32,
 }
 
+/// Vulkan's two-call enumeration: `get(count, null)` for the count, then `get(count, array)`
+/// into `count` copies of `blank` (its sType set where the type has one). Empty when either
+/// call fails.
+///
+/// # Safety
+/// `get` must be a Vulkan enumeration command (with its other arguments valid) that writes
+/// at most `*count` entries of `T` to a non-null array.
+unsafe fn enumerate<T: Clone>(blank: T, get: impl Fn(*mut u32, *mut T) -> ash::vk::Result) -> Vec<T> {
+    let mut count = 0u32;
+    if get(&mut count, std::ptr::null_mut()) != ash::vk::Result::SUCCESS {
+        return vec![];
+    }
+    let mut items = vec![blank; count as usize];
+    let r = get(&mut count, items.as_mut_ptr());
+    if r != ash::vk::Result::SUCCESS && r != ash::vk::Result::INCOMPLETE {
+        return vec![];
+    }
+    items.truncate(count as usize);
+    items
+}
+
 /// vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV, looked up by name
 /// (only called when the device lists VK_NV_cooperative_matrix2).
 fn coopmat2_flexible_dimensions(physical: &PhysicalDevice) -> Vec<CoopMatFlexShape> {
@@ -369,11 +390,6 @@ fn coopmat2_flexible_dimensions(physical: &PhysicalDevice) -> Vec<CoopMatFlexSha
     let Some(raw) = (unsafe { instance.library().get_instance_proc_addr(instance.handle(), name.as_ptr()) }) else { return vec![] };
     // SAFETY: the loader returned this entry point for this name, whose signature is `Get`.
     let get: Get = unsafe { std::mem::transmute::<unsafe extern "system" fn(), Get>(raw) };
-    let mut count = 0u32;
-    // SAFETY: a valid physical device; a null array asks for the count.
-    if unsafe { get(physical.handle(), &mut count, std::ptr::null_mut()) } != ash::vk::Result::SUCCESS {
-        return vec![];
-    }
     let blank = FlexDimsRaw {
         s_type: STYPE_COOPMAT2_FLEX_DIMS,
         p_next: std::ptr::null_mut(),
@@ -388,13 +404,8 @@ fn coopmat2_flexible_dimensions(physical: &PhysicalDevice) -> Vec<CoopMatFlexSha
         scope: 0,
         workgroup_invocations: 0,
     };
-    let mut props = vec![blank; count as usize];
-    // SAFETY: `props` holds `count` structs with their sType set.
-    let r = unsafe { get(physical.handle(), &mut count, props.as_mut_ptr()) };
-    if r != ash::vk::Result::SUCCESS && r != ash::vk::Result::INCOMPLETE {
-        return vec![];
-    }
-    props.truncate(count as usize);
+    // SAFETY: the command for a valid physical device, with structs of its sType.
+    let props = unsafe { enumerate(blank, |count, array| get(physical.handle(), count, array)) };
     props
         .iter()
         .map(|p| CoopMatFlexShape {
@@ -418,18 +429,8 @@ fn coopmat_properties(physical: &PhysicalDevice) -> Vec<CoopMatShape> {
     use vulkano::VulkanObject;
     let fns = physical.instance().fns();
     let get = fns.khr_cooperative_matrix.get_physical_device_cooperative_matrix_properties_khr;
-    let mut count = 0u32;
-    // SAFETY: a valid physical device; a null array asks for the count.
-    if unsafe { get(physical.handle(), &mut count, std::ptr::null_mut()) } != ash::vk::Result::SUCCESS {
-        return vec![];
-    }
-    let mut props = vec![ash::vk::CooperativeMatrixPropertiesKHR::default(); count as usize];
-    // SAFETY: `props` holds `count` initialised structs with their sType set.
-    let r = unsafe { get(physical.handle(), &mut count, props.as_mut_ptr()) };
-    if r != ash::vk::Result::SUCCESS && r != ash::vk::Result::INCOMPLETE {
-        return vec![];
-    }
-    props.truncate(count as usize);
+    // SAFETY: the command for a valid physical device; default structs carry their sType.
+    let props = unsafe { enumerate(ash::vk::CooperativeMatrixPropertiesKHR::default(), |count, array| get(physical.handle(), count, array)) };
     props
         .iter()
         .map(|p| CoopMatShape {
@@ -563,24 +564,9 @@ impl ExtraFeatures {
 fn raw_extension_names(physical: &PhysicalDevice) -> Vec<String> {
     use vulkano::VulkanObject;
     let fns = physical.instance().fns();
-    let mut count = 0u32;
-    // SAFETY: a valid physical device; null layer name and array ask for the count.
-    unsafe {
-        if (fns.v1_0.enumerate_device_extension_properties)(physical.handle(), std::ptr::null(), &mut count, std::ptr::null_mut())
-            != ash::vk::Result::SUCCESS
-        {
-            return vec![];
-        }
-    }
-    let mut props = vec![ash::vk::ExtensionProperties::default(); count as usize];
-    // SAFETY: `props` holds `count` entries.
-    let r = unsafe {
-        (fns.v1_0.enumerate_device_extension_properties)(physical.handle(), std::ptr::null(), &mut count, props.as_mut_ptr())
-    };
-    if r != ash::vk::Result::SUCCESS && r != ash::vk::Result::INCOMPLETE {
-        return vec![];
-    }
-    props.truncate(count as usize);
+    let get = fns.v1_0.enumerate_device_extension_properties;
+    // SAFETY: the command for a valid physical device and no layer (a null name).
+    let props = unsafe { enumerate(ash::vk::ExtensionProperties::default(), |count, array| get(physical.handle(), std::ptr::null(), count, array)) };
     props.iter().filter_map(|p| p.extension_name_as_c_str().ok().map(|c| c.to_string_lossy().into_owned())).collect()
 }
 

@@ -682,28 +682,19 @@ impl Context {
                 };
                 // B contiguous along k only (a transposed operand, PyTorch's Linear weight):
                 // staged like A, loaded column-major.
-                let mut b_kmajor = staging != CoopStaging::Global && vb.s[1] == 1 && vb.s[2] != 1;
-                let kmajor_fits = CoopCfg { b_kmajor: true, ..CoopCfg::probe(input, tm, tn, tk, bm, bn, bk, staging, self.caps.subgroup_size) }.shared_bytes()
-                    <= self.caps.max_shared_memory as usize;
+                let tile = CoopCfg::probe(input, tm, tn, tk, bm, bn, bk, staging, self.caps.subgroup_size);
                 // (its tile takes a little more shared memory: strided loads where it does not fit)
-                b_kmajor &= kmajor_fits;
+                let b_kmajor = staging != CoopStaging::Global
+                    && vb.s[1] == 1
+                    && vb.s[2] != 1
+                    && CoopCfg { b_kmajor: true, ..tile }.shared_bytes() <= self.caps.max_shared_memory as usize;
                 let cfg = CoopCfg {
-                    input,
                     out: c.dtype,
-                    tm,
-                    tn,
-                    tk,
-                    bm,
-                    bn,
-                    bk,
-                    staging,
-                    subgroup: self.caps.subgroup_size,
                     a_v8: v8(ta.buffer.address(), va, 2, k),
                     b_v8: if b_kmajor { v8(tb.buffer.address(), vb, 1, k) } else { v8(tb.buffer.address(), vb, 2, n) },
                     checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
                     b_kmajor,
-                    a_f32: false,
-                    epilogue: CoopEpilogue::default(),
+                    ..tile
                 };
                 if staging == CoopStaging::Global && (cfg.checked || !cfg.a_v8 || !cfg.b_v8 || vb.s[2] != 1) {
                     return Err(invalid!("dot: {kernel:?} needs contiguous aligned operands whose sizes are tile multiples"));
