@@ -22,6 +22,12 @@
 //! then walks `o`'s elements); under `Split` each is one more elementwise dispatch after pass 2
 //! ([`epilogue_in_kernel`], [`fused_reduce_dispatches`]).
 //!
+//! Subexpressions of a prologue or epilogue that are constant along the reduced axes (they read
+//! only row-constant views, the reduced value and constants: layernorm's `sum / n` and
+//! `rsqrt(var + eps)`) are evaluated once per output instead of once per element, and handed
+//! to the per-element code as their stored bits, exactly as an unfused kernel writing them
+//! would ([`hoist_row_constant`]).
+//!
 //! The input views (and the iotas a prologue or epilogue reads, and the row-major index where
 //! epilogue outputs are written — all linear in the coordinates) are regrouped as
 //! `[kept axes..., reduced axes...]` (adjacent axes merged where every view's strides allow), so
@@ -828,14 +834,16 @@ impl Spec {
     }
 
     /// The stored bits of the value reduced at candidate `k` (of type `RAW`).
-    fn value(&self, pro_streams: &[usize], k: &str) -> String {
+    /// (`hoisted`: the prologue's row-constant parts, `hp0, hp1, ...`, passed after the streams.)
+    fn value(&self, pro_streams: &[usize], k: &str, hoisted: usize) -> String {
         match self.prologue {
             Expr::Input(j) => {
                 let s = self.streams.iter().position(|st| st.kind == StreamKind::Input(j)).unwrap_or(0);
                 self.stream_var(s, k)
             }
             _ => {
-                let args: Vec<String> = pro_streams.iter().map(|&s| self.stream_var(s, k)).collect();
+                let mut args: Vec<String> = pro_streams.iter().map(|&s| self.stream_var(s, k)).collect();
+                args.extend((0..hoisted).map(|q| format!("hp{q}")));
                 format!("pro({})", args.join(", "))
             }
         }
@@ -876,13 +884,33 @@ impl Spec {
         s.push_str(&crate::kernels::numeric_prelude());
         s.push_str(crate::kernels::OPS);
         let fused = !self.src_partial;
+        // Row-constant subexpressions of the prologue and the epilogue (layernorm's
+        // `sum / n` and `rsqrt(var + eps)`) are computed once per output, not once per
+        // element: each becomes one more input (after the prologue's inputs, or after the
+        // epilogue's reduced value), handed over as its stored bits, as an unfused kernel that
+        // wrote it would hand it over (so no bit can change).
+        let n_in = self.in_types.len();
+        let row_const_stream = |j: usize| self.streams.iter().any(|st| st.kind == StreamKind::Input(j) && st.row_const);
+        let mut pro_hoisted: Vec<Expr> = vec![];
+        let pro_expr = match (&self.prologue, fused) {
+            (Expr::Input(_), _) | (_, false) => self.prologue.clone(),
+            (p, true) => hoist_row_constant(p, &row_const_stream, &mut pro_hoisted, n_in),
+        };
+        let pro_hoisted_types = pro_hoisted.iter().map(|h| h.dtype(&self.in_types)).collect::<Result<Vec<_>>>()?;
+        let pro_hoisted_code = pro_hoisted.iter().map(|h| embed_exprs(std::slice::from_ref(h), &self.in_types, self.math)).collect::<Result<Vec<_>>>()?;
+        let pro_types: Vec<DType> = self.in_types.iter().chain(&pro_hoisted_types).copied().collect();
         let pro = match (&self.prologue, fused) {
             (Expr::Input(_), _) | (_, false) => None,
-            (p, true) => Some(embed_exprs(std::slice::from_ref(p), &self.in_types, self.math)?),
+            (_, true) => Some(embed_exprs(std::slice::from_ref(&pro_expr), &pro_types, self.math)?),
         };
         let mut epi_types = self.in_types.clone();
         epi_types.push(self.out);
-        let epi_exprs: Vec<Expr> = self.epilogue.iter().map(|(e, _)| e.clone()).collect();
+        let row_const_input = |j: usize| j == n_in || row_const_stream(j);
+        let mut hoisted: Vec<Expr> = vec![];
+        let epi_exprs: Vec<Expr> = self.epilogue.iter().map(|(e, _)| hoist_row_constant(e, &row_const_input, &mut hoisted, n_in + 1)).collect();
+        let hoisted_types = hoisted.iter().map(|h| h.dtype(&epi_types)).collect::<Result<Vec<_>>>()?;
+        let hoisted_code = hoisted.iter().map(|h| embed_exprs(std::slice::from_ref(h), &epi_types, self.math)).collect::<Result<Vec<_>>>()?;
+        epi_types.extend(&hoisted_types);
         let epi = if self.epilogue.is_empty() { None } else { Some(embed_exprs(&epi_exprs, &epi_types, self.math)?) };
         let mut fin_types = self.in_types.clone();
         fin_types.push(self.red_t);
@@ -890,7 +918,8 @@ impl Spec {
             Some(f) => Some(embed_exprs(std::slice::from_ref(f), &fin_types, self.math)?),
             None => None,
         };
-        let bodies: String = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.body.as_str())).collect();
+        let mut bodies: String = [&pro, &epi, &fin].iter().filter_map(|e| e.as_ref().map(|e| e.body.as_str())).collect();
+        bodies.extend(hoisted_code.iter().chain(&pro_hoisted_code).map(|h| h.body.as_str()));
         s.push_str(&libraries(&bodies));
         if self.math == FloatMath::Fast && !bodies.contains("nxf_") && (pro.is_some() || epi.is_some() || fin.is_some()) {
             // the embedded functions' decodes and encodes (f16 under :fast) call it too
@@ -952,7 +981,7 @@ impl Spec {
         s.push_str("}\n");
         // The value reduced arrives as the stored bits of `val_t` (what the unfused prologue
         // would have written); `cand` decodes them as the plain reduction would read them.
-        let pro_streams = if fused { self.streams_of(&self.prologue) } else { vec![] };
+        let pro_streams = if fused { self.streams_of(&pro_expr) } else { vec![] };
         if fused {
             writeln!(s, "#define RAW {}", storage_type(in_t)).unwrap();
             let v = decode(in_t, "w");
@@ -962,9 +991,24 @@ impl Spec {
                 Comb::Sum | Comb::Product => to_domain(in_t, self.red_t, &v),
             };
             writeln!(s, "ACC cand(RAW w) {{ return {cand}; }}").unwrap();
+            for (q, h) in pro_hoisted_code.iter().enumerate() {
+                // row-constant part q of the prologue, once per output
+                let used = self.streams_of(&pro_hoisted[q]);
+                let t = pro_hoisted_types[q];
+                writeln!(s, "{} phoist{q}({}) {{", storage_type(t), self.stream_params(&used).join(", ")).unwrap();
+                self.stream_decodes(&used, &mut s);
+                s.push_str(&h.body);
+                writeln!(s, "        return {};\n}}", encode_with(t, &h.values[0], self.math)).unwrap();
+            }
             if let Some(pro) = &pro {
-                writeln!(s, "RAW pro({}) {{", self.stream_params(&pro_streams).join(", ")).unwrap();
+                let mut params = self.stream_params(&pro_streams);
+                params.extend(pro_hoisted_types.iter().enumerate().map(|(q, t)| format!("{} nx_raw{}_", storage_type(*t), n_in + q)));
+                writeln!(s, "RAW pro({}) {{", params.join(", ")).unwrap();
                 self.stream_decodes(&pro_streams, &mut s);
+                for (q, t) in pro_hoisted_types.iter().enumerate() {
+                    let j = n_in + q;
+                    writeln!(s, "        {} x{j}_ = {};", compute_type(*t, self.math), decode_with(*t, &format!("nx_raw{j}_"), self.math)).unwrap();
+                }
                 s.push_str(&pro.body);
                 writeln!(s, "        return {};\n}}", encode_with(in_t, &pro.values[0], self.math)).unwrap();
             }
@@ -984,18 +1028,40 @@ impl Spec {
             s.push_str(&fe.body);
             writeln!(s, "        return {};\n}}", encode_with(self.out, &fe.values[0], self.math)).unwrap();
         }
+        for (q, h) in hoisted_code.iter().enumerate() {
+            // Row-constant part q of the epilogue, once per output (its streams are all
+            // row-constant; the reduced value arrives as the stored bits of `out`).
+            let n = self.in_types.len();
+            let used = self.streams_of(&hoisted[q]);
+            let mut params = self.stream_params(&used);
+            params.push(format!("{} nx_raw{n}_", storage_type(self.out)));
+            let t = hoisted_types[q];
+            writeln!(s, "{} hoist{q}({}) {{", storage_type(t), params.join(", ")).unwrap();
+            self.stream_decodes(&used, &mut s);
+            writeln!(s, "        {} x{n}_ = {};", compute_type(self.out, self.math), decode_with(self.out, &format!("nx_raw{n}_"), self.math)).unwrap();
+            s.push_str(&h.body);
+            writeln!(s, "        return {};\n}}", encode_with(t, &h.values[0], self.math)).unwrap();
+        }
         if let Some(epi) = &epi {
             // Evaluates the epilogue at one element: the reduced value arrives as the stored
-            // bits of `out`, as the unfused epilogue would read them back.
+            // bits of `out`, as the unfused epilogue would read them back, and the hoisted
+            // row-constant parts as their stored bits.
             let n = self.in_types.len();
             let mut params = self.stream_params(&epi_streams);
             params.push(format!("{} nx_raw{n}_", storage_type(self.out)));
+            for (q, t) in hoisted_types.iter().enumerate() {
+                params.push(format!("{} nx_raw{}_", storage_type(*t), n + 1 + q));
+            }
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
                 params.push(format!("out {} y{q}", storage_type(*t)));
             }
             writeln!(s, "void epi({}) {{", params.join(", ")).unwrap();
             self.stream_decodes(&epi_streams, &mut s);
             writeln!(s, "        {} x{n}_ = {};", compute_type(self.out, self.math), decode_with(self.out, &format!("nx_raw{n}_"), self.math)).unwrap();
+            for (q, t) in hoisted_types.iter().enumerate() {
+                let j = n + 1 + q;
+                writeln!(s, "        {} x{j}_ = {};", compute_type(*t, self.math), decode_with(*t, &format!("nx_raw{j}_"), self.math)).unwrap();
+            }
             s.push_str(&epi.body);
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
                 writeln!(s, "        y{q} = {};", encode_with(*t, &epi.values[q], self.math)).unwrap();
@@ -1085,13 +1151,17 @@ impl Spec {
                 _ => writeln!(s, "        uint rc{u} = uint(b{u});").unwrap(),
             }
         }
+        for (q, t) in pro_hoisted_types.iter().enumerate() {
+            let args: Vec<String> = self.streams_of(&pro_hoisted[q]).iter().map(|&u| self.stream_var(u, "f")).collect();
+            writeln!(s, "        {} hp{q} = phoist{q}({});", storage_type(*t), args.join(", ")).unwrap();
+        }
         s.push_str("        ACC av = ident(); uint ai = NONE;\n");
         if self.nan_seeded() && fused {
             // Nx.BinaryBackend: comparisons with NaN are false, so a NaN first element is never
             // beaten (only later NaNs tie with it) and any other NaN is never taken.
             s.push_str("        bool nan_seed = false;\n        if (R > 0) {\n            uint cz = 0u;\n");
             self.fetch(&pro_streams, "z", "            ", &mut s);
-            writeln!(s, "            nan_seed = nx_isnan(cand({}));\n        }}", self.value(&pro_streams, "z")).unwrap();
+            writeln!(s, "            nan_seed = nx_isnan(cand({}));\n        }}", self.value(&pro_streams, "z", pro_hoisted.len())).unwrap();
         }
         // Reads candidate `c{k}`'s raw bits (and, for partials, its index into `x{k}`).
         let fetch = |s: &mut String, k: usize, indent: &str| {
@@ -1109,7 +1179,7 @@ impl Spec {
                 writeln!(s, "{indent}comb(av, ai, acc_from(w{k}), x{k});").unwrap();
                 return;
             }
-            let v = self.value(&pro_streams, &k.to_string());
+            let v = self.value(&pro_streams, &k.to_string(), pro_hoisted.len());
             if self.nan_seeded() {
                 writeln!(s, "{indent}{{ ACC v = cand({v}); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
             } else {
@@ -1174,11 +1244,16 @@ impl Spec {
             if !epi_streams.contains(&flat) {
                 epi_streams.push(flat);
             }
+            for (q, t) in hoisted_types.iter().enumerate() {
+                let args: Vec<String> = self.streams_of(&hoisted[q]).iter().map(|&u| self.stream_var(u, "f")).collect();
+                writeln!(s, "        {} h{q} = hoist{q}({}res);", storage_type(*t), args.iter().map(|a| format!("{a}, ")).collect::<String>()).unwrap();
+            }
             let (first, step) = if per_output { ("0u", 1) } else { ("t", LOCAL as usize) };
             writeln!(s, "        for (uint cy = {first}; cy < uint(R); cy += {step}u) {{").unwrap();
             self.fetch(&epi_streams, "y", "            ", &mut s);
             let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, "y")).collect();
             args.push("res".to_string());
+            args.extend((0..hoisted.len()).map(|q| format!("h{q}")));
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
                 writeln!(s, "            {} y{q};", storage_type(*t)).unwrap();
                 args.push(format!("y{q}"));
@@ -1201,6 +1276,45 @@ impl Spec {
     fn streams_of_exprs(&self, exprs: &[Expr]) -> Vec<usize> {
         let all: Vec<usize> = exprs.iter().flat_map(|e| self.streams_of(e)).collect();
         (0..self.streams.len()).filter(|u| all.contains(u)).collect()
+    }
+}
+
+/// `e` with each maximal row-constant subexpression that is not a leaf (it reads only inputs
+/// for which `row_const` holds, and constants: no iota) replaced by `Input(base + q)`, where
+/// `hoisted[q]` is that subexpression (equal subexpressions share one q).
+fn hoist_row_constant(e: &Expr, row_const: &impl Fn(usize) -> bool, hoisted: &mut Vec<Expr>, base: usize) -> Expr {
+    fn constant(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
+        match e {
+            Expr::Input(j) => row_const(*j),
+            Expr::Const { .. } => true,
+            Expr::Iota { .. } => false,
+            Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => constant(arg, row_const),
+            Expr::Binary { lhs, rhs, .. } => constant(lhs, row_const) && constant(rhs, row_const),
+            Expr::Select { pred, on_true, on_false, .. } => constant(pred, row_const) && constant(on_true, row_const) && constant(on_false, row_const),
+        }
+    }
+    let leaf = matches!(e, Expr::Input(_) | Expr::Const { .. } | Expr::Iota { .. });
+    if !leaf && constant(e, row_const) {
+        let q = hoisted.iter().position(|h| h == e).unwrap_or_else(|| {
+            hoisted.push(e.clone());
+            hoisted.len() - 1
+        });
+        return Expr::Input(base + q);
+    }
+    let mut go = |x: &Expr| Box::new(hoist_row_constant(x, row_const, hoisted, base));
+    match e {
+        Expr::Input(_) | Expr::Const { .. } | Expr::Iota { .. } => e.clone(),
+        Expr::Unary { op, arg, dtype } => Expr::Unary { op: *op, arg: go(arg), dtype: *dtype },
+        Expr::Convert { arg, dtype } => Expr::Convert { arg: go(arg), dtype: *dtype },
+        Expr::Bitcast { arg, dtype } => Expr::Bitcast { arg: go(arg), dtype: *dtype },
+        Expr::Binary { op, lhs, rhs, dtype } => {
+            let (lhs, rhs) = (go(lhs), go(rhs));
+            Expr::Binary { op: *op, lhs, rhs, dtype: *dtype }
+        }
+        Expr::Select { pred, on_true, on_false, dtype } => {
+            let (pred, on_true, on_false) = (go(pred), go(on_true), go(on_false));
+            Expr::Select { pred, on_true, on_false, dtype: *dtype }
+        }
     }
 }
 
@@ -1246,5 +1360,34 @@ fn nonzero(t: DType, v: &str) -> String {
         Kind::Float => format!("(({v}) != 0.0LF ? 1ul : 0ul)"),
         Kind::Signed => format!("(({v}) != 0l ? 1ul : 0ul)"),
         Kind::Unsigned => format!("(({v}) != 0ul ? 1ul : 0ul)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elementwise::{BinaryOp, Scalar, UnaryOp};
+
+    /// Layernorm's epilogue `(x - s / n) * rsqrt(v / n + eps)`, with x = input 0 (varying),
+    /// s = input 1 (row-constant) and v = input 2 (the reduced value): the two row-constant
+    /// parts are taken out, the varying one stays, and a repeated part is taken out once.
+    #[test]
+    fn row_constant_parts_are_hoisted_once() {
+        let f = DType::F32;
+        let c = |v: f64| Expr::Const { value: Scalar::F(v), dtype: f };
+        let mean = Expr::binary(BinaryOp::Divide, Expr::Input(1), c(1024.0), f);
+        let rstd = Expr::unary(UnaryOp::Rsqrt, Expr::binary(BinaryOp::Add, Expr::binary(BinaryOp::Divide, Expr::Input(2), c(1024.0), f), c(1e-5), f), f);
+        let centred = Expr::binary(BinaryOp::Subtract, Expr::Input(0), mean.clone(), f);
+        let e = Expr::binary(BinaryOp::Multiply, Expr::binary(BinaryOp::Multiply, centred.clone(), rstd.clone(), f), centred, f);
+        let mut hoisted = vec![];
+        let out = hoist_row_constant(&e, &|j| j >= 1, &mut hoisted, 3);
+        assert_eq!(hoisted, vec![mean, rstd]);
+        let centred = Expr::binary(BinaryOp::Subtract, Expr::Input(0), Expr::Input(3), f);
+        assert_eq!(out, Expr::binary(BinaryOp::Multiply, Expr::binary(BinaryOp::Multiply, centred.clone(), Expr::Input(4), f), centred, f));
+        // leaves and iotas stay where they are
+        let iota = Expr::binary(BinaryOp::Add, Expr::Iota { axis: Some(0), dtype: f }, Expr::Input(1), f);
+        let mut none = vec![];
+        assert_eq!(hoist_row_constant(&iota, &|j| j >= 1, &mut none, 3), iota);
+        assert!(none.is_empty());
     }
 }

@@ -216,6 +216,43 @@ fn reductions_and_dots_are_boundaries_between_fused_regions() {
     });
 }
 
+/// Softmax over the last axis of a `[rows, cols]` tensor: max, then exp(x - max) / sum.
+fn softmax_graph(t: DType, rows: usize, cols: usize) -> G {
+    let mut b = G::default();
+    let x = b.param(t, &[rows, cols]);
+    let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
+    let d = b.bin(BinaryOp::Subtract, x, m);
+    let e = b.un(UnaryOp::Exp, d);
+    let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+    let sm = b.bin(BinaryOp::Divide, e, s);
+    b.out(sm);
+    b
+}
+
+/// Layernorm over the last axis of `[rows, cols]` (parameters x, g, bias):
+/// mean = sum / n; var = sum((x - mean)^2) / n; (x - mean) * rsqrt(var + eps) * g + bias.
+fn layernorm_graph(t: DType, rows: usize, cols: usize) -> G {
+    let mut b = G::default();
+    let x = b.param(t, &[rows, cols]);
+    let g = b.param(t, &[cols]);
+    let bias = b.param(t, &[cols]);
+    let n = b.constant(cols as f64, t);
+    let sum = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[rows, 1], t);
+    let mean = b.bin(BinaryOp::Divide, sum, n);
+    let dx = b.bin(BinaryOp::Subtract, x, mean);
+    let sq = b.bin(BinaryOp::Multiply, dx, dx);
+    let ss = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[sq], &[rows, 1], t);
+    let var = b.bin(BinaryOp::Divide, ss, n);
+    let eps = b.constant(1e-5, t);
+    let ve = b.bin(BinaryOp::Add, var, eps);
+    let rs = b.un(UnaryOp::Rsqrt, ve);
+    let y = b.bin(BinaryOp::Multiply, dx, rs);
+    let y = b.bin(BinaryOp::Multiply, y, g);
+    let y = b.bin(BinaryOp::Add, y, bias);
+    b.out(y);
+    b
+}
+
 /// Softmax and layernorm over the last axis: two dispatches each (a reduction, then a
 /// reduction with its prologue and the normalised output as its epilogue), same bits as
 /// node by node.
@@ -225,14 +262,7 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
         let mut rng = Rng(17);
         for (rows, cols) in [(64, 1000), (3, 7), (300, 129)] {
             for t in [F32, F16] {
-                let mut b = G::default();
-                let x = b.param(t, &[rows, cols]);
-                let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
-                let d = b.bin(BinaryOp::Subtract, x, m);
-                let e = b.un(UnaryOp::Exp, d);
-                let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
-                let sm = b.bin(BinaryOp::Divide, e, s);
-                b.out(sm);
+                let b = softmax_graph(t, rows, cols);
                 let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
                 let (fast, fast_unfused, fast_summary, fast_dispatches) = run_both_with(ctx, &b.g, &ins, FAST);
                 assert_eq!(fast, fast_unfused, "softmax {t} {rows}x{cols} under :fast");
@@ -241,25 +271,7 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
                 assert_eq!(fused, unfused, "softmax {t} {rows}x{cols}");
                 assert_eq!((dispatches, summary.fused_kernels), (2, 0), "softmax {t} {rows}x{cols}: {summary:?}");
 
-                // layernorm: mean = sum / n; var = sum((x - mean)^2) / n; (x - mean) * rsqrt(var + eps) * g + bias
-                let mut b = G::default();
-                let x = b.param(t, &[rows, cols]);
-                let g = b.param(t, &[cols]);
-                let bias = b.param(t, &[cols]);
-                let n = b.constant(cols as f64, t);
-                let sum = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[rows, 1], t);
-                let mean = b.bin(BinaryOp::Divide, sum, n);
-                let dx = b.bin(BinaryOp::Subtract, x, mean);
-                let sq = b.bin(BinaryOp::Multiply, dx, dx);
-                let ss = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[sq], &[rows, 1], t);
-                let var = b.bin(BinaryOp::Divide, ss, n);
-                let eps = b.constant(1e-5, t);
-                let ve = b.bin(BinaryOp::Add, var, eps);
-                let rs = b.un(UnaryOp::Rsqrt, ve);
-                let y = b.bin(BinaryOp::Multiply, dx, rs);
-                let y = b.bin(BinaryOp::Multiply, y, g);
-                let y = b.bin(BinaryOp::Add, y, bias);
-                b.out(y);
+                let b = layernorm_graph(t, rows, cols);
                 let ins = [
                     upload(ctx, t, &[rows, cols], &random_values(t, rows * cols, &mut rng)),
                     upload(ctx, t, &[cols], &random_values(t, cols, &mut rng)),
@@ -524,5 +536,60 @@ fn host_time_of_runs() {
         let eager = t1.elapsed().as_secs_f64() * 1e6 / n as f64;
         ctx.synchronize().unwrap();
         eprintln!("softmax {rows}x{cols}: plan.run {host:.1} us host, eager 5 ops {eager:.1} us host");
+    });
+}
+
+/// Device time per kernel of compiled softmax and layernorm over 4096 × 1024 f32 (the Defn
+/// compiler bench's shapes) under `:exact` and `:fast`, and wall time per run with 20 runs
+/// queued (best of three rounds, interleaved): where the row kernels' time goes, from Rust.
+/// Run on a GPU with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn row_kernels_device_time() {
+    on_engine_alone(|ctx| {
+        let (rows, cols) = (4096, 1024);
+        let mut rng = Rng(3);
+        let x = upload(ctx, F32, &[rows, cols], &random_values(F32, rows * cols, &mut rng));
+        let g = upload(ctx, F32, &[cols], &random_values(F32, cols, &mut rng));
+        let bias = upload(ctx, F32, &[cols], &random_values(F32, cols, &mut rng));
+        let cases = [("softmax", softmax_graph(F32, rows, cols), vec![x.clone()]), ("layernorm", layernorm_graph(F32, rows, cols), vec![x.clone(), g, bias])];
+        let mut best: std::collections::BTreeMap<String, (f64, Vec<(f64, String)>)> = Default::default();
+        for round in 0..3 {
+            for (name, graph, ins) in &cases {
+                for (precision, options) in [("exact", PlanOptions::default()), ("fast", FAST)] {
+                    let plan = Plan::new(graph.g.clone(), options).unwrap();
+                    // warm-up: 0.3 s of runs first (GPU clocks), then a few
+                    let t0 = std::time::Instant::now();
+                    while t0.elapsed().as_secs_f64() < if round == 0 { 0.3 } else { 0.05 } {
+                        for _ in 0..20 {
+                            plan.run(ctx, ins).unwrap();
+                        }
+                        ctx.synchronize().unwrap();
+                    }
+                    let t1 = std::time::Instant::now();
+                    for _ in 0..20 {
+                        plan.run(ctx, ins).unwrap();
+                    }
+                    ctx.synchronize().unwrap();
+                    let wall = t1.elapsed().as_secs_f64() * 1e6 / 20.0;
+                    ctx.stream.profile_start().unwrap();
+                    for _ in 0..20 {
+                        plan.run(ctx, ins).unwrap();
+                    }
+                    let profile = ctx.stream.profile_stop().unwrap();
+                    let kernels = profile.iter().map(|k| (k.device_ns / 1e3 / k.runs as f64, k.name.chars().take(110).collect())).collect();
+                    let e = best.entry(format!("{name} {precision}")).or_insert((f64::MAX, vec![]));
+                    if wall < e.0 {
+                        *e = (wall, kernels);
+                    }
+                }
+            }
+        }
+        for (case, (wall, kernels)) in best {
+            eprintln!("ROWBENCH {case}: {wall:.1} us per run (20 queued)");
+            for (us, name) in kernels {
+                eprintln!("ROWBENCH   {us:.1} us {name}");
+            }
+        }
     });
 }
