@@ -11,7 +11,7 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 
 /// What a loaded model is, as answers and `/health` name it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ModelInfo {
     pub model: String,
     pub device: String,
@@ -51,10 +51,25 @@ type Request = (Vec<String>, Sender<Result<Vec<EmbedOutput>, String>>);
 /// The engine's [`Encoder`] as an [`Embedder`]. The encoder lives on its own thread with an
 /// engine thread's stack (loading compiles kernels; lavapipe and glslang recurse deeply), so
 /// neither the caller's stack nor whether `Encoder` is `Send` matters; calls reach it over a
-/// channel. Dropping the `EngineEmbedder` ends the thread and frees the model.
+/// channel. Dropping the `EngineEmbedder` ends the thread, frees the model and waits for both:
+/// a process that returns from `main` while that thread still tears down the device crashes
+/// inside the driver (the NVIDIA driver's exit handlers run meanwhile: `nx-vulkan encode`
+/// ended with SIGSEGV on an H200 after writing every line).
 pub struct EngineEmbedder {
     info: ModelInfo,
-    requests: Sender<Request>,
+    /// `None` only while dropping.
+    requests: Option<Sender<Request>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for EngineEmbedder {
+    fn drop(&mut self) {
+        // closing the channel ends the worker's loop; it then drops the encoder and its device
+        drop(self.requests.take());
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
 }
 
 impl EngineEmbedder {
@@ -63,7 +78,7 @@ impl EngineEmbedder {
     pub fn load(ctx: Arc<Context>, dir: PathBuf, options: EncoderOptions) -> Result<EngineEmbedder, EngineError> {
         let (ready_tx, ready_rx) = channel();
         let (requests, rx) = channel::<Request>();
-        std::thread::Builder::new()
+        let worker = std::thread::Builder::new()
             .name("nx-vulkan-encoder".into())
             .stack_size(nx_vulkan_engine::exec::STACK_BYTES)
             .spawn(move || {
@@ -96,8 +111,10 @@ impl EngineEmbedder {
                 }
             })
             .map_err(|e| EngineError::Vulkan(format!("spawning the encoder thread: {e}")))?;
-        let info = ready_rx.recv().map_err(|_| EngineError::Vulkan("the encoder thread stopped while loading".into()))??;
-        Ok(EngineEmbedder { info, requests })
+        // (built first, so a failed load is waited for by the drop as well)
+        let mut embedder = EngineEmbedder { info: ModelInfo::default(), requests: Some(requests), worker: Some(worker) };
+        embedder.info = ready_rx.recv().map_err(|_| EngineError::Vulkan("the encoder thread stopped while loading".into()))??;
+        Ok(embedder)
     }
 }
 
@@ -108,7 +125,8 @@ impl Embedder for EngineEmbedder {
 
     fn embed(&mut self, texts: &[String]) -> Result<Vec<EmbedOutput>, String> {
         let (tx, rx) = channel();
-        self.requests.send((texts.to_vec(), tx)).map_err(|_| "the encoder thread is gone".to_string())?;
+        let requests = self.requests.as_ref().ok_or("the encoder thread is gone")?;
+        requests.send((texts.to_vec(), tx)).map_err(|_| "the encoder thread is gone".to_string())?;
         rx.recv().map_err(|_| "the encoder thread stopped during a batch".to_string())?
     }
 }
