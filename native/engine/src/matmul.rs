@@ -47,7 +47,10 @@
 //! device lists a subgroup-scope shape with f32 accumulation for the input type, else
 //! [`MatmulKernel::HalfFallback`]. The CoopMat kernel: 256 invocations (8 subgroups of 32, or
 //! 4 of 64), each subgroup owning 64 rows of the workgroup's `bm × bn` output tile (128×128 by
-//! default; 256×128 and 128×256 can be forced) and stepping `bk` (64, or 32) along K. A and B
+//! default; 256×128 and 128×256 can be forced) and stepping `bk` (64, or 32) along K; the
+//! projection kernel ([`Context::record_coopmat_linear`]) takes 64×64, 32×32 and 16×16 tiles of
+//! at most 128 invocations when few rows would leave 128×128 a grid of a few workgroups (same
+//! bits: see [`pick_linear_tile`]), which can also be forced for a dot. A and B
 //! tiles are staged in shared memory (typed as the element's 2-vectors by default; raw 16-byte
 //! words, direct global loads and a multiply-only ceiling probe are forced variants), loaded
 //! with one 16-byte access per 8 elements when the operand's contraction/column axis is
@@ -534,7 +537,7 @@ impl Context {
 
     fn dispatch_coop(&self, batch: &mut Batch<'_>, cfg: &CoopCfg, params: &[u8], [bsz, m, n]: [usize; 3]) -> Result<()> {
         let key = format!("{cfg:?}");
-        let kern = self.kernels.get_for(crate::kernel::ShaderTarget::Vulkan13, &key, 256, 1, || cfg.source())?;
+        let kern = self.kernels.get_for(crate::kernel::ShaderTarget::Vulkan13, &key, cfg.invocations(), 1, || cfg.source())?;
         let max = self.caps.max_workgroup_count;
         let groups = [
             u32::try_from(n.div_ceil(cfg.bn as usize)).unwrap_or(u32::MAX),
@@ -548,9 +551,10 @@ impl Context {
     /// `x` `[T, K]` f32 (rounded to `w`'s type, to nearest even, as it is staged), `w` `[N, K]`
     /// f16 or bf16 (PyTorch's Linear layout), f32 accumulation, `out` `[T, N]` f32 (a new
     /// contiguous tensor); `bias` `[N]` and `residual` `[T, N]` f32 as the epilogue needs them.
-    /// The kernel is [`tensor_core_kernel`]'s for `w`'s type: an error where that is not a
-    /// cooperative-matrix kernel (no silent fallback; callers check
-    /// [`Context::coopmat_linear_available`]).
+    /// The kernel is [`tensor_core_kernel`]'s for `w`'s type, with the workgroup tile
+    /// [`Context::coopmat_linear_tile`] picks for `T` and `N` (an output's bits do not depend
+    /// on it): an error where that is not a cooperative-matrix kernel (no silent fallback;
+    /// callers check [`Context::coopmat_linear_available`]).
     #[allow(clippy::too_many_arguments)]
     pub fn record_coopmat_linear(
         &self,
@@ -562,10 +566,44 @@ impl Context {
         residual: Option<&Tensor>,
         out: &Tensor,
     ) -> Result<()> {
+        self.record_coopmat_linear_on(batch, x, w, bias, gelu, residual, out, None)
+    }
+
+    /// [`Context::record_coopmat_linear`] with the workgroup tile forced (one of
+    /// [`Context::coopmat_linear_tiles`]; an error otherwise): for tests that compare tiles.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_coopmat_linear_tiled(
+        &self,
+        batch: &mut Batch<'_>,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        gelu: bool,
+        residual: Option<&Tensor>,
+        out: &Tensor,
+        tile: CoopLinearTile,
+    ) -> Result<()> {
+        self.record_coopmat_linear_on(batch, x, w, bias, gelu, residual, out, Some(tile))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_coopmat_linear_on(
+        &self,
+        batch: &mut Batch<'_>,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        gelu: bool,
+        residual: Option<&Tensor>,
+        out: &Tensor,
+        forced: Option<CoopLinearTile>,
+    ) -> Result<()> {
         const OP: &str = "coopmat linear";
-        let Some(tile) = self.coopmat_linear_tile(w.dtype) else {
+        let cfgs = self.coopmat_linear_cfgs(w.dtype);
+        if cfgs.is_empty() {
             return Err(invalid!("{OP}: no cooperative-matrix kernel for {} on {}", w.dtype, self.caps.name));
-        };
+        }
         let dense2 = |t: &Tensor| t.shape.len() == 2 && t.is_contiguous();
         if x.dtype != DType::F32 || !dense2(x) || !dense2(w) || x.shape[1] != w.shape[1] {
             return Err(invalid!("{OP}: x must be a contiguous [T, K] f32 matrix and w a contiguous [N, K] one (got {:?} {} and {:?} {})", x.shape, x.dtype, w.shape, w.dtype));
@@ -579,6 +617,11 @@ impl Context {
                 }
             }
         }
+        let tiles: Vec<CoopLinearTile> = cfgs.iter().map(|(tile, _)| *tile).collect();
+        let choice = forced.or_else(|| pick_linear_tile(&tiles, t, n)).unwrap_or(tiles[0]);
+        let Some(&(_, tile)) = cfgs.iter().find(|(tile, _)| *tile == choice) else {
+            return Err(invalid!("{OP}: the {}×{} tile cannot run {} here ({})", choice.rows, choice.cols, w.dtype, self.caps.name));
+        };
         if t * n == 0 {
             return Ok(());
         }
@@ -608,15 +651,23 @@ impl Context {
 
     /// Whether [`Context::record_coopmat_linear`] can run `dtype` weights here.
     pub fn coopmat_linear_available(&self, dtype: DType) -> bool {
-        self.coopmat_linear_tile(dtype).is_some()
+        !self.coopmat_linear_tiles(dtype).is_empty()
     }
 
-    /// The projection kernel's tile: [`tensor_core_kernel`]'s for `dtype` with f32 activations
-    /// and k-major weights, if it fits the device's shared memory.
-    fn coopmat_linear_tile(&self, dtype: DType) -> Option<CoopCfg> {
-        let MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging } = tensor_core_kernel(&self.caps, dtype) else { return None };
-        let cfg = CoopCfg { b_kmajor: true, a_f32: true, ..CoopCfg::probe(input, m, n, k, bm, bn, bk, staging, self.caps.subgroup_size) };
-        (cfg.fits() && cfg.shared_bytes() <= self.caps.max_shared_memory as usize).then_some(cfg)
+    /// The workgroup tiles [`Context::record_coopmat_linear`] can use for `dtype` weights
+    /// here, largest first: none where the 128×128 tile cannot run, else those that fit.
+    pub fn coopmat_linear_tiles(&self, dtype: DType) -> Vec<CoopLinearTile> {
+        self.coopmat_linear_cfgs(dtype).into_iter().map(|(tile, _)| tile).collect()
+    }
+
+    /// The workgroup tile for `T` rows and `N` outputs per row: [`pick_linear_tile`] of
+    /// [`Context::coopmat_linear_tiles`].
+    pub fn coopmat_linear_tile(&self, dtype: DType, t: usize, n: usize) -> Option<CoopLinearTile> {
+        pick_linear_tile(&self.coopmat_linear_tiles(dtype), t, n)
+    }
+
+    fn coopmat_linear_cfgs(&self, dtype: DType) -> Vec<(CoopLinearTile, CoopCfg)> {
+        linear_cfgs(tensor_core_kernel(&self.caps, dtype), self.caps.subgroup_size, self.caps.max_shared_memory as usize)
     }
 
     fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4]) -> Result<()> {
@@ -1018,7 +1069,8 @@ struct CoopCfg {
     tm: u32,
     tn: u32,
     tk: u32,
-    /// Outputs per workgroup (128×128, 256×128, 128×256) and K per step (32 or 64).
+    /// Outputs per workgroup (128×128, 256×128, 128×256; the projection's 64×64, 32×32,
+    /// 16×16) and K per step (32 or 64).
     bm: u32,
     bn: u32,
     bk: u32,
@@ -1056,6 +1108,66 @@ impl CoopEpilogue {
     }
 }
 
+/// A workgroup tile of [`Context::record_coopmat_linear`]: `rows × cols` outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoopLinearTile {
+    pub rows: u32,
+    pub cols: u32,
+}
+
+impl CoopLinearTile {
+    const fn new(rows: u32, cols: u32) -> CoopLinearTile {
+        CoopLinearTile { rows, cols }
+    }
+
+    /// Workgroups in the grid of `t` rows and `n` outputs per row.
+    pub fn groups(&self, t: usize, n: usize) -> usize {
+        t.div_ceil(self.rows as usize) * n.div_ceil(self.cols as usize)
+    }
+}
+
+/// The projection kernel's tiles, largest first: the GEMM's 128 × 128 (256 invocations) where
+/// the grid is big enough, then 64 × 64, 32 × 32 and 16 × 16 (at most 128 invocations; a
+/// 16 × 16 tile is one subgroup: `CoopCfg::warp_grid`). Few rows need the small ones: MiniLM
+/// at 32 tokens (N = 384) gave 128 × 128 a grid of 3 workgroups, each walking K alone, and
+/// ran at half the portable kernel's speed on an H200 (543 vs 1,133 inputs/s); at 64 × 128
+/// tokens 128 × 128 was 54 % faster than it.
+pub const COOP_LINEAR_TILES: [CoopLinearTile; 4] = [CoopLinearTile::new(128, 128), CoopLinearTile::new(64, 64), CoopLinearTile::new(32, 32), CoopLinearTile::new(16, 16)];
+/// Workgroups a projection's grid should have to occupy a GPU of about a hundred compute
+/// units (the portable kernel's rule too: `encoder::kernels::linear_tile`).
+const COOP_LINEAR_MIN_GROUPS: usize = 128;
+
+/// The projection kernel's tile for `t` rows and `n` outputs per row among `tiles` (largest
+/// first): the largest whose grid has at least 128 workgroups, else the smallest. It may
+/// depend on `t` because no output's arithmetic does: every tile uses the same
+/// cooperative-matrix shape (TM×TN×TK) and the same K step (BK, the 128×128 tile's: see
+/// `linear_cfgs`), so each output is the same chain of `coopMatMulAdd`s over the same
+/// TK-wide chunks of k in ascending order (the zero-filled ones up to K rounded up to BK
+/// included), from the same +0.0, at the same place (m mod TM, n mod TN) of its fragment
+/// (every tile's and subgroup's origin is a multiple of TM and TN), from the same rounding of
+/// x and into the same epilogue. The tile and its subgroups only decide which workgroup and
+/// subgroup compute it (tests: `coopmat_linear_tiles_keep_bits` in tests/encoder_kernels.rs).
+pub fn pick_linear_tile(tiles: &[CoopLinearTile], t: usize, n: usize) -> Option<CoopLinearTile> {
+    tiles.iter().copied().find(|tile| tile.groups(t, n) >= COOP_LINEAR_MIN_GROUPS).or(tiles.last().copied())
+}
+
+/// The projection kernel's tiles and configurations (f32 activations, k-major weights) on the
+/// shape, K step and staging of `kernel` ([`tensor_core_kernel`]'s) with subgroups of
+/// `subgroup` and `max_shared` bytes of shared memory, largest first: those that fit, none
+/// where 128×128 does not (the kernel's K step was chosen for it).
+fn linear_cfgs(kernel: MatmulKernel, subgroup: u32, max_shared: usize) -> Vec<(CoopLinearTile, CoopCfg)> {
+    let MatmulKernel::CoopMat { input, m, n, k, bk, staging, .. } = kernel else { return Vec::new() };
+    let cfgs: Vec<_> = COOP_LINEAR_TILES
+        .into_iter()
+        .map(|tile| (tile, CoopCfg { b_kmajor: true, a_f32: true, ..CoopCfg::probe(input, m, n, k, tile.rows, tile.cols, bk, staging, subgroup) }))
+        .collect();
+    let fits = |cfg: &CoopCfg| cfg.fits() && cfg.shared_bytes() <= max_shared;
+    if !fits(&cfgs[0].1) {
+        return Vec::new();
+    }
+    cfgs.into_iter().filter(|(_, cfg)| fits(cfg)).collect()
+}
+
 impl CoopCfg {
     /// The plain configuration of a tile (f32 output, 16-byte loads, bounds checks, row-major
     /// B, no epilogue): what feasibility checks measure.
@@ -1081,17 +1193,34 @@ impl CoopCfg {
         }
     }
 
-    /// 256 invocations as subgroups arranged (rows, cols) over the `bm × bn` tile, each
-    /// subgroup 64 rows high: 8 subgroups of 32 as 2×4 (128 rows) or 4×2 (256 rows), 4 of 64
-    /// as 2×2.
+    /// Subgroups arranged (rows, cols) over the `bm × bn` tile. The GEMM tiles (128 or 256 on
+    /// a side): 256 invocations, each subgroup 64 rows high: 8 subgroups of 32 as 2×4 (128
+    /// rows) or 4×2 (256 rows), 4 of 64 as 2×2. The projection's small tiles (64×64, 32×32,
+    /// 16×16, for few rows: see [`COOP_LINEAR_TILES`]): at most 128 invocations, up to 2×2
+    /// subgroups of 32 (2×1 of 64) and never more subgroups than TM×TN fragments along a
+    /// side, so a 16×16 tile is one subgroup (two of 32 for a 16×8 shape) and a small grid's
+    /// work spreads over many compute units instead of a few.
     fn warp_grid(&self) -> Option<(u32, u32)> {
         let warps = match self.subgroup {
             32 => 8,
             64 => 4,
             _ => return None,
         };
-        let rows = self.bm / 64;
-        (rows > 0 && warps % rows == 0).then_some((rows, warps / rows))
+        if self.bm.max(self.bn) >= 128 {
+            let rows = self.bm / 64;
+            return (rows > 0 && warps % rows == 0).then_some((rows, warps / rows));
+        }
+        // (and no more invocations than 8-element words to stage along a side: each loads the
+        // same number)
+        let most = (warps / 2).min(self.bm.min(self.bn) * self.bk / 8 / self.subgroup);
+        let rows = (self.bm / self.tm.max(1)).min(2).min(most);
+        let cols = (self.bn / self.tn.max(1)).min(most / rows.max(1));
+        (rows > 0 && cols > 0).then_some((rows, cols))
+    }
+
+    /// The workgroup's size: its subgroups times their size.
+    fn invocations(&self) -> u32 {
+        self.warp_grid().map_or(256, |(wr, wc)| wr * wc * self.subgroup)
     }
 
     fn fits(&self) -> bool {
@@ -1100,9 +1229,13 @@ impl CoopCfg {
         let (tm, tn, tk, bk) = (self.tm, self.tn, self.tk, self.bk);
         let global_ok = self.staging != CoopStaging::Global || !(self.b_kmajor || self.a_f32);
         let epilogue_ok = !self.epilogue.any() || self.out == DType::F32;
+        // each invocation stages the same whole number of 8-element words of A and of B
+        let inv = self.invocations();
+        let loads_ok = [self.bm, self.bn].iter().all(|&rows| rows * bk / 8 >= inv && (rows * bk / 8) % inv == 0);
         global_ok
             && epilogue_ok
-            && matches!((self.bm, self.bn), (128, 128) | (256, 128) | (128, 256))
+            && loads_ok
+            && matches!((self.bm, self.bn), (128, 128) | (256, 128) | (128, 256) | (64, 64) | (32, 32) | (16, 16))
             && matches!(bk, 32 | 64)
             && tk % 8 == 0
             && bk % tk == 0
@@ -1127,6 +1260,7 @@ impl CoopCfg {
         let (wr, wc) = self.warp_grid().unwrap_or((2, 4));
         let (wm, wn) = (self.bm / wr, self.bn / wc);
         let (fm, fn_) = (wm / self.tm, wn / self.tn);
+        let inv = self.invocations();
         let t = if self.input == DType::BF16 { "bfloat16_t" } else { "float16_t" };
         let mut s = crate::kernels::numeric_prelude();
         // Extensions go right after #version (before any declaration).
@@ -1141,8 +1275,8 @@ impl CoopCfg {
             self.bm,
             self.bn,
             self.bk,
-            self.bm * self.bk / 8 / 256,
-            self.bn * self.bk / 8 / 256
+            self.bm * self.bk / 8 / inv,
+            self.bn * self.bk / 8 / inv
         )
         .unwrap();
         writeln!(s, "#define TM {}\n#define TN {}\n#define TK {}\n#define WM {wm}\n#define WN {wn}\n#define FM {fm}\n#define FN {fn_}", self.tm, self.tn, self.tk).unwrap();
@@ -1222,7 +1356,7 @@ impl CoopCfg {
             }
             s.push_str("}\n");
         }
-        s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
+        writeln!(s, "layout(local_size_x = {inv}) in;\nvoid main() {{").unwrap();
         s.push_str(META);
         if self.epilogue.any() {
             s.push_str("    uint64_t addrBias = ParamsU64(pc.params + 72ul).v[0];\n    uint64_t addrRes = ParamsU64(pc.params + 72ul).v[1];\n");
@@ -1291,21 +1425,21 @@ impl CoopCfg {
         };
         let fetch = format!(
             "[[unroll]] for (int i = 0; i < LDA; i++) {{
-                int q = tid + i * 256;
+                int q = tid + i * {inv};
                 ra[i] = octA(addrA, baseA, m0 + q / (BK / 8), k0 + (q % (BK / 8)) * 8, M, K, sAm, sAk);
             }}
             [[unroll]] for (int i = 0; i < LDB; i++) {{
-                int q = tid + i * 256;
+                int q = tid + i * {inv};
                 {fetch_b}
             }}\n"
         );
         let put = format!(
             "[[unroll]] for (int i = 0; i < LDA; i++) {{
-                int q = tid + i * 256;
+                int q = tid + i * {inv};
                 putA((q / (BK / 8)) * SA + (q % (BK / 8)) * W, ra[i]);
             }}
             [[unroll]] for (int i = 0; i < LDB; i++) {{
-                int q = tid + i * 256;
+                int q = tid + i * {inv};
                 {put_b}
             }}\n"
         );
@@ -1408,13 +1542,23 @@ mod tests {
 
     /// Every cooperative-matrix variant compiles with the linked glslang (CI has no device that
     /// runs them; the H200 run executes them): both input types, every output type, the
-    /// vector/strided load variants, bounds checks, every staging, 16×16×16, 16×8×16, 16×16×32.
+    /// vector/strided load variants, bounds checks, every staging, 16×16×16, 16×8×16, 16×16×32,
+    /// the GEMM's tiles and the projection's smaller ones.
     #[test]
     fn coopmat_variants_compile() {
         let compiler = glslang::Compiler::acquire().expect("glslang");
         for input in [DType::F16, DType::BF16] {
             for out in [DType::F32, DType::F16, DType::BF16] {
-                for (tm, tn, tk, bm, bn, bk) in [(16, 16, 16, 128, 128, 32), (16, 8, 16, 128, 128, 64), (16, 16, 32, 128, 128, 64), (16, 16, 16, 256, 128, 32), (16, 8, 16, 128, 256, 32)] {
+                for (tm, tn, tk, bm, bn, bk) in [
+                    (16, 16, 16, 128, 128, 32),
+                    (16, 8, 16, 128, 128, 64),
+                    (16, 16, 32, 128, 128, 64),
+                    (16, 16, 16, 256, 128, 32),
+                    (16, 8, 16, 128, 256, 32),
+                    (16, 16, 16, 64, 64, 64),
+                    (16, 8, 16, 32, 32, 32),
+                    (16, 16, 16, 16, 16, 64),
+                ] {
                     for (a_v8, b_v8, checked) in [(true, true, false), (false, false, true), (true, false, true)] {
                       for staging in [CoopStaging::SharedTyped, CoopStaging::SharedWords, CoopStaging::Global, CoopStaging::ProbeMultiplyOnly] {
                         let plain = CoopCfg { input, out, tm, tn, tk, bm, bn, bk, staging, subgroup: 32, a_v8, b_v8, checked, b_kmajor: false, a_f32: false, epilogue: CoopEpilogue::default() };
@@ -1440,5 +1584,67 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every tile of the projection kernel as `linear_cfgs` builds it for a device with
+    /// cooperative matrices compiles (CI has none: this is where a GLSL error in a small tile
+    /// shows): both input types, the shapes 16×16×16, 16×8×16 and 16×16×32, K steps 64 and
+    /// 32, subgroups of 32 and 64, 16-byte and strided loads, bounds checks, with and without
+    /// the epilogue. Every tile keeps what an output's bits depend on (`pick_linear_tile`).
+    #[test]
+    fn coopmat_linear_tiles_compile() {
+        let compiler = glslang::Compiler::acquire().expect("glslang");
+        let mut compiled = 0;
+        for input in [DType::F16, DType::BF16] {
+            for (tm, tn, tk) in [(16, 16, 16), (16, 8, 16), (16, 16, 32)] {
+                for bk in [64, 32] {
+                    for subgroup in [32, 64] {
+                        let kernel = MatmulKernel::CoopMat { input, m: tm, n: tn, k: tk, bm: 128, bn: 128, bk, staging: CoopStaging::SharedTyped };
+                        // (NVIDIA's Vulkan limit: 48 KiB)
+                        let cfgs = linear_cfgs(kernel, subgroup, 48 << 10);
+                        let tiles: Vec<_> = cfgs.iter().map(|(tile, _)| *tile).collect();
+                        assert_eq!(tiles, COOP_LINEAR_TILES, "{kernel:?} subgroup {subgroup}");
+                        let big = cfgs[0].1;
+                        assert_eq!(big, CoopCfg { b_kmajor: true, a_f32: true, ..CoopCfg::probe(input, tm, tn, tk, 128, 128, bk, CoopStaging::SharedTyped, subgroup) });
+                        for (tile, cfg) in cfgs {
+                            assert_eq!((cfg.bm, cfg.bn), (tile.rows, tile.cols));
+                            assert_eq!((cfg.tm, cfg.tn, cfg.tk, cfg.bk, cfg.staging), (big.tm, big.tn, big.tk, big.bk, big.staging), "{tile:?}");
+                            let (wr, wc) = cfg.warp_grid().unwrap();
+                            let limit = if tile == COOP_LINEAR_TILES[0] { 256 } else { 128 };
+                            assert!(cfg.invocations() <= limit && (cfg.bm / wr) % tm == 0 && (cfg.bn / wc) % tn == 0, "{cfg:?}");
+                            for (a_v8, b_v8, checked) in [(true, true, false), (false, false, true), (true, false, true)] {
+                                for epilogue in [CoopEpilogue::default(), CoopEpilogue { bias: true, gelu: true, residual: true }] {
+                                    let cfg = CoopCfg { a_v8, b_v8, checked, epilogue, ..cfg };
+                                    let source = cfg.source();
+                                    assert!(source.contains(&format!("layout(local_size_x = {}) in;", cfg.invocations())));
+                                    let spirv = crate::kernel::compile_glsl(compiler, "coopmat linear test", &source, crate::kernel::ShaderTarget::Vulkan13)
+                                        .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+                                    assert_eq!(spirv[0], 0x0723_0203, "SPIR-V magic");
+                                    compiled += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(compiled, 2 * 3 * 2 * 2 * 4 * 3 * 2);
+    }
+
+    /// The tile choice: the largest tile whose grid has at least 128 workgroups, else the
+    /// smallest; MiniLM at 32 tokens gets the 16×16 tile, at 64 × 128 tokens 128×128.
+    #[test]
+    fn linear_tile_choice() {
+        let pick = |t, n| pick_linear_tile(&COOP_LINEAR_TILES, t, n).map(|tile| (tile.rows, tile.cols));
+        assert_eq!(pick(32, 384), Some((16, 16)));
+        assert_eq!(pick(32, 1536), Some((16, 16)));
+        assert_eq!(pick(1, 384), Some((16, 16)));
+        assert_eq!(pick(512, 384), Some((32, 32)));
+        assert_eq!(pick(2048, 384), Some((64, 64)));
+        assert_eq!(pick(64 * 128, 384), Some((128, 128)));
+        assert_eq!(pick(64 * 128, 1536), Some((128, 128)));
+        // where some tiles do not fit, among those that do
+        assert_eq!(pick_linear_tile(&COOP_LINEAR_TILES[..2], 32, 384), Some(COOP_LINEAR_TILES[1]));
+        assert_eq!(pick_linear_tile(&[], 32, 384), None);
     }
 }

@@ -185,7 +185,8 @@ fn long_k_and_batches() {
 }
 
 /// Every cooperative-matrix variant the device offers (each listed f32-accumulating shape,
-/// K steps 32 and 64), forced, at odd sizes; nothing to run where there are none (lavapipe).
+/// K steps 32 and 64, the GEMM's tiles and the projection's smaller ones), forced, at odd
+/// sizes; nothing to run where there are none (lavapipe).
 #[test]
 fn every_coopmat_variant() {
     let ctx = ctx();
@@ -202,6 +203,11 @@ fn every_coopmat_variant() {
                 (128, 128, 64, CoopStaging::Global),
                 (256, 128, 32, CoopStaging::SharedTyped),
                 (128, 256, 32, CoopStaging::SharedTyped),
+                // the projection's small tiles (matmul::COOP_LINEAR_TILES), forced for a dot
+                (64, 64, 64, CoopStaging::SharedTyped),
+                (32, 32, 32, CoopStaging::SharedTyped),
+                (16, 16, 64, CoopStaging::SharedTyped),
+                (16, 16, 32, CoopStaging::SharedWords),
             ] {
                 {
                     let kernel = MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging };

@@ -29,6 +29,7 @@ use common::on_engine;
 use common::on_engine_alone;
 use half::{bf16, f16};
 use nx_vulkan_engine::encoder::kernels::{linear_tile, linear_uses_tensor_cores};
+use nx_vulkan_engine::matmul::CoopLinearTile;
 use nx_vulkan_engine::encoder::{Activation, Pooling, Precision};
 use nx_vulkan_engine::*;
 
@@ -133,6 +134,13 @@ fn note_worst(p: Precision, e: f64) {
 
 /// Runs one projection and checks it against the reference; returns the output.
 fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
+    check_linear_on(ctx, c, seed, None)
+}
+
+/// `check_linear` through `record_encoder_linear` (`None`), or through the tensor-core
+/// projection with a forced tile (`Some((tile, bias))`: with the case's epilogue and a bias, or
+/// with no bias either, the kernel's plain store).
+fn check_linear_on(ctx: &Context, c: &LinearCase, seed: u64, coop: Option<(CoopLinearTile, bool)>) -> Vec<f32> {
     let mut rng = Rng(seed);
     let mut x = rng.vec(c.t * c.k, 2.0);
     let mut w = rng.vec(c.n * c.k, 0.5);
@@ -140,7 +148,10 @@ fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
         x.iter_mut().for_each(|v| *v *= 2f32.powi((rng.next() % 49) as i32 - 24));
         w.iter_mut().for_each(|v| *v *= 2f32.powi((rng.next() % 33) as i32 - 16));
     }
-    let b = rng.vec(c.n, 1.0);
+    let mut b = rng.vec(c.n, 1.0);
+    if coop.is_some_and(|(_, bias)| !bias) {
+        b.fill(0.0);
+    }
     let r = rng.vec(c.t * c.n, 1.0);
     let xt = up_f32(ctx, &[c.t, c.k], &x);
     let (wt, w64) = weights(ctx, c.precision, c.n, c.k, &w);
@@ -148,11 +159,17 @@ fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
     let rt = up_f32(ctx, &[c.t, c.n], &r);
     let out = ctx.empty(DType::F32, &[c.t, c.n]).unwrap();
     let mut batch = ctx.batch().unwrap();
-    ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, c.act, c.residual.then_some(&rt), c.precision, &out).unwrap();
+    match coop {
+        None => ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, c.act, c.residual.then_some(&rt), c.precision, &out).unwrap(),
+        Some((tile, bias)) => {
+            let (gelu, res) = (c.act == Activation::Gelu, c.residual.then_some(&rt));
+            ctx.record_coopmat_linear_tiled(&mut batch, &xt, &wt, bias.then_some(&bt), gelu, res, &out, tile).unwrap()
+        }
+    }
     batch.finish().unwrap();
     let got = down(ctx, &out);
     let comp = c.precision == Precision::Compensated;
-    let tensor_cores = linear_uses_tensor_cores(ctx, c.precision);
+    let tensor_cores = coop.is_some() || linear_uses_tensor_cores(ctx, c.precision);
     let wsplit: Vec<(f64, f64)> = if comp { w.iter().map(|&v| split(v)).collect() } else { Vec::new() };
     // (want, tol) after the epilogue for a pre-activation `acc` known to within `tol`
     let finish = |acc: f64, mut tol: f64, t: usize, n: usize| {
@@ -182,7 +199,7 @@ fn check_linear(ctx: &Context, c: &LinearCase, seed: u64) -> Vec<f32> {
                 }
             }
             let g = got[t * c.n + n] as f64;
-            let at = || format!("{:?} T={} N={} K={} wide={} [{t},{n}]", c.precision, c.t, c.n, c.k, c.wide);
+            let at = || format!("{:?} T={} N={} K={} wide={} tile={coop:?} [{t},{n}]", c.precision, c.t, c.n, c.k, c.wide);
             // Tensor cores sum in their own order and may truncate while aligning: 2^-23 per
             // addition (tests/coopmat.rs) instead of f32's 2^-24.
             let per_add = if tensor_cores { 2.0 * U } else { U };
@@ -224,6 +241,82 @@ fn linear_half_precisions_round_activations_and_weights() {
                 check_linear(ctx, &LinearCase { t, n, k, act: Activation::Gelu, residual: true, precision, wide: false }, 101 + i as u64);
                 check_linear(ctx, &LinearCase { t, n, k, act: Activation::None, residual: false, precision, wide: false }, 201 + i as u64);
             }
+        }
+    });
+}
+
+/// Every tile of the tensor-core projection, forced, against the reference at odd sizes
+/// (T = 1, 7, 33, 100; N = 70, 384; K = 37 — strided loads, a K remainder —, 384, 1536), with
+/// bias + GELU + residual and with no epilogue at all. Nothing runs without cooperative
+/// matrices (lavapipe), where a forced tile is an error.
+#[test]
+fn coopmat_linear_every_tile() {
+    on_engine(|ctx| {
+        let mut ran = 0;
+        for precision in [Precision::Fp16, Precision::Bf16] {
+            let tiles = ctx.coopmat_linear_tiles(precision.weight_dtype());
+            assert_eq!(tiles.is_empty(), !linear_uses_tensor_cores(ctx, precision), "{precision:?}");
+            for tile in tiles {
+                for (i, t) in [1, 7, 33, 100].into_iter().enumerate() {
+                    for (j, n) in [70, 384].into_iter().enumerate() {
+                        for (l, k) in [37, 384, 1536].into_iter().enumerate() {
+                            let seed = 401 + (i * 6 + j * 3 + l) as u64;
+                            let case = |act, residual| LinearCase { t, n, k, act, residual, precision, wide: false };
+                            check_linear_on(ctx, &case(Activation::Gelu, true), seed, Some((tile, true)));
+                            check_linear_on(ctx, &case(Activation::None, false), seed, Some((tile, false)));
+                        }
+                    }
+                }
+                ran += 1;
+                eprintln!("checked {precision:?} tile {tile:?}");
+            }
+        }
+        eprintln!("{ran} tensor-core projection tiles checked");
+    });
+}
+
+/// An output's bits do not depend on the tensor-core projection's tile (the tile is chosen
+/// from T: `matmul::pick_linear_tile`): every tile, forced, gives the same bits for the same
+/// rows, with and without the epilogue, at sizes with and without remainders. Without
+/// cooperative matrices a forced tile is refused.
+#[test]
+fn coopmat_linear_tiles_keep_bits() {
+    on_engine(|ctx| {
+        for precision in [Precision::Fp16, Precision::Bf16] {
+            let tiles = ctx.coopmat_linear_tiles(precision.weight_dtype());
+            if tiles.is_empty() {
+                let x = up_f32(ctx, &[1, 8], &[1.0; 8]);
+                let (w, _) = weights(ctx, precision, 2, 8, &[0.5; 16]);
+                let out = ctx.empty(DType::F32, &[1, 2]).unwrap();
+                let mut batch = ctx.batch().unwrap();
+                let tile = CoopLinearTile { rows: 16, cols: 16 };
+                assert!(ctx.record_coopmat_linear_tiled(&mut batch, &x, &w, None, false, None, &out, tile).is_err());
+                continue;
+            }
+            for &(t, n, k) in &[(1, 384, 384), (33, 70, 37), (100, 384, 1536), (257, 1536, 384), (128, 128, 128)] {
+                let mut rng = Rng(23);
+                let x = rng.vec(t * k, 3.0);
+                let w = rng.vec(n * k, 0.5);
+                let b = up_f32(ctx, &[n], &rng.vec(n, 1.0));
+                let res = up_f32(ctx, &[t, n], &rng.vec(t * n, 1.0));
+                let (wt, _) = weights(ctx, precision, n, k, &w);
+                let xt = up_f32(ctx, &[t, k], &x);
+                for epilogue in [false, true] {
+                    let run = |tile: CoopLinearTile| {
+                        let out = ctx.empty(DType::F32, &[t, n]).unwrap();
+                        let mut batch = ctx.batch().unwrap();
+                        let (bias, res) = (epilogue.then_some(&b), epilogue.then_some(&res));
+                        ctx.record_coopmat_linear_tiled(&mut batch, &xt, &wt, bias, epilogue, res, &out, tile).unwrap();
+                        batch.finish().unwrap();
+                        bits(&down(ctx, &out))
+                    };
+                    let first = run(tiles[0]);
+                    for &tile in &tiles[1..] {
+                        assert!(run(tile) == first, "{precision:?} T={t} N={n} K={k} epilogue={epilogue}: {tile:?} differs from {:?}", tiles[0]);
+                    }
+                }
+            }
+            eprintln!("{precision:?}: tiles {tiles:?} give the same bits");
         }
     });
 }
@@ -328,7 +421,9 @@ fn linear_gelu_residual_rows(ctx: &Context, x: &[f32], res: &[f32], wt: &Tensor,
 }
 
 /// The projection's tile depends on T (small grids get small tiles), its arithmetic does not:
-/// the same rows computed in batches on either side of each tile switch give the same bits.
+/// the same rows computed in batches on either side of each tile switch give the same bits —
+/// the portable kernel's tiles (`linear_tile`) and, for fp16/bf16 on tensor cores, the
+/// tensor-core kernel's (`Context::coopmat_linear_tile`).
 #[test]
 fn linear_tile_switch_keeps_bits() {
     on_engine_alone(|ctx| {
@@ -340,35 +435,38 @@ fn linear_tile_switch_keeps_bits() {
         assert!(groups(384, 32) >= 96, "{:?}", linear_tile(384, 32));
         assert_eq!((linear_tile(384, 4096).rows, linear_tile(384, 4096).cols), (64, 64));
         for &(n, k) in &[(384usize, 384usize), (70, 37)] {
-            // the T at which the tile changes
-            let mut switches = Vec::new();
-            for t in 2..5000 {
-                if linear_tile(n, t) != linear_tile(n, t - 1) {
-                    switches.push(t);
-                }
-            }
-            assert_eq!(switches.len(), 2, "N={n}: three tiles over T = 1..5000 ({switches:?})");
-            let big = switches[1] + 1;
-            let mut rng = Rng(17);
-            let x = rng.vec(big * k, 3.0);
-            let w = rng.vec(n * k, 0.5);
-            let b = rng.vec(n, 1.0);
-            let res = rng.vec(big * n, 1.0);
-            let bt = up_f32(ctx, &[n], &b);
             for precision in [Precision::Fp32, Precision::Compensated, Precision::Fp16, Precision::Bf16] {
+                // the tile record_encoder_linear uses for T rows, and the T up to which every
+                // tile is reached (the tensor-core tiles: 128 × 128 from T = 16257 at N = 70)
+                let tensor_cores = linear_uses_tensor_cores(ctx, precision);
+                let tile_of = |t: usize| match tensor_cores {
+                    true => format!("{:?}", ctx.coopmat_linear_tile(precision.weight_dtype(), t, n).unwrap()),
+                    false => format!("{:?}", linear_tile(n, t)),
+                };
+                let (last_t, tile_count) = if tensor_cores { (20_000, ctx.coopmat_linear_tiles(precision.weight_dtype()).len()) } else { (5000, 3) };
+                // the T at which the tile changes
+                let switches: Vec<usize> = (2..last_t).filter(|&t| tile_of(t) != tile_of(t - 1)).collect();
+                assert_eq!(switches.len(), tile_count - 1, "{precision:?} N={n}: {tile_count} tiles over T = 1..{last_t} ({switches:?})");
+                let big = switches[switches.len() - 1] + 1;
+                let mut rng = Rng(17);
+                let x = rng.vec(big * k, 3.0);
+                let w = rng.vec(n * k, 0.5);
+                let b = rng.vec(n, 1.0);
+                let res = rng.vec(big * n, 1.0);
+                let bt = up_f32(ctx, &[n], &b);
                 let (wt, _) = weights(ctx, precision, n, k, &w);
                 let run = |rows: std::ops::Range<usize>| linear_gelu_residual_rows(ctx, &x, &res, &wt, &bt, precision, rows);
                 let all = run(0..big);
-                let mut tiles = vec![linear_tile(n, big)];
+                let mut tiles = vec![tile_of(big)];
                 for &s in &switches {
                     for rows in [0..s - 1, 0..s, big - s..big, big - s + 1..big] {
-                        tiles.push(linear_tile(n, rows.len()));
-                        assert_eq!(run(rows.clone()), all[rows.start * n..rows.end * n], "{precision:?} N={n} K={k} rows {rows:?} ({:?})", linear_tile(n, rows.len()));
+                        tiles.push(tile_of(rows.len()));
+                        assert_eq!(run(rows.clone()), all[rows.start * n..rows.end * n], "{precision:?} N={n} K={k} rows {rows:?} ({})", tile_of(rows.len()));
                     }
                 }
-                tiles.sort_by_key(|t| t.rows);
+                tiles.sort();
                 tiles.dedup();
-                assert_eq!(tiles.len(), 3, "every tile was used");
+                assert_eq!(tiles.len(), tile_count, "every tile was used");
             }
         }
     });
@@ -730,7 +828,25 @@ fn linear_throughput() {
                     let t0 = std::time::Instant::now();
                     run(reps);
                     let s = t0.elapsed().as_secs_f64() / reps as f64;
-                    eprintln!("{precision:?} N={n} K={k} T={t}: {:.1} us, {:.2} TFLOP/s", s * 1e6, 2.0 * (t * n * k) as f64 / s / 1e12);
+                    let flops = 2.0 * (t * n * k) as f64;
+                    let tensor_cores = linear_uses_tensor_cores(ctx, precision);
+                    let tile = if tensor_cores { format!("{:?}", ctx.coopmat_linear_tile(precision.weight_dtype(), t, n)) } else { format!("{:?}", linear_tile(n, t)) };
+                    eprintln!("{precision:?} N={n} K={k} T={t}: {:.1} us, {:.2} TFLOP/s ({tile})", s * 1e6, flops / s / 1e12);
+                    // every tensor-core tile, forced: is the chosen one the fastest?
+                    for tile in if tensor_cores { ctx.coopmat_linear_tiles(precision.weight_dtype()) } else { Vec::new() } {
+                        let run = |reps: usize| {
+                            let mut batch = ctx.batch().unwrap();
+                            for _ in 0..reps {
+                                ctx.record_coopmat_linear_tiled(&mut batch, &x, &w, Some(&b), true, None, &out, tile).unwrap();
+                            }
+                            batch.finish_and_wait().unwrap();
+                        };
+                        run(3);
+                        let t0 = std::time::Instant::now();
+                        run(reps);
+                        let s = t0.elapsed().as_secs_f64() / reps as f64;
+                        eprintln!("    forced {}x{}: {:.1} us, {:.2} TFLOP/s", tile.rows, tile.cols, s * 1e6, flops / s / 1e12);
+                    }
                 }
             }
         }
