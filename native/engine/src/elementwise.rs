@@ -1038,17 +1038,26 @@ fn binary(op: BinaryOp, t: DType, x: &str, y: &str) -> String {
         Kind::Signed => "s64",
         Kind::Unsigned => "u64",
     };
+    // Integers of 32 bits or fewer divide in 32 bits (their values are in range: every node
+    // is wrapped to its type): the same quotient and remainder, without the 64-bit division
+    // routine GPUs emulate — which, inlined more than once, made NVIDIA's compiler refuse
+    // fused s32 kernels on the H200 ("NVVM compilation failed: 3").
+    let div_suffix = match k {
+        Kind::Signed if t.bits() <= 32 => "s32",
+        Kind::Unsigned if t.bits() <= 32 => "u32",
+        _ => suffix,
+    };
     match op {
         BinaryOp::Add => format!("({x}) + ({y})"),
         BinaryOp::Subtract => format!("({x}) - ({y})"),
         BinaryOp::Multiply => format!("({x}) * ({y})"),
-        BinaryOp::Divide => format!("nx_div_{suffix}({x}, {y})"),
+        BinaryOp::Divide => format!("nx_div_{div_suffix}({x}, {y})"),
         BinaryOp::Pow => match k {
             Kind::Float => format!("m_pow({x}, {y})"),
             _ => format!("nx_pow_{suffix}({x}, {y})"),
         },
-        BinaryOp::Remainder => format!("nx_rem_{suffix}({x}, {y})"),
-        BinaryOp::Quotient => format!("nx_quot_{suffix}({x}, {y})"),
+        BinaryOp::Remainder => format!("nx_rem_{div_suffix}({x}, {y})"),
+        BinaryOp::Quotient => format!("nx_quot_{div_suffix}({x}, {y})"),
         BinaryOp::Atan2 => format!("m_atan2({x}, {y})"),
         BinaryOp::Max => format!("nx_max_{suffix}({x}, {y})"),
         BinaryOp::Min => format!("nx_min_{suffix}({x}, {y})"),

@@ -107,6 +107,8 @@ pub(crate) struct KernelStats {
     pub spirv_misses: std::sync::atomic::AtomicU64,
     /// Cache files ignored because they were damaged, truncated or for other source.
     pub spirv_rejected: std::sync::atomic::AtomicU64,
+    /// Pipelines the driver refused to build from valid SPIR-V (its compiler's bugs).
+    pub refused: std::sync::atomic::AtomicU64,
 }
 
 pub struct KernelCache {
@@ -115,6 +117,11 @@ pub struct KernelCache {
     /// glslang's compiler is process-wide; compiles are serialised through this lock.
     compiler: Mutex<&'static glslang::Compiler>,
     kernels: Mutex<HashMap<String, Arc<Kernel>>>,
+    /// Keys whose pipeline the driver refused: asked again, they fail at once instead of
+    /// compiling again (a caller that can split the work does: `Context::record_map_with`).
+    refused: Mutex<std::collections::HashSet<String>>,
+    /// For tests: keys containing this are refused as a driver would refuse them.
+    inject_refusal: Mutex<Option<String>>,
     /// Serialises builds so two threads never compile the same key twice.
     building: Mutex<()>,
     pipeline_cache: Arc<PipelineCache>,
@@ -159,6 +166,8 @@ impl KernelCache {
             layout,
             compiler: Mutex::new(compiler),
             kernels: Mutex::new(HashMap::new()),
+            refused: Mutex::new(Default::default()),
+            inject_refusal: Mutex::new(None),
             building: Mutex::new(()),
             pipeline_cache,
             cache_file,
@@ -179,6 +188,18 @@ impl KernelCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// For tests: from now on, building a kernel whose key contains `needle` fails as if the
+    /// driver had refused it (`None` stops this; keys refused so far stay refused).
+    #[doc(hidden)]
+    pub fn inject_refusal(&self, needle: Option<&str>) {
+        *self.inject_refusal.lock() = needle.map(str::to_string);
+    }
+
+    /// Whether the driver refused to build the pipeline of `key` (glslang accepted its source).
+    pub fn refused(&self, key: &str) -> bool {
+        self.refused.lock().contains(key)
     }
 
     /// The kernel for `key` if it was built before.
@@ -216,6 +237,9 @@ impl KernelCache {
         if let Some(k) = self.kernels.lock().get(key) {
             return Ok(k.clone());
         }
+        if self.refused(key) {
+            return Err(EngineError::Vulkan(format!("compute pipeline {key}: the driver refused to build it (earlier in this process)")));
+        }
         crate::exec::require_deep_stack()?;
         let _building = self.building.lock();
         if let Some(k) = self.kernels.lock().get(key) {
@@ -223,10 +247,16 @@ impl KernelCache {
         }
         let source = source();
         let spirv = self.spirv(key, &source, target)?;
-        let pipeline = match target {
-            ShaderTarget::Vulkan12 => Pipeline::Vulkano(self.vulkano_pipeline(key, &spirv)?),
-            ShaderTarget::Vulkan13 => Pipeline::Raw(self.raw_pipeline(key, &spirv)?),
+        let injected = self.inject_refusal.lock().as_ref().is_some_and(|needle| key.contains(needle.as_str()));
+        let built = match target {
+            _ if injected => Err(EngineError::Vulkan(format!("compute pipeline {key}: refused (injected for a test)"))),
+            ShaderTarget::Vulkan12 => self.vulkano_pipeline(key, &spirv).map(Pipeline::Vulkano),
+            ShaderTarget::Vulkan13 => self.raw_pipeline(key, &spirv).map(Pipeline::Raw),
         };
+        let pipeline = built.inspect_err(|_| {
+            self.refused.lock().insert(key.to_string());
+            self.stats.refused.fetch_add(1, Relaxed);
+        })?;
         let kernel = Arc::new(Kernel { pipeline, name: key.to_string(), local_size, items_per_thread });
         self.kernels.lock().insert(key.to_string(), kernel.clone());
         self.stats.compiled.fetch_add(1, Relaxed);

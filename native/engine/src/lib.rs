@@ -89,6 +89,9 @@ pub struct EngineStats {
     pub spirv_disk_hits: u64,
     pub spirv_disk_misses: u64,
     pub spirv_disk_rejected: u64,
+    /// Pipelines the driver refused to build from SPIR-V glslang accepted (a multi-output
+    /// elementwise kernel is then recorded as one kernel per output, with the same bits).
+    pub refused_kernels: u64,
     /// Submitters (command pool + command buffer + fence) created so far.
     pub submitters: u64,
     /// Submissions queued or running on the device now.
@@ -199,6 +202,7 @@ impl Context {
             spirv_disk_hits: self.kernels.stats.spirv_hits.load(Relaxed),
             spirv_disk_misses: self.kernels.stats.spirv_misses.load(Relaxed),
             spirv_disk_rejected: self.kernels.stats.spirv_rejected.load(Relaxed),
+            refused_kernels: self.kernels.stats.refused.load(Relaxed),
             submitters: self.stats.submitters.load(Relaxed),
             in_flight: self.stream.in_flight() as u64,
             pool: self.pool.stats(),

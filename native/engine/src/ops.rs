@@ -351,7 +351,21 @@ impl Context {
             Some(k) => k,
             None => {
                 let generated = generate(exprs, &accesses, rank, out_access, math)?;
-                self.kernels.get(&generated.key, 256, 1, || generated.source)?
+                match self.kernels.get(&generated.key, 256, 1, || generated.source) {
+                    Ok(k) => k,
+                    // A driver's compiler may refuse a multi-output kernel whose parts it builds
+                    // (NVIDIA's on the H200, "NVVM compilation failed: 3", for a fused graph of
+                    // s32 ops through f64). Each output is its own expression over the same
+                    // inputs, so one kernel per output gives the same bits; the refusal is
+                    // counted (`EngineStats::refused_kernels`) and not retried.
+                    Err(_) if exprs.len() > 1 && self.kernels.refused(&generated.key) => {
+                        for (e, o) in exprs.iter().zip(outputs) {
+                            self.record_map_with(batch, math, std::slice::from_ref(e), inputs, std::slice::from_ref(o))?;
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         };
         let mut p = ParamBlock::new("elementwise");

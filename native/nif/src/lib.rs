@@ -182,6 +182,7 @@ fn stats(env: Env<'_>) -> NifResult<Term<'_>> {
                 (Atom::from_str(env, "spirv_disk_hits")?, s.spirv_disk_hits),
                 (Atom::from_str(env, "spirv_disk_misses")?, s.spirv_disk_misses),
                 (Atom::from_str(env, "spirv_disk_rejected")?, s.spirv_disk_rejected),
+                (Atom::from_str(env, "refused_kernels")?, s.refused_kernels),
                 (Atom::from_str(env, "submitters")?, s.submitters),
                 (Atom::from_str(env, "live_buffers")?, s.pool.live_buffers),
                 (Atom::from_str(env, "live_bytes")?, s.pool.live_bytes),

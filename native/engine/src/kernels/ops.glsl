@@ -212,6 +212,22 @@ uint64_t nx_quot_u64(uint64_t x, uint64_t y) { return (y == 0ul) ? 0ul : (x / y)
 double nx_quot_f64(double x, double y) { return nx_trunc(x / y); }
 int64_t nx_div_s64(int64_t x, int64_t y) { return nx_quot_s64(x, y); }
 uint64_t nx_div_u64(uint64_t x, uint64_t y) { return nx_quot_u64(x, y); }
+// The same for values of 32 bits or fewer (held in 64-bit variables), divided in 32 bits:
+// truncating division and a remainder with the dividend's sign, as above.
+int64_t nx_rem_s32(int64_t x, int64_t y) {
+    if (y == 0l || y == -1l) return 0l;
+    int a = int(x), b = int(y);
+    return int64_t(a - (a / b) * b);
+}
+int64_t nx_quot_s32(int64_t x, int64_t y) {
+    if (y == 0l) return 0l;
+    if (y == -1l) return 0l - x; // 2^31 for the minimum: wrapped by the caller
+    return int64_t(int(x) / int(y));
+}
+uint64_t nx_rem_u32(uint64_t x, uint64_t y) { return (y == 0ul) ? 0ul : uint64_t(uint(x) % uint(y)); }
+uint64_t nx_quot_u32(uint64_t x, uint64_t y) { return (y == 0ul) ? 0ul : uint64_t(uint(x) / uint(y)); }
+int64_t nx_div_s32(int64_t x, int64_t y) { return nx_quot_s32(x, y); }
+uint64_t nx_div_u32(uint64_t x, uint64_t y) { return nx_quot_u32(x, y); }
 
 // Max/min: a NaN operand wins (canonicalised by the caller); otherwise the first operand
 // unless the second is strictly greater/less (Erlang's max/2 and min/2).
