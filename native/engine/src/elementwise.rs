@@ -1040,8 +1040,8 @@ fn binary(op: BinaryOp, t: DType, x: &str, y: &str) -> String {
     };
     // Integers of 32 bits or fewer divide in 32 bits (their values are in range: every node
     // is wrapped to its type): the same quotient and remainder, without the 64-bit division
-    // routine GPUs emulate — which, inlined more than once, made NVIDIA's compiler refuse
-    // fused s32 kernels on the H200 ("NVVM compilation failed: 3").
+    // routine GPUs emulate, on which NVIDIA's compiler refused two fused s32 kernels on the
+    // H200 ("NVVM compilation failed: 3"; with 32-bit division they build).
     let div_suffix = match k {
         Kind::Signed if t.bits() <= 32 => "s32",
         Kind::Unsigned if t.bits() <= 32 => "u32",

@@ -354,10 +354,11 @@ impl Context {
                 match self.kernels.get(&generated.key, 256, 1, || generated.source) {
                     Ok(k) => k,
                     // A driver's compiler may refuse a multi-output kernel whose parts it builds
-                    // (NVIDIA's on the H200, "NVVM compilation failed: 3", for a fused graph of
-                    // s32 ops through f64). Each output is its own expression over the same
-                    // inputs, so one kernel per output gives the same bits; the refusal is
-                    // counted (`EngineStats::refused_kernels`) and not retried.
+                    // (NVIDIA's on the H200 did, "NVVM compilation failed: 3", for a fused graph
+                    // of s32 ops, before s32 division went to 32 bits). Each output is its own
+                    // expression over the same inputs, so one kernel per output gives the same
+                    // bits; the refusal is counted (`EngineStats::refused_kernels`) and not
+                    // retried.
                     Err(_) if exprs.len() > 1 && self.kernels.refused(&generated.key) => {
                         for (e, o) in exprs.iter().zip(outputs) {
                             self.record_map_with(batch, math, std::slice::from_ref(e), inputs, std::slice::from_ref(o))?;
