@@ -734,3 +734,50 @@ fn a_finish_over_empty_rows_reads_its_kept_inputs() {
         assert_eq!(got, ms);
     });
 }
+
+/// A fused reduction whose pipeline crashed NVIDIA's shader compiler on the H200 (driver
+/// 580.159, SIGSEGV in libnvidia-gpucomp; random-graph case 91 of tests/plan.rs): an f64 max
+/// over `select(x < y, y, x)` with the epilogue `select(x < y, y, x) - max`, one invocation
+/// per output. `NX_VULKAN_CRASH_VARIANT` picks it (0) or a variant with one thing changed, so
+/// that running each variant in a process of its own finds the construct. Ignored: a crash
+/// cannot be caught in-process.
+#[test]
+#[ignore]
+fn nvidia_compiler_crash_variants() {
+    let variant: u32 = std::env::var("NX_VULKAN_CRASH_VARIANT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    on_engine(move |ctx| {
+        let t = if variant == 3 { F32 } else { F64 };
+        let (rows, cols) = if variant == 6 { (7, 1000) } else { (7, 13) };
+        let mut rng = Rng(91);
+        let x = upload(ctx, t, &[rows, cols], &random_values(t, rows * cols, &mut rng));
+        let y = upload(ctx, t, &[rows, cols], &random_values(t, rows * cols, &mut rng));
+        let pick = Expr::select(Expr::binary(BinaryOp::Less, Expr::Input(0), Expr::Input(1), U8), Expr::Input(1), Expr::Input(0), t);
+        let prologue = match variant {
+            2 => Expr::Input(0),
+            _ => pick.clone(),
+        };
+        let epilogue = match variant {
+            1 => vec![],
+            2 => vec![Expr::binary(BinaryOp::Subtract, Expr::Input(0), Expr::Input(2), t)],
+            4 => vec![pick.clone()],
+            _ => vec![Expr::binary(BinaryOp::Subtract, pick.clone(), Expr::Input(2), t)],
+        };
+        let op: Reduction = if variant == 5 { ReduceOp::Sum.into() } else { ReduceOp::Max.into() };
+        let out = ctx.empty(t, &[rows]).unwrap();
+        let epi_out: Vec<Tensor> = epilogue.iter().map(|_| ctx.empty(t, &[rows, cols]).unwrap()).collect();
+        let mut batch = ctx.batch().unwrap();
+        let r = FusedReduce {
+            op,
+            prologue,
+            inputs: vec![&x, &y],
+            shape: vec![rows, cols],
+            axes: vec![1],
+            out: &out,
+            epilogue: epilogue.into_iter().zip(epi_out.iter()).collect(),
+        };
+        ctx.record_reduce_fused(&mut batch, &r).unwrap();
+        batch.finish().unwrap();
+        ctx.download(&out).unwrap();
+        eprintln!("variant {variant} built and ran");
+    });
+}
