@@ -94,7 +94,7 @@
 //! for argmax/argmin.
 
 use crate::dtype::{DType, Kind};
-use crate::elementwise::{compute_type, decode_with, embed_exprs, encode_with, libraries, Expr, FloatMath};
+use crate::elementwise::{compute_type, decode_with, embed_exprs, encode_with, libraries, EmbeddedExprs, Expr, FloatMath};
 pub(crate) use crate::elementwise::{buf_type, decode, encode, storage_type, to_domain, wrap};
 use crate::error::{invalid, Result};
 use crate::params::ParamBlock;
@@ -816,7 +816,7 @@ impl Spec {
     fn stream_params(&self, used: &[usize]) -> Vec<String> {
         used.iter()
             .map(|&s| match self.streams[s].kind {
-                StreamKind::Input(j) => format!("{} nx_raw{j}_", storage_type(self.in_types[j])),
+                StreamKind::Input(j) => raw_param(self.in_types[j], j),
                 StreamKind::Flat => "uint i".to_string(),
                 StreamKind::Coord(a) => format!("uint c{a}"),
             })
@@ -827,10 +827,31 @@ impl Spec {
     fn stream_decodes(&self, used: &[usize], s: &mut String) {
         for &u in used {
             if let StreamKind::Input(j) = self.streams[u].kind {
-                let t = self.in_types[j];
-                writeln!(s, "        {} x{j}_ = {};", compute_type(t, self.math), decode_with(t, &format!("nx_raw{j}_"), self.math)).unwrap();
+                self.decode_raw(self.in_types[j], j, s);
             }
         }
+    }
+
+    /// The statement decoding parameter `nx_raw{j}_` (stored bits of type `t`) into `x{j}_`.
+    fn decode_raw(&self, t: DType, j: usize, s: &mut String) {
+        writeln!(s, "        {} x{j}_ = {};", compute_type(t, self.math), decode_with(t, &format!("nx_raw{j}_"), self.math)).unwrap();
+    }
+
+    /// The function `name` evaluating a row-constant part (`part`, embedded as `code`, of type
+    /// `t`) once per output: over its (row-constant) streams and, with `reduced`, the reduced
+    /// value as input `in_types.len()`; it returns the part's stored bits.
+    fn hoisted_fn(&self, name: &str, part: &Expr, code: &EmbeddedExprs, t: DType, reduced: Option<DType>, s: &mut String) {
+        let n = self.in_types.len();
+        let used = self.streams_of(part);
+        let mut params = self.stream_params(&used);
+        params.extend(reduced.map(|rt| raw_param(rt, n)));
+        writeln!(s, "{} {name}({}) {{", storage_type(t), params.join(", ")).unwrap();
+        self.stream_decodes(&used, s);
+        if let Some(rt) = reduced {
+            self.decode_raw(rt, n, s);
+        }
+        s.push_str(&code.body);
+        writeln!(s, "        return {};\n}}", encode_with(t, &code.values[0], self.math)).unwrap();
     }
 
     /// The stored bits of the value reduced at candidate `k` (of type `RAW`).
@@ -993,21 +1014,15 @@ impl Spec {
             writeln!(s, "ACC cand(RAW w) {{ return {cand}; }}").unwrap();
             for (q, h) in pro_hoisted_code.iter().enumerate() {
                 // row-constant part q of the prologue, once per output
-                let used = self.streams_of(&pro_hoisted[q]);
-                let t = pro_hoisted_types[q];
-                writeln!(s, "{} phoist{q}({}) {{", storage_type(t), self.stream_params(&used).join(", ")).unwrap();
-                self.stream_decodes(&used, &mut s);
-                s.push_str(&h.body);
-                writeln!(s, "        return {};\n}}", encode_with(t, &h.values[0], self.math)).unwrap();
+                self.hoisted_fn(&format!("phoist{q}"), &pro_hoisted[q], h, pro_hoisted_types[q], None, &mut s);
             }
             if let Some(pro) = &pro {
                 let mut params = self.stream_params(&pro_streams);
-                params.extend(pro_hoisted_types.iter().enumerate().map(|(q, t)| format!("{} nx_raw{}_", storage_type(*t), n_in + q)));
+                params.extend(pro_hoisted_types.iter().enumerate().map(|(q, t)| raw_param(*t, n_in + q)));
                 writeln!(s, "RAW pro({}) {{", params.join(", ")).unwrap();
                 self.stream_decodes(&pro_streams, &mut s);
                 for (q, t) in pro_hoisted_types.iter().enumerate() {
-                    let j = n_in + q;
-                    writeln!(s, "        {} x{j}_ = {};", compute_type(*t, self.math), decode_with(*t, &format!("nx_raw{j}_"), self.math)).unwrap();
+                    self.decode_raw(*t, n_in + q, &mut s);
                 }
                 s.push_str(&pro.body);
                 writeln!(s, "        return {};\n}}", encode_with(in_t, &pro.values[0], self.math)).unwrap();
@@ -1021,26 +1036,17 @@ impl Spec {
             // The finish at one output: the reduced value arrives as the stored bits of `red_t`.
             let n = self.in_types.len();
             let mut params = self.stream_params(&fin_streams);
-            params.push(format!("{} nx_raw{n}_", storage_type(self.red_t)));
+            params.push(raw_param(self.red_t, n));
             writeln!(s, "{} fin({}) {{", storage_type(self.out), params.join(", ")).unwrap();
             self.stream_decodes(&fin_streams, &mut s);
-            writeln!(s, "        {} x{n}_ = {};", compute_type(self.red_t, self.math), decode_with(self.red_t, &format!("nx_raw{n}_"), self.math)).unwrap();
+            self.decode_raw(self.red_t, n, &mut s);
             s.push_str(&fe.body);
             writeln!(s, "        return {};\n}}", encode_with(self.out, &fe.values[0], self.math)).unwrap();
         }
         for (q, h) in hoisted_code.iter().enumerate() {
-            // Row-constant part q of the epilogue, once per output (its streams are all
-            // row-constant; the reduced value arrives as the stored bits of `out`).
-            let n = self.in_types.len();
-            let used = self.streams_of(&hoisted[q]);
-            let mut params = self.stream_params(&used);
-            params.push(format!("{} nx_raw{n}_", storage_type(self.out)));
-            let t = hoisted_types[q];
-            writeln!(s, "{} hoist{q}({}) {{", storage_type(t), params.join(", ")).unwrap();
-            self.stream_decodes(&used, &mut s);
-            writeln!(s, "        {} x{n}_ = {};", compute_type(self.out, self.math), decode_with(self.out, &format!("nx_raw{n}_"), self.math)).unwrap();
-            s.push_str(&h.body);
-            writeln!(s, "        return {};\n}}", encode_with(t, &h.values[0], self.math)).unwrap();
+            // Row-constant part q of the epilogue, once per output (the reduced value arrives
+            // as the stored bits of `out`).
+            self.hoisted_fn(&format!("hoist{q}"), &hoisted[q], h, hoisted_types[q], Some(self.out), &mut s);
         }
         if let Some(epi) = &epi {
             // Evaluates the epilogue at one element: the reduced value arrives as the stored
@@ -1048,19 +1054,16 @@ impl Spec {
             // row-constant parts as their stored bits.
             let n = self.in_types.len();
             let mut params = self.stream_params(&epi_streams);
-            params.push(format!("{} nx_raw{n}_", storage_type(self.out)));
-            for (q, t) in hoisted_types.iter().enumerate() {
-                params.push(format!("{} nx_raw{}_", storage_type(*t), n + 1 + q));
-            }
+            params.push(raw_param(self.out, n));
+            params.extend(hoisted_types.iter().enumerate().map(|(q, t)| raw_param(*t, n + 1 + q)));
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
                 params.push(format!("out {} y{q}", storage_type(*t)));
             }
             writeln!(s, "void epi({}) {{", params.join(", ")).unwrap();
             self.stream_decodes(&epi_streams, &mut s);
-            writeln!(s, "        {} x{n}_ = {};", compute_type(self.out, self.math), decode_with(self.out, &format!("nx_raw{n}_"), self.math)).unwrap();
+            self.decode_raw(self.out, n, &mut s);
             for (q, t) in hoisted_types.iter().enumerate() {
-                let j = n + 1 + q;
-                writeln!(s, "        {} x{j}_ = {};", compute_type(*t, self.math), decode_with(*t, &format!("nx_raw{j}_"), self.math)).unwrap();
+                self.decode_raw(*t, n + 1 + q, &mut s);
             }
             s.push_str(&epi.body);
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
@@ -1277,6 +1280,11 @@ impl Spec {
         let all: Vec<usize> = exprs.iter().flat_map(|e| self.streams_of(e)).collect();
         (0..self.streams.len()).filter(|u| all.contains(u)).collect()
     }
+}
+
+/// The parameter holding input `j`'s stored bits (of type `t`): `nx_raw{j}_`.
+fn raw_param(t: DType, j: usize) -> String {
+    format!("{} nx_raw{j}_", storage_type(t))
 }
 
 /// `e` with each maximal row-constant subexpression that is not a leaf (it reads only inputs
