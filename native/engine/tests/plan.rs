@@ -189,10 +189,7 @@ fn reductions_and_dots_are_boundaries_between_fused_regions() {
         let x = b.param(t, &[33, 70]);
         let w = b.param(t, &[70, 9]);
         let bias = b.param(t, &[9]);
-        let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[33, 1], t);
-        let d = b.bin(BinaryOp::Subtract, x, m);
-        let e = b.un(UnaryOp::Exp, d);
-        let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[33, 1], t);
+        let (_, e, s) = max_exp_sum(&mut b, x);
         let sm = b.bin(BinaryOp::Divide, e, s);
         let dot = b.node(
             PlanOp::Dot { contract_a: vec![1], batch_a: vec![], contract_b: vec![0], batch_b: vec![] },
@@ -219,14 +216,22 @@ fn reductions_and_dots_are_boundaries_between_fused_regions() {
     });
 }
 
-/// Softmax over the last axis of a `[rows, cols]` tensor: max, then exp(x - max) / sum.
-fn softmax_graph(t: DType, rows: usize, cols: usize) -> G {
-    let mut b = G::default();
-    let x = b.param(t, &[rows, cols]);
+/// The row maximum `m` of a `[rows, cols]` node `x`, `e = exp(x - m)` and its row sum `s`
+/// (softmax is `e / s`, logsumexp `log(s) + m`).
+fn max_exp_sum(b: &mut G, x: usize) -> (usize, usize, usize) {
+    let (t, rows) = (b.t(x), b.shape(x)[0]);
     let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
     let d = b.bin(BinaryOp::Subtract, x, m);
     let e = b.un(UnaryOp::Exp, d);
     let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+    (m, e, s)
+}
+
+/// Softmax over the last axis of a `[rows, cols]` tensor: max, then exp(x - max) / sum.
+fn softmax_graph(t: DType, rows: usize, cols: usize) -> G {
+    let mut b = G::default();
+    let x = b.param(t, &[rows, cols]);
+    let (_, e, s) = max_exp_sum(&mut b, x);
     let sm = b.bin(BinaryOp::Divide, e, s);
     b.out(sm);
     b
@@ -290,10 +295,7 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
                 // logsumexp (keep form): log(sum(exp(x - m))) + m, the sum finished in its kernel
                 let mut b = G::default();
                 let x = b.param(t, &[rows, cols]);
-                let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
-                let d = b.bin(BinaryOp::Subtract, x, m);
-                let e = b.un(UnaryOp::Exp, d);
-                let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
+                let (m, _, s) = max_exp_sum(&mut b, x);
                 let l = b.un(UnaryOp::Log, s);
                 let lse = b.bin(BinaryOp::Add, l, m);
                 b.out(lse);
@@ -510,15 +512,7 @@ fn host_time_of_runs() {
     on_engine_alone(|ctx| {
         let t = F32;
         let (rows, cols) = (64, 128);
-        let mut b = G::default();
-        let x = b.param(t, &[rows, cols]);
-        let m = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes: vec![1] }, &[x], &[rows, 1], t);
-        let d = b.bin(BinaryOp::Subtract, x, m);
-        let e = b.un(UnaryOp::Exp, d);
-        let s = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[e], &[rows, 1], t);
-        let sm = b.bin(BinaryOp::Divide, e, s);
-        b.out(sm);
-        let plan = Plan::new(b.g, PlanOptions::default()).unwrap();
+        let plan = Plan::new(softmax_graph(t, rows, cols).g, PlanOptions::default()).unwrap();
         let xin = ctx.upload(t, &[rows, cols], &vec![0u8; rows * cols * 4]).unwrap();
         for _ in 0..5 {
             plan.run(ctx, std::slice::from_ref(&xin)).unwrap();
