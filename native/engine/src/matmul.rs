@@ -566,29 +566,15 @@ impl Context {
         residual: Option<&Tensor>,
         out: &Tensor,
     ) -> Result<()> {
-        self.record_coopmat_linear_on(batch, x, w, bias, gelu, residual, out, None)
+        self.record_coopmat_linear_tiled(batch, x, w, bias, gelu, residual, out, None)
     }
 
-    /// [`Context::record_coopmat_linear`] with the workgroup tile forced (one of
-    /// [`Context::coopmat_linear_tiles`]; an error otherwise): for tests that compare tiles.
+    /// [`Context::record_coopmat_linear`] with the workgroup tile forced when `forced` names
+    /// one (one of [`Context::coopmat_linear_tiles`]; an error otherwise): for tests that
+    /// compare tiles. `None` is the tile `record_coopmat_linear` picks.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     pub fn record_coopmat_linear_tiled(
-        &self,
-        batch: &mut Batch<'_>,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        gelu: bool,
-        residual: Option<&Tensor>,
-        out: &Tensor,
-        tile: CoopLinearTile,
-    ) -> Result<()> {
-        self.record_coopmat_linear_on(batch, x, w, bias, gelu, residual, out, Some(tile))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn record_coopmat_linear_on(
         &self,
         batch: &mut Batch<'_>,
         x: &Tensor,

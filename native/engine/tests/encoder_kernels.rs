@@ -163,7 +163,7 @@ fn check_linear_on(ctx: &Context, c: &LinearCase, seed: u64, coop: Option<(CoopL
         None => ctx.record_encoder_linear(&mut batch, &xt, &wt, &bt, c.act, c.residual.then_some(&rt), c.precision, &out).unwrap(),
         Some((tile, bias)) => {
             let (gelu, res) = (c.act == Activation::Gelu, c.residual.then_some(&rt));
-            ctx.record_coopmat_linear_tiled(&mut batch, &xt, &wt, bias.then_some(&bt), gelu, res, &out, tile).unwrap()
+            ctx.record_coopmat_linear_tiled(&mut batch, &xt, &wt, bias.then_some(&bt), gelu, res, &out, Some(tile)).unwrap()
         }
     }
     batch.finish().unwrap();
@@ -290,7 +290,7 @@ fn coopmat_linear_tiles_keep_bits() {
                 let out = ctx.empty(DType::F32, &[1, 2]).unwrap();
                 let mut batch = ctx.batch().unwrap();
                 let tile = CoopLinearTile { rows: 16, cols: 16 };
-                assert!(ctx.record_coopmat_linear_tiled(&mut batch, &x, &w, None, false, None, &out, tile).is_err());
+                assert!(ctx.record_coopmat_linear_tiled(&mut batch, &x, &w, None, false, None, &out, Some(tile)).is_err());
                 continue;
             }
             for &(t, n, k) in &[(1, 384, 384), (33, 70, 37), (100, 384, 1536), (257, 1536, 384), (128, 128, 128)] {
@@ -306,7 +306,7 @@ fn coopmat_linear_tiles_keep_bits() {
                         let out = ctx.empty(DType::F32, &[t, n]).unwrap();
                         let mut batch = ctx.batch().unwrap();
                         let (bias, res) = (epilogue.then_some(&b), epilogue.then_some(&res));
-                        ctx.record_coopmat_linear_tiled(&mut batch, &xt, &wt, bias, epilogue, res, &out, tile).unwrap();
+                        ctx.record_coopmat_linear_tiled(&mut batch, &xt, &wt, bias, epilogue, res, &out, Some(tile)).unwrap();
                         batch.finish().unwrap();
                         bits(&down(ctx, &out))
                     };
@@ -837,7 +837,7 @@ fn linear_throughput() {
                         let run = |reps: usize| {
                             let mut batch = ctx.batch().unwrap();
                             for _ in 0..reps {
-                                ctx.record_coopmat_linear_tiled(&mut batch, &x, &w, Some(&b), true, None, &out, tile).unwrap();
+                                ctx.record_coopmat_linear_tiled(&mut batch, &x, &w, Some(&b), true, None, &out, Some(tile)).unwrap();
                             }
                             batch.finish_and_wait().unwrap();
                         };
