@@ -874,6 +874,11 @@ impl Spec {
     /// stream among `need` that is not row-constant (`e{k}_{s}`) and loading the inputs'
     /// bits (`w{k}_{s}`).
     fn fetch(&self, need: &[usize], k: &str, indent: &str, s: &mut String) {
+        self.fetch_from("in", need, k, indent, s)
+    }
+
+    /// [`Spec::fetch`] through the buffer references named `{buffers}{u}`.
+    fn fetch_from(&self, buffers: &str, need: &[usize], k: &str, indent: &str, s: &mut String) {
         let walk: Vec<usize> = need.iter().copied().filter(|&u| !self.streams[u].row_const).collect();
         if walk.is_empty() {
             return;
@@ -895,7 +900,7 @@ impl Spec {
         writeln!(s, "{indent}}}").unwrap();
         for &u in &walk {
             if let StreamKind::Input(j) = self.streams[u].kind {
-                writeln!(s, "{indent}{} w{k}_{u} = in{u}.v[e{k}_{u}];", storage_type(self.in_types[j])).unwrap();
+                writeln!(s, "{indent}{} w{k}_{u} = {buffers}{u}.v[e{k}_{u}];", storage_type(self.in_types[j])).unwrap();
             }
         }
     }
@@ -1251,9 +1256,22 @@ impl Spec {
                 let args: Vec<String> = self.streams_of(&hoisted[q]).iter().map(|&u| self.stream_var(u, "f")).collect();
                 writeln!(s, "        {} h{q} = hoist{q}({}res);", storage_type(*t), args.iter().map(|a| format!("{a}, ")).collect::<String>()).unwrap();
             }
+            // The epilogue reads its inputs through references of its own, loaded again from
+            // the parameter block. NVIDIA's shader compiler (driver 580.159) crashed (SIGSEGV,
+            // so the whole process) on a PerOutput f64 max whose epilogue loop re-read the
+            // reduction loop's inputs through the same references; with references of its own
+            // the same kernel builds (stop 21, run 2: bench/results/2026-12-02-h200-stop21).
+            for &u in &epi_streams {
+                if let StreamKind::Input(j) = self.streams[u].kind {
+                    if !self.streams[u].row_const {
+                        let b = buf_type(self.in_types[j]);
+                        writeln!(s, "        {b} ein{u} = {b}(ParamsU64(pc.params).v[{}]);", 1 + u).unwrap();
+                    }
+                }
+            }
             let (first, step) = if per_output { ("0u", 1) } else { ("t", LOCAL as usize) };
             writeln!(s, "        for (uint cy = {first}; cy < uint(R); cy += {step}u) {{").unwrap();
-            self.fetch(&epi_streams, "y", "            ", &mut s);
+            self.fetch_from("ein", &epi_streams, "y", "            ", &mut s);
             let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, "y")).collect();
             args.push("res".to_string());
             args.extend((0..hoisted.len()).map(|q| format!("h{q}")));

@@ -738,9 +738,13 @@ fn a_finish_over_empty_rows_reads_its_kept_inputs() {
 /// A fused reduction whose pipeline crashed NVIDIA's shader compiler on the H200 (driver
 /// 580.159, SIGSEGV in libnvidia-gpucomp; random-graph case 91 of tests/plan.rs): an f64 max
 /// over `select(x < y, y, x)` with the epilogue `select(x < y, y, x) - max`, one invocation
-/// per output. `NX_VULKAN_CRASH_VARIANT` picks it (0) or a variant with one thing changed, so
-/// that running each variant in a process of its own finds the construct. Ignored: a crash
-/// cannot be caught in-process.
+/// per output. `NX_VULKAN_CRASH_VARIANT` picks it (0) or a variant with one thing changed, run
+/// each in a process of its own. Variants 0 (the kernel) and 4 (the epilogue is the select
+/// alone) crashed; built from the saved source, the kernel crashed unless its main loop was not
+/// unrolled, its NaN test was removed, its epilogue loop was removed, or the epilogue read its
+/// inputs through references of its own — which the generator now does: since then all seven
+/// build and run on the H200 (stop 21, bench/results/2026-12-02-h200-stop21). Ignored: a
+/// regression would crash the process, which no test can catch in-process.
 #[test]
 #[ignore]
 fn nvidia_compiler_crash_variants() {
