@@ -334,7 +334,8 @@ fn random_graphs_fused_equal_unfused() {
     on_engine(move |ctx| {
         let mut total_kernels = 0;
         let mut total_unfused = 0;
-        // NX_VULKAN_PLAN_FIRST_CASE skips to a case (to rerun one that failed)
+        // NX_VULKAN_PLAN_FIRST_CASE skips to a case (to rerun one that failed);
+        // NX_VULKAN_PLAN_SHOW prints each case's graph
         let first: u64 = std::env::var("NX_VULKAN_PLAN_FIRST_CASE").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
         for case in first..cases {
             eprintln!("case {case}");
@@ -424,6 +425,8 @@ fn random_graphs_fused_equal_unfused() {
                             );
                             b.bin(BinaryOp::Add, d, last)
                         } else {
+                            // a 2-d node (`a` may be the [c] row broadcast: then the chain's last)
+                            let (a, s) = if s.len() == 2 { (a, s) } else { (last, vec![r, c]) };
                             let tr = b.node(PlanOp::Transpose(vec![1, 0]), &[a], &[s[1], s[0]], t);
                             b.node(PlanOp::Transpose(vec![1, 0]), &[tr], &s, t)
                         }
@@ -441,6 +444,13 @@ fn random_graphs_fused_equal_unfused() {
                 if !b.g.outputs.contains(&o) {
                     b.out(o);
                 }
+            }
+            if std::env::var_os("NX_VULKAN_PLAN_SHOW").is_some() {
+                // the case's graph, node by node (to study one that fails on a device)
+                for (i, n) in b.g.nodes.iter().enumerate() {
+                    eprintln!("  {i}: {:?} {:?} {:?} {}", n.op, n.args, n.shape, n.dtype);
+                }
+                eprintln!("  outputs {:?}", b.g.outputs);
             }
             let ins: Vec<Tensor> = b.g.params.clone().iter().map(|(t, s)| upload(ctx, *t, s, &values(*t, s.iter().product(), &mut rng))).collect();
             let (fused, unfused, summary, _) = run_both(ctx, &b.g, &ins);
@@ -548,10 +558,12 @@ fn host_time_of_runs() {
 fn row_kernels_device_time() {
     on_engine_alone(|ctx| {
         let (rows, cols) = (4096, 1024);
-        let mut rng = Rng(3);
-        let x = upload(ctx, F32, &[rows, cols], &random_values(F32, rows * cols, &mut rng));
-        let g = upload(ctx, F32, &[cols], &random_values(F32, cols, &mut rng));
-        let bias = upload(ctx, F32, &[cols], &random_values(F32, cols, &mut rng));
+        // finite data as a model sees it (random bits would be NaN or Inf in many rows, which
+        // the math library answers early)
+        let finite = |n: usize, seed: usize| -> Vec<u64> { (0..n).map(|i| ((((i * 7919 + seed) % 1000) as f32 / 250.0 - 2.0).to_bits()) as u64).collect() };
+        let x = upload(ctx, F32, &[rows, cols], &finite(rows * cols, 0));
+        let g = upload(ctx, F32, &[cols], &finite(cols, 1));
+        let bias = upload(ctx, F32, &[cols], &finite(cols, 2));
         let cases = [("softmax", softmax_graph(F32, rows, cols), vec![x.clone()]), ("layernorm", layernorm_graph(F32, rows, cols), vec![x.clone(), g, bias])];
         let mut best: std::collections::BTreeMap<String, (f64, Vec<(f64, String)>)> = Default::default();
         for round in 0..3 {
@@ -681,5 +693,176 @@ fn a_refused_multi_output_kernel_is_split() {
         // (and where the fused kernel builds, its outputs are those of the same expressions)
         let fused_again: Vec<Vec<u64>> = exprs.iter().map(|e| download(ctx, &ctx.map(e, &[&x, &y]).unwrap())).collect();
         assert_eq!(fused, fused_again);
+    });
+}
+
+/// What a row reduction over 4096 × 1024 f32 could cost on this device: hand-written kernels
+/// (not generated) that vary one thing at a time — invocations per row (256, 128, 64, 32),
+/// f32 or double accumulation (double after our exact f32 decode, as the generated kernels
+/// do), a fixed or a run-time row length, the shared-memory tree or subgroup shuffles — beside
+/// the generated plain sum and max, and a one-kernel softmax (row in registers) beside the
+/// compiled softmax. Device time per run, best of interleaved rounds. Ignored: a measurement.
+#[test]
+#[ignore]
+fn row_reduction_layouts() {
+    on_engine_alone(|ctx| {
+        let (rows, cols) = (4096usize, 1024usize);
+        // finite values: the sums are checked against a CPU sum
+        let host: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1000) as f32 / 250.0 - 2.0).collect();
+        let x = upload(ctx, F32, &[rows, cols], &host.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>());
+        let sums = ctx.empty(F32, &[rows]).unwrap();
+        let y = ctx.empty(F32, &[rows, cols]).unwrap();
+        // (name, rows per dispatch item... ) variants: tpr, acc, unrolled, shuffle, softmax
+        struct V {
+            name: String,
+            tpr: u32,
+            double: bool,
+            fixed: bool,
+            shuffle: bool,
+            softmax: bool,
+            /// which of our f32 library's nxf_sub, nxf_exp, nxf_div replace the driver's
+            library: [bool; 3],
+        }
+        let mut variants = vec![];
+        for tpr in [256u32, 128, 64, 32] {
+            for double in [false, true] {
+                for fixed in [true, false] {
+                    variants.push(V { name: format!("sum tpr{tpr} {} {}", if double { "f64" } else { "f32" }, if fixed { "fixed" } else { "loop" }), tpr, double, fixed, shuffle: false, softmax: false, library: [false; 3] });
+                }
+            }
+            variants.push(V { name: format!("sum tpr{tpr} f64 fixed shuffle"), tpr, double: true, fixed: true, shuffle: true, softmax: false, library: [false; 3] });
+            for library in [[false; 3], [true; 3], [true, false, false], [false, true, false], [false, false, true]] {
+                if library != [false; 3] && library != [true; 3] && tpr != 64 {
+                    continue;
+                }
+                let names = ["sub", "exp", "div"].iter().zip(library).filter(|(_, on)| *on).map(|(n, _)| format!(" nxf_{n}")).collect::<String>();
+                let name = format!("softmax tpr{tpr} f32 fixed{names}");
+                variants.push(V { name, tpr, double: false, fixed: true, shuffle: false, softmax: true, library });
+            }
+        }
+        let source = |v: &V| -> String {
+            let mut s = nx_vulkan_engine::kernels::numeric_prelude();
+            s.push_str("#extension GL_KHR_shader_subgroup_shuffle : require\n");
+            s.push_str(nx_vulkan_engine::kernels::MATH_F32);
+            let sub = if v.library[0] { "nxf_sub" } else { "" };
+            let exp = if v.library[1] { "nxf_exp" } else { "exp" };
+            let div = if v.library[2] { "nxf_div" } else { "" };
+            s.push_str(&format!("float f_sub(float a, float b) {{ return {}; }}\nfloat f_exp(float a) {{ return {exp}(a); }}\nfloat f_div(float a, float b) {{ return {}; }}\n", if sub.is_empty() { "a - b".to_string() } else { format!("{sub}(a, b)") }, if div.is_empty() { "a / b".to_string() } else { format!("{div}(a, b)") }));
+            let acc = if v.double { "double" } else { "float" };
+            let dec = if v.double { "nx_f32_to_f64(w)" } else { "uintBitsToFloat(w)" };
+            s.push_str(&format!("#define TPR {}u\n#define ACCT {acc}\n#define COLS {cols}u\nACCT dec(uint w) {{ return ACCT({dec}); }}\n", v.tpr));
+            s.push_str("shared ACCT s_v[256];\nlayout(local_size_x = 256) in;\n");
+            s.push_str("ACCT row_total(ACCT a, uint t, uint lane) {\n");
+            if v.shuffle {
+                s.push_str("    uint sg = gl_SubgroupSize;\n    for (uint h = sg / 2u; h > 0u; h >>= 1) a += subgroupShuffleXor(a, h);\n");
+                s.push_str("    if (TPR <= sg) return a;\n    if (t % sg == 0u) s_v[t / sg] = a;\n    barrier();\n");
+                s.push_str("    uint per = TPR / sg; ACCT r = s_v[(t / TPR) * per];\n    for (uint k = 1u; k < per; k++) r += s_v[(t / TPR) * per + k];\n    barrier();\n    return r;\n}\n");
+            } else {
+                s.push_str("    s_v[t] = a; barrier();\n    for (uint h = TPR / 2u; h > 0u; h >>= 1) { if (lane < h) s_v[t] += s_v[t + h]; barrier(); }\n");
+                s.push_str("    ACCT r = s_v[t - lane]; barrier();\n    return r;\n}\n");
+            }
+            if v.softmax {
+                s.push_str("ACCT row_max(ACCT a, uint t, uint lane) {\n    s_v[t] = a; barrier();\n    for (uint h = TPR / 2u; h > 0u; h >>= 1) { if (lane < h) s_v[t] = max(s_v[t], s_v[t + h]); barrier(); }\n    ACCT r = s_v[t - lane]; barrier();\n    return r;\n}\n");
+            }
+            s.push_str("void main() {\n    BufU32 src = BufU32(ParamsU64(pc.params).v[0]); BufU32 dst = BufU32(ParamsU64(pc.params).v[1]);\n");
+            s.push_str("    uint cols = uint(ParamsI32(pc.params + 16ul).v[0]);\n");
+            s.push_str("    uint t = gl_LocalInvocationID.x; uint lane = t % TPR; uint row = gl_WorkGroupID.x * (256u / TPR) + t / TPR;\n");
+            s.push_str("    bool live = row < pc.count; uint base = row * COLS;\n");
+            if v.softmax {
+                s.push_str("    float e[COLS / TPR];\n    float m = uintBitsToFloat(0xFF800000u);\n");
+                s.push_str("    [[unroll]] for (uint k = 0u; k < COLS / TPR; k++) { e[k] = live ? uintBitsToFloat(src.v[base + lane + k * TPR]) : 0.0; m = max(m, e[k]); }\n");
+                s.push_str("    m = row_max(m, t, lane);\n    float z = 0.0;\n");
+                s.push_str("    [[unroll]] for (uint k = 0u; k < COLS / TPR; k++) { e[k] = f_exp(f_sub(e[k], m)); z += e[k]; }\n");
+                s.push_str("    z = row_total(z, t, lane);\n");
+                s.push_str("    if (live) { [[unroll]] for (uint k = 0u; k < COLS / TPR; k++) dst.v[base + lane + k * TPR] = floatBitsToUint(f_div(e[k], z)); }\n}\n");
+            } else {
+                s.push_str("    ACCT a = ACCT(0);\n    if (live) {\n");
+                if v.fixed {
+                    s.push_str("        uint w[COLS / TPR];\n        [[unroll]] for (uint k = 0u; k < COLS / TPR; k++) w[k] = src.v[base + lane + k * TPR];\n");
+                    s.push_str("        [[unroll]] for (uint k = 0u; k < COLS / TPR; k++) a += dec(w[k]);\n");
+                } else {
+                    s.push_str("        for (uint c = lane; c < cols; c += TPR) a += dec(src.v[base + c]);\n");
+                }
+                s.push_str("    }\n    a = row_total(a, t, lane);\n    if (live && lane == 0u) dst.v[row] = floatBitsToUint(float(a));\n}\n");
+            }
+            s
+        };
+        let kernels: Vec<_> = variants.iter().map(|v| ctx.kernels.get(&format!("row layout bench {}", v.name), 256, 256 / v.tpr, || source(v)).unwrap()).collect();
+        let time = |f: &dyn Fn(&mut submit::Batch<'_>)| -> f64 {
+            for _ in 0..3 {
+                let mut b = ctx.batch().unwrap();
+                f(&mut b);
+                b.finish().unwrap();
+            }
+            ctx.synchronize().unwrap();
+            ctx.stream.profile_start().unwrap();
+            for _ in 0..20 {
+                let mut b = ctx.batch().unwrap();
+                f(&mut b);
+                b.finish().unwrap();
+            }
+            let p = ctx.stream.profile_stop().unwrap();
+            p.iter().map(|k| k.device_ns).sum::<f64>() / 20.0 / 1e3
+        };
+        let mut best: std::collections::BTreeMap<String, f64> = Default::default();
+        let softmax = softmax_graph(F32, rows, cols);
+        for round in 0..4 {
+            // warm-up: the clocks rise under load
+            let t0 = std::time::Instant::now();
+            while round == 0 && t0.elapsed().as_secs_f64() < 0.5 {
+                ctx.reduce(ReduceOp::Sum, &x, &[1], false, F32).unwrap();
+                ctx.synchronize().unwrap();
+            }
+            for (v, k) in variants.iter().zip(&kernels) {
+                let us = time(&|b| {
+                    let out = if v.softmax { &y } else { &sums };
+                    let mut p = params::ParamBlock::new("bench");
+                    p.addr(x.buffer().address()).addr(out.buffer().address());
+                    p.i32(cols).unwrap();
+                    b.dispatch_grid(k, p.bytes(), rows as u32, [(rows as u32) / (256 / v.tpr), 1, 1]).unwrap();
+                });
+                let e = best.entry(v.name.clone()).or_insert(f64::MAX);
+                *e = e.min(us);
+                if round == 0 {
+                    let got = download(ctx, if v.softmax { &y } else { &sums });
+                    for r in (0..rows).step_by(97) {
+                        let row = &host[r * cols..(r + 1) * cols];
+                        let (want, have) = if v.softmax {
+                            (1.0, (0..cols).map(|c| f32::from_bits(got[r * cols + c] as u32) as f64).sum::<f64>())
+                        } else {
+                            (row.iter().map(|&v| v as f64).sum::<f64>(), f32::from_bits(got[r] as u32) as f64)
+                        };
+                        assert!((want - have).abs() <= 1e-3 * (1.0 + want.abs()), "{}: row {r}: {have} against {want}", v.name);
+                    }
+                }
+            }
+            for (name, op) in [("generated sum exact", ReduceOp::Sum), ("generated max exact", ReduceOp::Max)] {
+                let us = time(&|b| ctx.record_reduce(b, op, &x, &[1], &sums).unwrap());
+                let e = best.entry(name.to_string()).or_insert(f64::MAX);
+                *e = e.min(us);
+            }
+            for (name, options) in [("compiled softmax exact", PlanOptions::default()), ("compiled softmax fast", FAST)] {
+                let plan = Plan::new(softmax.g.clone(), options).unwrap();
+                plan.run(ctx, &[x.clone()]).unwrap();
+                ctx.synchronize().unwrap();
+                ctx.stream.profile_start().unwrap();
+                for _ in 0..20 {
+                    plan.run(ctx, &[x.clone()]).unwrap();
+                }
+                let p = ctx.stream.profile_stop().unwrap();
+                let us = p.iter().map(|k| k.device_ns).sum::<f64>() / 20.0 / 1e3;
+                let e = best.entry(name.to_string()).or_insert(f64::MAX);
+                *e = e.min(us);
+                if round == 3 {
+                    for k in &p {
+                        eprintln!("ROWLAYOUT   {name}: {:.1} us {}", k.device_ns / 1e3 / k.runs as f64, k.name.chars().take(100).collect::<String>());
+                    }
+                }
+            }
+        }
+        // the hand-written sums are checked against each other (same values, any order)
+        for (name, us) in &best {
+            eprintln!("ROWLAYOUT {us:8.1} us  {name}");
+        }
     });
 }
