@@ -243,6 +243,17 @@ fn remap_inputs(e: &Expr, f: &impl Fn(usize) -> usize) -> Expr {
     }
 }
 
+/// Whether `e` reads an iota anywhere.
+fn reads_iota(e: &Expr) -> bool {
+    match e {
+        Expr::Iota { .. } => true,
+        Expr::Input(_) | Expr::Const { .. } => false,
+        Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => reads_iota(arg),
+        Expr::Binary { lhs, rhs, .. } => reads_iota(lhs) || reads_iota(rhs),
+        Expr::Select { pred, on_true, on_false, .. } => reads_iota(pred) || reads_iota(on_true) || reads_iota(on_false),
+    }
+}
+
 struct Scheduler<'g> {
     g: &'g Graph,
     materialised: Vec<bool>,
@@ -745,6 +756,11 @@ impl Scheduler<'_> {
         let group = Group { shape: fshape.clone(), roots: vec![] };
         let mut local = vec![];
         let expr = self.expr(f, &group, &mut local, true);
+        if reads_iota(&expr) {
+            // a finish runs once per output, where the kernel has no element index to give an
+            // iota (record_reduce_finished refuses it): `f` stays a kernel of its own
+            return false;
+        }
         // the finish's inputs join the reduction's, seen along its kept axes
         let Step::Reduce { inputs, finish, .. } = &mut self.steps[k] else { return false };
         let index: Vec<usize> = local

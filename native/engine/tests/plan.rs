@@ -479,6 +479,40 @@ fn random_graphs_fused_equal_unfused() {
     });
 }
 
+/// An elementwise node of the reduced shape that reads an iota is not taken as the reduction's
+/// finish (a finish runs once per output, without an element index: random-graph case 330
+/// failed with "fused reduction finish reads an iota"); it runs as a kernel of its own and the
+/// values are the CPU's: each row's max plus its column index.
+#[test]
+fn a_finish_reading_an_iota_stays_a_kernel() {
+    on_engine(|ctx| {
+        let (r, c) = (5, 3);
+        for keep in [1usize, 2] {
+            // keep = 1: reduced shape [r, 1] (iota along the kept axis 1 is all zeros); 2: over [r, 2]
+            let mut b = G::default();
+            let x = b.param(F32, &[r, c * keep]);
+            let shape = if keep == 1 { vec![r, 1] } else { vec![r, 2] };
+            let xs = if keep == 1 { x } else { b.node(PlanOp::Reshape, &[x], &[r, 2, c], F32) };
+            let axes = if keep == 1 { vec![1] } else { vec![2] };
+            let red = b.node(PlanOp::Reduce { op: ReduceOp::Max, axes }, &[xs], &shape, F32);
+            let io = b.node(PlanOp::Iota(Some(1)), &[], &shape, F32);
+            let f = b.bin(BinaryOp::Add, red, io);
+            b.out(f);
+            let host: Vec<f32> = (0..r * c * keep).map(|i| ((i * 37) % 11) as f32 - 4.5).collect();
+            let input = upload(ctx, F32, &[r, c * keep], &host.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>());
+            let (fused, unfused, _, _) = run_both(ctx, &b.g, &[input]);
+            assert_eq!(fused, unfused);
+            let want: Vec<u64> = (0..r * keep)
+                .map(|o| {
+                    let row = &host[o * c..(o + 1) * c];
+                    (row.iter().copied().fold(f32::NEG_INFINITY, f32::max) + (o % keep) as f32).to_bits() as u64
+                })
+                .collect();
+            assert_eq!(fused[0], want, "keep {keep}");
+        }
+    });
+}
+
 #[test]
 fn bad_graphs_and_inputs_are_errors() {
     on_engine(|ctx| {
