@@ -232,9 +232,52 @@ vec2 nxf_recip_ff(float hi, float lo) {
 }
 
 // ---- division and square roots: correctly rounded by exact integer remainders ----
+// x / y for normal x and y (the common case, without the special-value clauses): the mantissa
+// quotient Q = floor(sa 2^25 / sb) is estimated from a Newton reciprocal, moved by one step
+// estimated from its remainder (so the exact correction below runs at most a step or two: the
+// first estimate may be several units off, and those loops were most of the cost of a division
+// on the H200), then fixed by the exact remainder. Q and its remainder are unique, so the
+// result is the same correctly rounded quotient whatever the estimates.
+float nxf_div_normal(uint a, uint b) {
+    uint sign = (a ^ b) & 0x80000000u;
+    int e = int((a >> 23) & 0xFFu) - int((b >> 23) & 0xFFu);
+    uint sa = (a & 0x7FFFFFu) | 0x800000u;
+    uint sb = (b & 0x7FFFFFu) | 0x800000u;
+    float ma = uintBitsToFloat((a & 0x7FFFFFu) | 0x3F800000u);
+    float mb = uintBitsToFloat((b & 0x7FFFFFu) | 0x3F800000u);
+    float rb = nxf_recip12(mb);
+    precise float q = ma * rb;
+    precise float qs = q * 33554432.0;
+    uint Q = uint(qs);
+    int R = int((sa << 25) - Q * sb); // |R| < 2^30: exact in 32-bit wrapping arithmetic
+    int ib = int(sb);
+    // R / sb ~ R rb 2^-23 (|R| < 2^30: a normal float, and so is the product)
+    precise float fd = float(R) * rb;
+    precise float fds = fd * 1.1920928955078125e-7;
+    int d = int(fds);
+    Q += uint(d);
+    R -= d * ib;
+    while (R < 0) {
+        Q -= 1u;
+        R += ib;
+    }
+    while (R >= ib) {
+        Q += 1u;
+        R -= ib;
+    }
+    uint sig;
+    if (Q >= 0x2000000u) {
+        sig = Q << 5;
+    } else {
+        sig = Q << 6;
+        e -= 1;
+    }
+    return nxf_pack(sign, e, sig, R != 0);
+}
 float nxf_div(float x, float y) {
     uint a = floatBitsToUint(x);
     uint b = floatBitsToUint(y);
+    if (nxf_normal(a) && nxf_normal(b)) return nxf_div_normal(a, b);
     bool xf = (a & 0x7F800000u) == 0x7F800000u;
     bool yf = (b & 0x7F800000u) == 0x7F800000u;
     // BinaryBackend's clauses (ops.glsl, nx_div_f64)
