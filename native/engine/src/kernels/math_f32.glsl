@@ -41,7 +41,14 @@ float nxf_canon(float x) { return nxf_isnan(x) ? nxf_nan() : x; }
 // exponent field 1..254: not zero, subnormal, Inf or NaN
 bool nxf_normal(uint b) { return ((b >> 23) & 0xFFu) - 1u < 254u; }
 float nxf_with_sign(float x, uint sign) { return uintBitsToFloat(floatBitsToUint(x) | sign); }
-float nxf_neg(float x) { return uintBitsToFloat(floatBitsToUint(x) ^ 0x80000000u); }
+// The sign bit as a mask the shader compiler cannot see as a constant. Flipping or clearing the
+// sign with a constant mask is recognised as a float negate or abs, and NVIDIA's compiler may
+// emit that as a float instruction, which flushes a subnormal to zero (the H200 reports
+// shaderDenormPreserveFloat32 = false): on the H200 a fused `negate(multiply(a, b))` gave other
+// bits than the unfused pair exactly where the product was subnormal (random-graph case 168,
+// stop 21). `pad_` of the push constants is always 0, so the operation stays an integer one.
+uint nxf_sign_bit() { return 0x80000000u | pc.pad_; }
+float nxf_neg(float x) { return uintBitsToFloat(floatBitsToUint(x) ^ nxf_sign_bit()); }
 
 // ---- exact integer helpers: unpack, round-and-pack ----
 // |x| = sig * 2^(e - 23) with sig in [2^23, 2^24), for finite nonzero bits (subnormals normalised)
@@ -639,7 +646,7 @@ float nxf_erf(float x) {
 float nxf_abs(float x) { // BinaryBackend: NaN stays NaN, -0.0 stays -0.0
     uint a = floatBitsToUint(x);
     if (nxf_isnan(x)) return x;
-    return ((a & 0x80000000u) != 0u && (a & 0x7FFFFFFFu) != 0u) ? uintBitsToFloat(a & 0x7FFFFFFFu) : x;
+    return ((a & 0x80000000u) != 0u && (a & 0x7FFFFFFFu) != 0u) ? uintBitsToFloat(a & ~nxf_sign_bit()) : x;
 }
 float nxf_sign(float x) { // NaN and +-Inf give 1.0; zeros keep their sign
     uint a = floatBitsToUint(x);

@@ -527,7 +527,7 @@ impl Failures {
         if got != want {
             self.count += 1;
             if self.lines.len() < 60 {
-                self.lines.push(what());
+                self.lines.push(format!("{}: {got:#x}, expected {want:#x}", what()));
             }
         }
     }
