@@ -775,7 +775,7 @@ fn row_reduction_layouts() {
         let x = upload(ctx, F32, &[rows, cols], &host.iter().map(|v| v.to_bits() as u64).collect::<Vec<_>>());
         let sums = ctx.empty(F32, &[rows]).unwrap();
         let y = ctx.empty(F32, &[rows, cols]).unwrap();
-        // (name, rows per dispatch item... ) variants: tpr, acc, unrolled, shuffle, softmax
+        // one hand-written kernel variant
         struct V {
             name: String,
             tpr: u32,
@@ -923,7 +923,6 @@ fn row_reduction_layouts() {
                 }
             }
         }
-        // the hand-written sums are checked against each other (same values, any order)
         for (name, us) in &best {
             eprintln!("ROWLAYOUT {us:8.1} us  {name}");
         }

