@@ -241,6 +241,21 @@ pub const UNROLL: usize = 8;
 /// least this long.
 pub const ROUND: usize = LOCAL as usize * UNROLL;
 
+/// The most candidates per invocation a short `PerGroup` row is read with all loads issued at
+/// once (rows of up to `LOCAL * ROW_K_MAX` elements; [`row_k`]).
+pub const ROW_K_MAX: usize = 16;
+
+/// Candidates per invocation of a `PerGroup` reduction over rows of `len` elements that reads
+/// them all before combining any (`ceil(len / LOCAL)`), or 0 for the general loop (longer
+/// rows, and the other strategies). The fold order is the general loop's either way.
+pub fn row_k(strategy: Strategy, len: usize) -> u32 {
+    if strategy == Strategy::PerGroup && len > 0 && len <= LOCAL as usize * ROW_K_MAX {
+        len.div_ceil(LOCAL as usize) as u32
+    } else {
+        0
+    }
+}
+
 /// Workgroups (outputs × segments) a `Split` reduction aims for in pass 1.
 pub const SPLIT_GROUPS: usize = 4096;
 
@@ -599,6 +614,7 @@ impl Context {
             src_partial,
             sink_partial,
             strategy,
+            row_k: if sink_partial { 0 } else { row_k(strategy, len) },
             kept: kept.len(),
             red: red.len(),
             streams: streams.clone(),
@@ -656,6 +672,7 @@ impl Context {
                     src_partial: true,
                     sink_partial: false,
                     strategy: Strategy::PerGroup,
+                    row_k: 0,
                     kept: 0,
                     red: 0,
                     streams: vec![],
@@ -736,6 +753,9 @@ struct Spec {
     /// Writes (value, index) partials instead of output elements.
     sink_partial: bool,
     strategy: Strategy,
+    /// [`row_k`]: candidates per invocation read before any is combined (0: the general loop).
+    /// With an epilogue, the prologue's values are kept for it (`cached_prologue`).
+    row_k: u32,
     kept: usize,
     red: usize,
     streams: Vec<Stream>,
@@ -757,6 +777,9 @@ impl Spec {
             "reduce {:?} {}->{} src_partial:{} sink_partial:{} {strategy} k{} r{}",
             self.comb, self.val_t, self.red_t, self.src_partial, self.sink_partial, self.kept, self.red
         );
+        if self.row_k > 0 {
+            write!(key, " rowk{}", self.row_k).unwrap();
+        }
         if let Some(f) = &self.finish {
             write!(key, " fin:{}:{f:?}", self.out).unwrap();
         }
@@ -931,9 +954,25 @@ impl Spec {
         };
         let mut epi_types = self.in_types.clone();
         epi_types.push(self.out);
+        // A short row's invocation keeps the prologue's values (`pv{k}`) for the epilogue,
+        // which reads them where it would evaluate the prologue again (softmax's exp(x - max))
+        // as input n_in + 1, the prologue's stored bits: what the unfused prologue would have
+        // written and the unfused epilogue read back.
+        let cached = self.row_k > 0 && fused && !matches!(self.prologue, Expr::Input(_)) && self.epilogue.iter().any(|(e, _)| contains(e, &self.prologue));
+        if cached {
+            epi_types.push(self.val_t);
+        }
+        let epi_base = epi_types.len();
         let row_const_input = |j: usize| j == n_in || row_const_stream(j);
         let mut hoisted: Vec<Expr> = vec![];
-        let epi_exprs: Vec<Expr> = self.epilogue.iter().map(|(e, _)| hoist_row_constant(e, &row_const_input, &mut hoisted, n_in + 1)).collect();
+        let epi_exprs: Vec<Expr> = self
+            .epilogue
+            .iter()
+            .map(|(e, _)| {
+                let e = if cached { replace(e, &self.prologue, &Expr::Input(n_in + 1)) } else { e.clone() };
+                hoist_row_constant(&e, &row_const_input, &mut hoisted, epi_base)
+            })
+            .collect();
         let hoisted_types = hoisted.iter().map(|h| h.dtype(&epi_types)).collect::<Result<Vec<_>>>()?;
         let hoisted_code = hoisted.iter().map(|h| embed_exprs(std::slice::from_ref(h), &epi_types, self.math)).collect::<Result<Vec<_>>>()?;
         epi_types.extend(&hoisted_types);
@@ -1060,15 +1099,21 @@ impl Spec {
             let n = self.in_types.len();
             let mut params = self.stream_params(&epi_streams);
             params.push(raw_param(self.out, n));
-            params.extend(hoisted_types.iter().enumerate().map(|(q, t)| raw_param(*t, n + 1 + q)));
+            if cached {
+                params.push(raw_param(self.val_t, n + 1));
+            }
+            params.extend(hoisted_types.iter().enumerate().map(|(q, t)| raw_param(*t, epi_base + q)));
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
                 params.push(format!("out {} y{q}", storage_type(*t)));
             }
             writeln!(s, "void epi({}) {{", params.join(", ")).unwrap();
             self.stream_decodes(&epi_streams, &mut s);
             self.decode_raw(self.out, n, &mut s);
+            if cached {
+                self.decode_raw(self.val_t, n + 1, &mut s);
+            }
             for (q, t) in hoisted_types.iter().enumerate() {
-                self.decode_raw(*t, n + 1 + q, &mut s);
+                self.decode_raw(*t, epi_base + q, &mut s);
             }
             s.push_str(&epi.body);
             for (q, (_, t)) in self.epilogue.iter().enumerate() {
@@ -1181,39 +1226,63 @@ impl Spec {
                 writeln!(s, "{indent}uint64_t w{k} = BufU64(g_src).v[j{k}]; uint x{k} = BufU32(g_src + uint64_t(P) * 8ul).v[j{k}];").unwrap();
             }
         };
-        // Decodes candidate k and combines it into (av, ai).
-        let combine = |s: &mut String, k: usize, indent: &str| {
+        // Decodes candidate k (its value's stored bits `v`, or the one `Spec::value` gives)
+        // and combines it into (av, ai).
+        let combine_value = |s: &mut String, k: usize, indent: &str, v: Option<&str>| {
             if !fused {
                 writeln!(s, "{indent}comb(av, ai, acc_from(w{k}), x{k});").unwrap();
                 return;
             }
-            let v = self.value(&pro_streams, &k.to_string(), pro_hoisted.len());
+            let v = v.map_or_else(|| self.value(&pro_streams, &k.to_string(), pro_hoisted.len()), str::to_string);
             if self.nan_seeded() {
                 writeln!(s, "{indent}{{ ACC v = cand({v}); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
             } else {
                 writeln!(s, "{indent}comb(av, ai, cand({v}), c{k});").unwrap();
             }
         };
+        let combine = |s: &mut String, k: usize, indent: &str| combine_value(s, k, indent, None);
         // The invocation folds r = first, first + step, ... < r1 in that order: a round reads
         // UNROLL candidates (independent loads in flight) before it decodes and combines them
         // into the one accumulator in increasing r, so the order is the sequential one.
         let (first, step) = if per_output { ("r0", 1) } else { ("r0 + t", LOCAL as usize) };
-        writeln!(s, "        uint r = {first};").unwrap();
-        writeln!(s, "        for (; r + {}u < r1; r += {}u) {{", (UNROLL - 1) * step, UNROLL * step).unwrap();
-        for k in 0..UNROLL {
-            writeln!(s, "            uint c{k} = r + {}u;", k * step).unwrap();
-            fetch(&mut s, k, "            ");
+        if self.row_k > 0 {
+            // A short row (PerGroup): this invocation's candidates r0 + t + 256 k, k < row_k,
+            // are all loaded before any is combined — the last ones clamped to the row's end,
+            // so every load is in bounds, and not combined — then combined in increasing k,
+            // the general loop's order. (The general loop below would take a 1024-element row
+            // one load at a time: its unrolled rounds need 8 candidates per invocation.) The
+            // row is never empty here: row_k > 0 only for R > 256 (row_k - 1), and the key
+            // holds row_k. The loaded bits stay in registers for the epilogue.
+            for k in 0..self.row_k as usize {
+                writeln!(s, "        uint c{k} = min(r0 + t + {}u, r1 - 1u);", k * LOCAL as usize).unwrap();
+                fetch(&mut s, k, "        ");
+            }
+            for k in 0..self.row_k as usize {
+                if cached {
+                    writeln!(s, "        RAW pv{k} = {};", self.value(&pro_streams, &k.to_string(), pro_hoisted.len())).unwrap();
+                }
+                writeln!(s, "        if (r0 + t + {}u < r1) {{", k * LOCAL as usize).unwrap();
+                combine_value(&mut s, k, "            ", cached.then(|| format!("pv{k}")).as_deref());
+                s.push_str("        }\n");
+            }
+        } else {
+            writeln!(s, "        uint r = {first};").unwrap();
+            writeln!(s, "        for (; r + {}u < r1; r += {}u) {{", (UNROLL - 1) * step, UNROLL * step).unwrap();
+            for k in 0..UNROLL {
+                writeln!(s, "            uint c{k} = r + {}u;", k * step).unwrap();
+                fetch(&mut s, k, "            ");
+            }
+            for k in 0..UNROLL {
+                combine(&mut s, k, "            ");
+            }
+            s.push_str("        }\n");
+            // Tail: fewer than UNROLL candidates left, one at a time.
+            writeln!(s, "        for (; r < r1; r += {step}u) {{").unwrap();
+            s.push_str("            uint c0 = r;\n");
+            fetch(&mut s, 0, "            ");
+            combine(&mut s, 0, "            ");
+            s.push_str("        }\n");
         }
-        for k in 0..UNROLL {
-            combine(&mut s, k, "            ");
-        }
-        s.push_str("        }\n");
-        // Tail: fewer than UNROLL candidates left, one at a time.
-        writeln!(s, "        for (; r < r1; r += {step}u) {{").unwrap();
-        s.push_str("            uint c0 = r;\n");
-        fetch(&mut s, 0, "            ");
-        combine(&mut s, 0, "            ");
-        s.push_str("        }\n");
         if !per_output {
             // Fixed tree: partial t absorbs partial t+h, halving h.
             s.push_str("        s_v[t] = av; s_i[t] = ai;\n        barrier();\n");
@@ -1269,22 +1338,48 @@ impl Spec {
                     }
                 }
             }
-            let (first, step) = if per_output { ("0u", 1) } else { ("t", LOCAL as usize) };
-            writeln!(s, "        for (uint cy = {first}; cy < uint(R); cy += {step}u) {{").unwrap();
-            self.fetch_from("ein", &epi_streams, "y", "            ", &mut s);
-            let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, "y")).collect();
-            args.push("res".to_string());
-            args.extend((0..hoisted.len()).map(|q| format!("h{q}")));
-            for (q, (_, t)) in self.epilogue.iter().enumerate() {
-                writeln!(s, "            {} y{q};", storage_type(*t)).unwrap();
-                args.push(format!("y{q}"));
+            // The epilogue at element `cy`; in a short row, candidate k's: its kept prologue
+            // value (when cached) and the input bits the reduction loaded for it.
+            let loaded: Vec<usize> = pro_streams.iter().copied().filter(|&u| !self.streams[u].row_const && matches!(self.streams[u].kind, StreamKind::Input(_))).collect();
+            let epilogue_at = |s: &mut String, k: Option<usize>| {
+                let mut need = epi_streams.clone();
+                if let Some(k) = k {
+                    for &u in need.iter().filter(|u| loaded.contains(u)) {
+                        if let StreamKind::Input(j) = self.streams[u].kind {
+                            writeln!(s, "            {} wy_{u} = w{k}_{u};", storage_type(self.in_types[j])).unwrap();
+                        }
+                    }
+                    need.retain(|u| !loaded.contains(u));
+                }
+                self.fetch_from("ein", &need, "y", "            ", s);
+                let pv = k.filter(|_| cached).map(|k| format!("pv{k}"));
+                let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, "y")).collect();
+                args.push("res".to_string());
+                args.extend(pv);
+                args.extend((0..hoisted.len()).map(|q| format!("h{q}")));
+                for (q, (_, t)) in self.epilogue.iter().enumerate() {
+                    writeln!(s, "            {} y{q};", storage_type(*t)).unwrap();
+                    args.push(format!("y{q}"));
+                }
+                writeln!(s, "            epi({});", args.join(", ")).unwrap();
+                let at = self.stream_var(flat, "y");
+                for q in 0..self.epilogue.len() {
+                    writeln!(s, "            eo{q}.v[{at}] = y{q};").unwrap();
+                }
+            };
+            if self.row_k > 0 {
+                // the reduction's candidates again: candidate k is element t + 256 k
+                for k in 0..self.row_k as usize {
+                    writeln!(s, "        {{ uint cy = t + {}u; if (cy < uint(R)) {{", k * LOCAL as usize).unwrap();
+                    epilogue_at(&mut s, Some(k));
+                    s.push_str("        } }\n");
+                }
+            } else {
+                let (first, step) = if per_output { ("0u", 1) } else { ("t", LOCAL as usize) };
+                writeln!(s, "        for (uint cy = {first}; cy < uint(R); cy += {step}u) {{").unwrap();
+                epilogue_at(&mut s, None);
+                s.push_str("        }\n");
             }
-            writeln!(s, "            epi({});", args.join(", ")).unwrap();
-            let at = self.stream_var(flat, "y");
-            for q in 0..self.epilogue.len() {
-                writeln!(s, "            eo{q}.v[{at}] = y{q};").unwrap();
-            }
-            s.push_str("        }\n");
         }
         s.push_str("    }\n}\n");
         if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
@@ -1303,6 +1398,33 @@ impl Spec {
 /// The parameter holding input `j`'s stored bits (of type `t`): `nx_raw{j}_`.
 fn raw_param(t: DType, j: usize) -> String {
     format!("{} nx_raw{j}_", storage_type(t))
+}
+
+/// Whether `part` occurs in `e` (as a subexpression, or `e` itself).
+fn contains(e: &Expr, part: &Expr) -> bool {
+    e == part
+        || match e {
+            Expr::Input(_) | Expr::Const { .. } | Expr::Iota { .. } => false,
+            Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => contains(arg, part),
+            Expr::Binary { lhs, rhs, .. } => contains(lhs, part) || contains(rhs, part),
+            Expr::Select { pred, on_true, on_false, .. } => contains(pred, part) || contains(on_true, part) || contains(on_false, part),
+        }
+}
+
+/// `e` with every occurrence of `part` replaced by `by`.
+fn replace(e: &Expr, part: &Expr, by: &Expr) -> Expr {
+    if e == part {
+        return by.clone();
+    }
+    let go = |x: &Expr| Box::new(replace(x, part, by));
+    match e {
+        Expr::Input(_) | Expr::Const { .. } | Expr::Iota { .. } => e.clone(),
+        Expr::Unary { op, arg, dtype } => Expr::Unary { op: *op, arg: go(arg), dtype: *dtype },
+        Expr::Convert { arg, dtype } => Expr::Convert { arg: go(arg), dtype: *dtype },
+        Expr::Bitcast { arg, dtype } => Expr::Bitcast { arg: go(arg), dtype: *dtype },
+        Expr::Binary { op, lhs, rhs, dtype } => Expr::Binary { op: *op, lhs: go(lhs), rhs: go(rhs), dtype: *dtype },
+        Expr::Select { pred, on_true, on_false, dtype } => Expr::Select { pred: go(pred), on_true: go(on_true), on_false: go(on_false), dtype: *dtype },
+    }
 }
 
 /// `e` with each maximal row-constant subexpression that is not a leaf (it reads only inputs

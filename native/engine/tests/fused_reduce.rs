@@ -499,6 +499,74 @@ fn softmax_is_two_dispatches_and_equals_unfused_and_f64() {
     });
 }
 
+/// Short rows (256 < R <= 4096, `reduce::row_k`) are read with all of an invocation's loads
+/// issued before any candidate is combined, and the prologue's values and the loaded bits are
+/// kept in registers for the epilogue, which reads them where it would evaluate the prologue
+/// (softmax's exp(x - max)) or load an input again. The fused results equal the unfused
+/// sequence bit for bit for every float type under both precisions, special values included,
+/// at row lengths on both edges of the path and just past it; the profile shows which kernels
+/// took the path.
+#[test]
+fn short_rows_keep_the_prologue_and_loads_for_the_epilogue() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(4242);
+        for t in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+            for (rows, cols) in [(3usize, 257usize), (5, 1024), (2, 1000), (1, 4096), (2, 4097), (4, 300)] {
+                for math in [FloatMath::Exact, FloatMath::Fast] {
+                    let shape = vec![rows, cols];
+                    // finite rows (a NaN or Inf anywhere in a row makes the whole row NaN), and
+                    // every other row with special values (subnormals, -0.0, Inf, NaN) too
+                    let sp = specials(t);
+                    let data: Vec<u64> = (0..rows * cols)
+                        .map(|i| if (i / cols) % 2 == 1 && rng.below(16) == 0 { sp[rng.below(sp.len() as u64) as usize] } else { write(t, N::F(rng.range(-8000, 8000) as f64 / 1000.0)) })
+                        .collect();
+                    let x = upload(ctx, t, &shape, &data);
+                    let m = ctx.reduce(ReduceOp::Max, &x, &[1], true, t).unwrap();
+                    let mb = m.broadcast_to(&shape).unwrap();
+                    let e = un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), t), t);
+                    // softmax's quotient, and one output that reads x itself
+                    let epilogue = vec![bin(BinaryOp::Divide, e.clone(), Expr::Input(2), t), bin(BinaryOp::Multiply, Expr::Input(0), Expr::Input(2), t)];
+                    let s = ctx.empty(t, &[rows, 1]).unwrap();
+                    let ys: Vec<Tensor> = epilogue.iter().map(|_| ctx.empty(t, &shape).unwrap()).collect();
+                    ctx.stream.profile_start().unwrap();
+                    let mut batch = ctx.batch().unwrap();
+                    let r = FusedReduce {
+                        op: ReduceOp::Sum.into(),
+                        prologue: e.clone(),
+                        inputs: vec![&x, &mb],
+                        shape: shape.clone(),
+                        axes: vec![1],
+                        out: &s,
+                        epilogue: epilogue.iter().cloned().zip(ys.iter()).collect(),
+                    };
+                    ctx.record_reduce_finished_with(&mut batch, math, &r, None).unwrap();
+                    batch.finish().unwrap();
+                    let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+                    let what = format!("{t} {rows}x{cols} {math:?}");
+                    let want = if cols <= 4096 { format!(" rowk{} ", cols.div_ceil(256)) } else { String::new() };
+                    assert_eq!(kernels.len(), 1, "{what}: one kernel, got {kernels:?}");
+                    assert_eq!(kernels[0].contains(" rowk"), !want.is_empty(), "{what}: {}", kernels[0]);
+                    assert!(kernels[0].contains(&want), "{what}: {}", kernels[0]);
+                    // unfused: the prologue mapped, reduced, the epilogue mapped over it
+                    let tmp = ctx.map_multi_with(math, std::slice::from_ref(&e), &[&x, &mb], &shape).unwrap().remove(0);
+                    let red = ctx.reduce(ReduceOp::Sum, &tmp, &[1], true, t).unwrap();
+                    assert_eq!(ctx.download(&s).unwrap(), ctx.download(&red).unwrap(), "{what}: sums differ");
+                    let rb = red.broadcast_to(&shape).unwrap();
+                    let want = ctx.map_multi_with(math, &epilogue, &[&x, &mb, &rb], &shape).unwrap();
+                    for (q, (y, w)) in ys.iter().zip(&want).enumerate() {
+                        let (a, b) = (from_bytes(t, &ctx.download(y).unwrap()), from_bytes(t, &ctx.download(w).unwrap()));
+                        if let Some(i) = a.iter().zip(&b).position(|(p, q)| p != q) {
+                            panic!("{what}: epilogue {q} differs at element {i}: fused {} unfused {}", show(t, a[i]), show(t, b[i]));
+                        }
+                        // the finite rows give finite values (so a misplaced value would show)
+                        assert!(a[..cols].iter().all(|&v| read(t, v).f().is_finite()), "{what}: epilogue {q} row 0 not finite");
+                    }
+                }
+            }
+        }
+    });
+}
+
 #[test]
 fn layernorm_is_two_dispatches_and_equals_unfused_and_f64() {
     on_engine_alone(|ctx| {

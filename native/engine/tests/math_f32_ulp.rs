@@ -4,9 +4,11 @@
 //! * exp, expm1, log, log1p, tanh, sigmoid, erf, sqrt, rsqrt, pow: within 2 ulp of the correctly rounded f32 result
 //!   over dense ranges, random bit patterns of every class (subnormals included), points near
 //!   thresholds and special values; NaN/Inf/zero results equal the exact path's bits.
-//! * add, subtract, multiply, divide (correctly rounded by construction), max, min, negate,
-//!   abs, sign and the comparisons: the exact path's bits (BinaryBackend's) for every input pair,
-//!   special values and subnormals included — for f32, f16 and bf16.
+//! * add, subtract, multiply (correctly rounded by construction), max, min, negate, abs, sign
+//!   and the comparisons: the exact path's bits (BinaryBackend's) for every input pair, special
+//!   values and subnormals included — for f32, f16 and bf16.
+//! * divide: within 1 ulp of the exact path's (correctly rounded) quotient, zeros, Inf and NaN
+//!   its bits — for f32, f16 and bf16 (the table counts the quotients that differ).
 //! * f16/bf16 transcendental results (computed in f32, rounded once): within 1 ulp of their
 //!   type's correctly rounded result.
 //!
@@ -247,7 +249,6 @@ fn same_as_exact(ctx: &Context, t: DType, pts: &[(u64, u64)], bad: &mut Vec<Stri
         BinaryOp::Add,
         BinaryOp::Subtract,
         BinaryOp::Multiply,
-        BinaryOp::Divide,
         BinaryOp::Max,
         BinaryOp::Min,
         BinaryOp::Equal,
@@ -279,6 +280,48 @@ fn same_as_exact(ctx: &Context, t: DType, pts: &[(u64, u64)], bad: &mut Vec<Stri
         rows.push(Row { name: format!("{} ({t})", op.name()), n: a.len(), max: if differ > 0 { f64::INFINITY } else { 0.0 }, mean: 0.0, differ });
     }
     rows
+}
+
+/// Division under :fast is faithful (within 1 ulp of the exact path's correctly rounded
+/// quotient, and nearly always equal to it): ulp distance from the exact path in `t`; results
+/// that are zero, Inf or NaN on either side must be the exact bits.
+fn divide_row(ctx: &Context, t: DType, pts: &[(u64, u64)], bad: &mut Vec<String>) -> Row {
+    let (a, b): (Vec<u64>, Vec<u64>) = pts.iter().copied().unzip();
+    let (fast, exact) = binary_both(ctx, BinaryOp::Divide, t, t, &a, &b);
+    let width = t.size() * 8;
+    let value = |bits: u64| -> f32 {
+        match t {
+            DType::F32 => f32::from_bits(bits as u32),
+            DType::F16 => half::f16::from_bits(bits as u16).to_f32(),
+            _ => half::bf16::from_bits(bits as u16).to_f32(),
+        }
+    };
+    // ordinal of the bits in `t` (monotone in the value)
+    let ord = |bits: u64| -> i64 {
+        let sign = 1u64 << (width - 1);
+        if bits & sign != 0 {
+            -((bits & (sign - 1)) as i64)
+        } else {
+            bits as i64
+        }
+    };
+    let (mut max, mut sum, mut differ) = (0.0f64, 0.0, 0);
+    for i in 0..a.len() {
+        let (g, w) = (value(fast[i]), value(exact[i]));
+        let special = !g.is_finite() || !w.is_finite() || g == 0.0 || w == 0.0;
+        let d = if special {
+            if fast[i] != exact[i] {
+                bad.push(format!("{t} divide({:#x}, {:#x}): {:#x}, the exact path gives {:#x}", a[i], b[i], fast[i], exact[i]));
+            }
+            0.0
+        } else {
+            (ord(fast[i]) - ord(exact[i])).unsigned_abs() as f64
+        };
+        differ += (fast[i] != exact[i]) as usize;
+        max = max.max(d);
+        sum += d;
+    }
+    Row { name: format!("divide ({t})"), n: a.len(), max, mean: sum / a.len() as f64, differ }
 }
 
 fn pairs(rng: &mut Rng, t: DType, n: usize) -> Vec<(u64, u64)> {
@@ -355,10 +398,11 @@ fn fast_f32_math_within_two_ulp() {
             }
         }
         rows.push(accuracy_pow(&ctx, &pp, &mut bad));
-        // division against the correctly rounded quotient: the same rows as the exact path
+        // the correctly rounded or exact ops: the same bits as the exact path; division faithful
         for t in [DType::F32, DType::F16, DType::BF16] {
             let pts = pairs(&mut rng, t, n);
             rows.extend(same_as_exact(&ctx, t, &pts, &mut bad));
+            rows.push(divide_row(&ctx, t, &pts, &mut bad));
         }
         for t in [DType::F16, DType::BF16] {
             for (name, op, r, _) in &cases {
@@ -380,6 +424,7 @@ fn fast_f32_math_within_two_ulp() {
     }
     assert!(bad.is_empty(), "{} results differ from the exact path where they must not", bad.len());
     let limit = |r: &Row| if r.name.contains("(f16)") || r.name.contains("(bf16)") { 1.0 } else { 2.0 };
+    let limit = |r: &Row| if r.name.starts_with("divide") { 1.0 } else { limit(r) };
     let over: Vec<&str> = rows.iter().filter(|r| r.max > limit(r)).map(|r| r.name.as_str()).collect();
     assert!(over.is_empty(), "beyond the bound: {over:?}");
 }

@@ -10,13 +10,16 @@
 //   * classification, scaling by 2^k and every subnormal input or result on the integer bits,
 //     so a flushing device never sees a subnormal operand or produces one: add/sub/mul use the
 //     native operation only when both operands and the result are normal, and an exact integer
-//     path otherwise; division and sqrt are exact integer constructions (correctly rounded);
+//     path otherwise; sqrt is an exact integer construction (correctly rounded), and so is
+//     division where the quotient or an operand is not normal;
 //   * NaN results are the canonical quiet NaN (BinaryBackend's), special values follow the
 //     f64 library's (and so BinaryBackend's) rules.
 // Algorithms (coefficients: Chebyshev fits by mpmath.chebyfit, rounded to f32):
-//   div: mantissa quotient from a Newton reciprocal, corrected by an exact integer remainder.
+//   div: normal operands and quotient: mantissa quotient from a Newton reciprocal, corrected
+//     once by its exact residual (Dekker's product), faithful (<= 1 ulp); otherwise a quotient
+//     fixed by an exact integer remainder (correctly rounded).
 //   sqrt: integer square root of the mantissa from a Newton estimate, exact remainder.
-//   rsqrt: 1 / sqrt, both correctly rounded (<= 1.5 ulp).
+//   rsqrt: 1 / sqrt, the square root correctly rounded, the division as above (<= 2 ulp).
 //   exp: Cody-Waite reduction by ln2 (15-bit high part: k ln2_hi exact), Taylor to r^8,
 //     1 + r kept as a float-float; 2^k applied on the bits (subnormal results rounded there).
 //   log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), f = m - 1 exact, s = f / (2 + f) as a
@@ -238,75 +241,16 @@ vec2 nxf_recip_ff(float hi, float lo) {
     return vec2(q0, q1);
 }
 
-// ---- division and square roots: correctly rounded by exact integer remainders ----
-// x / y for normal x and y (the common case, without the special-value clauses): the mantissa
-// quotient Q = floor(sa 2^25 / sb) is estimated from a Newton reciprocal (which may be several
-// units off), moved by one step estimated from its remainder, then fixed unit by unit by the
-// exact remainder, which then has little left to do (a division-only softmax on the H200 went
-// from 27.2 to 21.7 us with this path, stop 21). Q and its remainder are unique, so the result
-// is the same correctly rounded quotient whatever the estimates.
-float nxf_div_normal(uint a, uint b) {
+// ---- division and square roots ----
+// a / b correctly rounded for the bits of nonzero finite floats (subnormals included): the
+// mantissa quotient Q = floor(sa 2^25 / sb) in (2^24, 2^26) is estimated within a few units,
+// then fixed by the exact remainder (small, so 32-bit wrapping arithmetic holds it).
+float nxf_div_exact(uint a, uint b) {
     uint sign = (a ^ b) & 0x80000000u;
-    int e = int((a >> 23) & 0xFFu) - int((b >> 23) & 0xFFu);
-    uint sa = (a & 0x7FFFFFu) | 0x800000u;
-    uint sb = (b & 0x7FFFFFu) | 0x800000u;
-    float ma = uintBitsToFloat((a & 0x7FFFFFu) | 0x3F800000u);
-    float mb = uintBitsToFloat((b & 0x7FFFFFu) | 0x3F800000u);
-    float rb = nxf_recip12(mb);
-    precise float q = ma * rb;
-    precise float qs = q * 33554432.0;
-    uint Q = uint(qs);
-    int R = int((sa << 25) - Q * sb); // |R| < 2^30: exact in 32-bit wrapping arithmetic
-    int ib = int(sb);
-    // R / sb ~ R rb 2^-23 (float(R) is zero or normal, and so are the products)
-    precise float fd = float(R) * rb;
-    precise float fds = fd * 1.1920928955078125e-7;
-    int d = int(fds);
-    Q += uint(d);
-    R -= d * ib;
-    while (R < 0) {
-        Q -= 1u;
-        R += ib;
-    }
-    while (R >= ib) {
-        Q += 1u;
-        R -= ib;
-    }
-    uint sig;
-    if (Q >= 0x2000000u) {
-        sig = Q << 5;
-    } else {
-        sig = Q << 6;
-        e -= 1;
-    }
-    return nxf_pack(sign, e, sig, R != 0);
-}
-float nxf_div(float x, float y) {
-    uint a = floatBitsToUint(x);
-    uint b = floatBitsToUint(y);
-    if (nxf_normal(a) && nxf_normal(b)) return nxf_div_normal(a, b);
-    bool xf = (a & 0x7F800000u) == 0x7F800000u;
-    bool yf = (b & 0x7F800000u) == 0x7F800000u;
-    // BinaryBackend's clauses (ops.glsl, nx_div_f64)
-    if (xf && yf) return nxf_nan();
-    if (xf) {
-        if (nxf_isnan(x)) return nxf_nan();
-        return ((b & 0x80000000u) != 0u && (b & 0x7FFFFFFFu) != 0u) ? nxf_neg(x) : x;
-    }
-    if (nxf_isnan(y)) return nxf_nan();
-    if (yf) return 0.0;
-    bool xz = (a & 0x7FFFFFFFu) == 0u;
-    bool yz = (b & 0x7FFFFFFFu) == 0u;
-    if (xz && yz) return nxf_nan();
-    uint sign = (a ^ b) & 0x80000000u;
-    if (yz) return uintBitsToFloat(sign | 0x7F800000u);
-    if (xz) return uintBitsToFloat(sign);
     int ea;
     int eb;
     uint sa = nxf_sig(a, ea);
     uint sb = nxf_sig(b, eb);
-    // Q = floor(sa 2^25 / sb) in (2^24, 2^26), estimated within a few units, then fixed by the
-    // exact remainder (small, so 32-bit wrapping arithmetic holds it)
     float ma = uintBitsToFloat((sa & 0x7FFFFFu) | 0x3F800000u);
     float mb = uintBitsToFloat((sb & 0x7FFFFFu) | 0x3F800000u);
     precise float q = ma * nxf_recip12(mb);
@@ -331,6 +275,62 @@ float nxf_div(float x, float y) {
         e -= 1;
     }
     return nxf_pack(sign, e, sig, R != 0);
+}
+
+// ~1/m for m in [1, 2): linear start (within 1/17), three Newton steps (relative error
+// ~2^-23, limited by rounding)
+float nxf_recip_est(float m) {
+    precise float r = 1.4117647 - 0.47058824 * m;
+    precise float t = 1.0 - m * r;
+    r = r + r * t;
+    t = 1.0 - m * r;
+    r = r + r * t;
+    t = 1.0 - m * r;
+    r = r + r * t;
+    return r;
+}
+// x / y for normal x and y whose quotient is normal (the common case): faithfully rounded
+// (within 1 ulp; the correctly rounded quotient except when it lies within ~2^-15 ulp of a
+// rounding boundary) with float + - * only. The mantissa quotient q0 = ma / mb from a Newton
+// reciprocal is corrected once by its residual ma - q0 mb, which Dekker's product gives
+// exactly; 2^e is applied on the bits. The exact integer division below (correctly rounded)
+// cost about three times as much on the H200 (float/integer conversions run at a quarter of
+// the float rate there), and `:fast` promises 2 ulp, not correct rounding. Subnormal or
+// overflowing quotients take the exact path.
+float nxf_div_normal(uint a, uint b) {
+    float ma = uintBitsToFloat((a & 0x7FFFFFu) | 0x3F800000u);
+    float mb = uintBitsToFloat((b & 0x7FFFFFu) | 0x3F800000u);
+    float rb = nxf_recip_est(mb);
+    precise float q0 = ma * rb; // (0.5, 2)
+    vec2 p = nxf_two_prod(q0, mb);
+    precise float rem = (ma - p.x) - p.y; // ma - p.x exact (Sterbenz)
+    precise float q1 = q0 + rem * rb;
+    uint qb = floatBitsToUint(q1);
+    int be = int(qb >> 23) + int((a >> 23) & 0xFFu) - int((b >> 23) & 0xFFu);
+    if (be >= 1 && be <= 254) return uintBitsToFloat(((a ^ b) & 0x80000000u) | (uint(be) << 23) | (qb & 0x7FFFFFu));
+    return nxf_div_exact(a, b);
+}
+float nxf_div(float x, float y) {
+    uint a = floatBitsToUint(x);
+    uint b = floatBitsToUint(y);
+    if (nxf_normal(a) && nxf_normal(b)) return nxf_div_normal(a, b);
+    bool xf = (a & 0x7F800000u) == 0x7F800000u;
+    bool yf = (b & 0x7F800000u) == 0x7F800000u;
+    // BinaryBackend's clauses (ops.glsl, nx_div_f64)
+    if (xf && yf) return nxf_nan();
+    if (xf) {
+        if (nxf_isnan(x)) return nxf_nan();
+        return ((b & 0x80000000u) != 0u && (b & 0x7FFFFFFFu) != 0u) ? nxf_neg(x) : x;
+    }
+    if (nxf_isnan(y)) return nxf_nan();
+    if (yf) return 0.0;
+    bool xz = (a & 0x7FFFFFFFu) == 0u;
+    bool yz = (b & 0x7FFFFFFFu) == 0u;
+    if (xz && yz) return nxf_nan();
+    uint sign = (a ^ b) & 0x80000000u;
+    if (yz) return uintBitsToFloat(sign | 0x7F800000u);
+    if (xz) return uintBitsToFloat(sign);
+    return nxf_div_exact(a, b);
 }
 
 float nxf_sqrt(float x) {
@@ -384,8 +384,11 @@ float nxf_rsqrt(float x) {
 // h.x in [0.70, 1.42], |h.y| <= ulp(h.x)/2
 vec2 nxf_exp_ff2(float x, float xl, out int k) {
     precise float t = x * 1.44269502;
-    k = int(t + ((t >= 0.0) ? 0.5 : -0.5));
-    float kf = float(k);
+    // k = t rounded to the nearest integer (ties to even) by adding 1.5 * 2^23 (|t| < 2^22),
+    // without float/integer conversions (a quarter of the float rate on the H200)
+    precise float tk = t + 12582912.0;
+    precise float kf = tk - 12582912.0;
+    k = floatBitsToInt(tk) - 0x4B400000;
     precise float rh = x - kf * 0.693145751953125; // exact (Sterbenz; 15-bit ln2_hi)
     precise float rl = xl - kf * 1.42860682030941723212e-06;
     precise float r = rh + rl;
