@@ -754,7 +754,8 @@ struct Spec {
     sink_partial: bool,
     strategy: Strategy,
     /// [`row_k`]: candidates per invocation read before any is combined (0: the general loop).
-    /// With an epilogue, the prologue's values are kept for it (`cached_prologue`).
+    /// With an epilogue that reads the prologue, the prologue's values (and the loaded bits)
+    /// are kept in registers for it (`cached` in `source`).
     row_k: u32,
     kept: usize,
     red: usize,
@@ -1338,8 +1339,8 @@ impl Spec {
                     }
                 }
             }
-            // The epilogue at element `cy`; in a short row, candidate k's: its kept prologue
-            // value (when cached) and the input bits the reduction loaded for it.
+            // The epilogue at element `cy`; with cached prologue values, candidate k's: its
+            // kept prologue value and the input bits the reduction loaded for it.
             let loaded: Vec<usize> = pro_streams.iter().copied().filter(|&u| !self.streams[u].row_const && matches!(self.streams[u].kind, StreamKind::Input(_))).collect();
             let epilogue_at = |s: &mut String, k: Option<usize>| {
                 let mut need = epi_streams.clone();
@@ -1352,7 +1353,7 @@ impl Spec {
                     need.retain(|u| !loaded.contains(u));
                 }
                 self.fetch_from("ein", &need, "y", "            ", s);
-                let pv = k.filter(|_| cached).map(|k| format!("pv{k}"));
+                let pv = k.map(|k| format!("pv{k}"));
                 let mut args: Vec<String> = self.streams_of_exprs(&epi_exprs).iter().map(|&u| self.stream_var(u, "y")).collect();
                 args.push("res".to_string());
                 args.extend(pv);
@@ -1367,8 +1368,13 @@ impl Spec {
                     writeln!(s, "            eo{q}.v[{at}] = y{q};").unwrap();
                 }
             };
-            if self.row_k > 0 {
-                // the reduction's candidates again: candidate k is element t + 256 k
+            if cached {
+                // The reduction's candidates again (candidate k is element t + 256 k), with
+                // their kept values. Without a prologue value to hand over, the epilogue stays
+                // a loop that loads its inputs again: unrolled (to read the loaded bits from
+                // registers) layernorm's epilogue ran slower on the H200 (:exact 103 -> 121 us,
+                // :fast 51.6 -> 55.0 us for its second kernel; stop 22, run 1), where softmax's
+                // cached one went 100 -> 76 us and 49 -> 36 us.
                 for k in 0..self.row_k as usize {
                     writeln!(s, "        {{ uint cy = t + {}u; if (cy < uint(R)) {{", k * LOCAL as usize).unwrap();
                     epilogue_at(&mut s, Some(k));

