@@ -1253,7 +1253,8 @@ impl Spec {
             // the general loop's order. (The general loop below would take a 1024-element row
             // one load at a time: its unrolled rounds need 8 candidates per invocation.) The
             // row is never empty here: row_k > 0 only for R > 256 (row_k - 1), and the key
-            // holds row_k. The loaded bits stay in registers for the epilogue.
+            // holds row_k. For an epilogue that reads the prologue (`cached`), the loaded bits
+            // and the prologue's values stay in registers for it.
             for k in 0..self.row_k as usize {
                 writeln!(s, "        uint c{k} = min(r0 + t + {}u, r1 - 1u);", k * LOCAL as usize).unwrap();
                 fetch(&mut s, k, "        ");
