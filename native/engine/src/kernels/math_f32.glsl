@@ -217,9 +217,9 @@ vec2 nxf_two_prod(float a, float b) {
     precise float e = ((x.x * y.x - p) + x.x * y.y + x.y * y.x) + x.y * y.y;
     return vec2(p, e);
 }
-// ~1/m for m in [0.75, 2] (relative error ~2^-23): linear start (within 1/17 on [1, 2]),
-// four Newton steps
-float nxf_recip12(float m) {
+// ~1/m for m in [1, 2): linear start (within 1/17), three Newton steps (relative error
+// ~2^-23, limited by rounding)
+float nxf_recip_est(float m) {
     precise float r = 1.4117647 - 0.47058824 * m;
     precise float t = 1.0 - m * r;
     r = r + r * t;
@@ -227,7 +227,13 @@ float nxf_recip12(float m) {
     r = r + r * t;
     t = 1.0 - m * r;
     r = r + r * t;
-    t = 1.0 - m * r;
+    return r;
+}
+// ~1/m for m in [0.75, 2] (relative error ~2^-23): nxf_recip_est and a fourth Newton step
+// (the same operations in the same order as when it was written out in full)
+float nxf_recip12(float m) {
+    precise float r = nxf_recip_est(m);
+    precise float t = 1.0 - m * r;
     r = r + r * t;
     return r;
 }
@@ -280,18 +286,6 @@ float nxf_div_exact(uint a, uint b) {
     return nxf_pack(sign, e, sig, R != 0);
 }
 
-// ~1/m for m in [1, 2): linear start (within 1/17), three Newton steps (relative error
-// ~2^-23, limited by rounding)
-float nxf_recip_est(float m) {
-    precise float r = 1.4117647 - 0.47058824 * m;
-    precise float t = 1.0 - m * r;
-    r = r + r * t;
-    t = 1.0 - m * r;
-    r = r + r * t;
-    t = 1.0 - m * r;
-    r = r + r * t;
-    return r;
-}
 // x / y for normal x and y whose quotient is normal (the common case): faithfully rounded
 // (within 1 ulp; 12 of tests/math_f32_ulp.rs's 28,568 f32 quotients differ from the correctly
 // rounded one) with float + - * only. The mantissa quotient q0 = ma / mb from a Newton
