@@ -82,11 +82,26 @@ fn specials() -> Vec<f32> {
 }
 
 fn ord32(x: f32) -> i64 {
-    let b = x.to_bits() as i32 as i64;
-    if b < 0 {
-        i32::MIN as i64 - b
+    ord_bits(DType::F32, x.to_bits() as u64)
+}
+
+/// The stored bits of an f32, f16 or bf16 as an integer monotone in the value, one apart per
+/// ulp (-0.0 and +0.0 both 0).
+fn ord_bits(t: DType, bits: u64) -> i64 {
+    let sign = 1u64 << (t.size() * 8 - 1);
+    if bits & sign != 0 {
+        -((bits & (sign - 1)) as i64)
     } else {
-        b
+        bits as i64
+    }
+}
+
+/// The value of f32, f16 or bf16 stored bits.
+fn bits_to_f32(t: DType, bits: u64) -> f32 {
+    match t {
+        DType::F32 => f32::from_bits(bits as u32),
+        DType::F16 => half::f16::from_bits(bits as u16).to_f32(),
+        _ => half::bf16::from_bits(bits as u16).to_f32(),
     }
 }
 
@@ -198,20 +213,8 @@ fn accuracy_pow(ctx: &Context, pts: &[(f32, f32)], bad: &mut Vec<String>) -> Row
 fn accuracy_half(ctx: &Context, t: DType, name: &str, op: UnaryOp, r: &dyn Fn(Float) -> Float, bad: &mut Vec<String>) -> Row {
     let xs: Vec<u64> = (0..1u64 << 16).collect(); // every f16 / bf16 value
     let (fast, exact) = unary_both(ctx, op, t, &xs);
-    let to_f32 = |b: u64| -> f32 {
-        match t {
-            DType::F16 => half::f16::from_bits(b as u16).to_f32(),
-            _ => half::bf16::from_bits(b as u16).to_f32(),
-        }
-    };
-    let ord = |b: u64| -> i64 {
-        let v = b as u16 as i16 as i64;
-        if v < 0 {
-            i16::MIN as i64 - v
-        } else {
-            v
-        }
-    };
+    let to_f32 = |b: u64| bits_to_f32(t, b);
+    let ord = |b: u64| ord_bits(t, b);
     let (mut max, mut sum, mut differ) = (0.0f64, 0.0, 0);
     for (i, &x) in xs.iter().enumerate() {
         let want = r(fl(to_f32(x)));
@@ -288,23 +291,7 @@ fn same_as_exact(ctx: &Context, t: DType, pts: &[(u64, u64)], bad: &mut Vec<Stri
 fn divide_row(ctx: &Context, t: DType, pts: &[(u64, u64)], bad: &mut Vec<String>) -> Row {
     let (a, b): (Vec<u64>, Vec<u64>) = pts.iter().copied().unzip();
     let (fast, exact) = binary_both(ctx, BinaryOp::Divide, t, t, &a, &b);
-    let width = t.size() * 8;
-    let value = |bits: u64| -> f32 {
-        match t {
-            DType::F32 => f32::from_bits(bits as u32),
-            DType::F16 => half::f16::from_bits(bits as u16).to_f32(),
-            _ => half::bf16::from_bits(bits as u16).to_f32(),
-        }
-    };
-    // ordinal of the bits in `t` (monotone in the value)
-    let ord = |bits: u64| -> i64 {
-        let sign = 1u64 << (width - 1);
-        if bits & sign != 0 {
-            -((bits & (sign - 1)) as i64)
-        } else {
-            bits as i64
-        }
-    };
+    let (value, ord) = (|b: u64| bits_to_f32(t, b), |b: u64| ord_bits(t, b));
     let (mut max, mut sum, mut differ) = (0.0f64, 0.0, 0);
     for i in 0..a.len() {
         let (g, w) = (value(fast[i]), value(exact[i]));
