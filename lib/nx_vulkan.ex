@@ -43,8 +43,10 @@ defmodule NxVulkan do
   def info_report, do: unwrap!(Native.info_report())
 
   @doc """
-  Engine counters: dispatches and recordings (one per op) queued, submissions made and in
-  flight, pipelines built, buffer pool state. Tests use these to see where work ran.
+  Engine counters: dispatches and recordings (one per op) queued, dispatches recorded without
+  a barrier in front (`:concurrent_dispatches`: independent steps of a compiled function that
+  may overlap on the device), submissions made and in flight, pipelines built, buffer pool
+  state. Tests use these to see where work ran.
   """
   def stats, do: unwrap!(Native.stats())
 

@@ -58,6 +58,7 @@ use vulkano::memory::allocator::StandardMemoryAllocator;
 #[derive(Default)]
 pub(crate) struct Counters {
     pub dispatches: AtomicU64,
+    pub concurrent_dispatches: AtomicU64,
     pub submits: AtomicU64,
     pub copies: AtomicU64,
     pub uploads: AtomicU64,
@@ -71,6 +72,9 @@ pub(crate) struct Counters {
 pub struct EngineStats {
     /// Compute dispatches recorded (queued on the stream).
     pub dispatches: u64,
+    /// Of those, dispatches recorded without a barrier in front (they may overlap the ones
+    /// before them: independent steps of a compiled plan, an LLM layer's Q/K/V products).
+    pub concurrent_dispatches: u64,
     /// Recordings committed to the stream: one per op (an op records all its dispatches
     /// into one), however the stream then gathers them into submissions.
     pub recordings: u64,
@@ -192,6 +196,7 @@ impl Context {
     pub fn stats(&self) -> EngineStats {
         EngineStats {
             dispatches: self.stats.dispatches.load(Relaxed),
+            concurrent_dispatches: self.stats.concurrent_dispatches.load(Relaxed),
             recordings: self.stats.recordings.load(Relaxed),
             submits: self.stats.submits.load(Relaxed),
             copies: self.stats.copies.load(Relaxed),

@@ -692,15 +692,36 @@ impl Context {
                     c_v4: dtype == DType::F32 && n.is_multiple_of(4) && c.buffer.address().is_multiple_of(16),
                     // (K == 0 keeps the checks so the first tile load reads nothing)
                     checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
+                    split_k: 0,
                 };
-                let key = format!("{cfg:?}");
-                let kern = self.kernels.get(&key, 256, 1, || cfg.source())?;
+                let tiles = m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
+                let slices = split_k_slices(dtype, bsz, tiles, k, bk as usize);
                 let max = self.caps.max_workgroup_count;
-                let groups = [
+                let mut groups = [
                     u32::try_from(n.div_ceil(bn as usize)).unwrap_or(u32::MAX),
                     u32::try_from(m.div_ceil(bm as usize)).unwrap_or(u32::MAX),
                     (bsz as u32).min(max[2]).min(65535),
                 ];
+                if slices > 1 {
+                    // Each slice a whole number of K steps; the last takes what remains.
+                    let ks = k.div_ceil(bk as usize).div_ceil(slices) * bk as usize;
+                    let slices = k.div_ceil(ks);
+                    let cfg = TileCfg { split_k: ks as u32, c_v4: n.is_multiple_of(4), ..cfg };
+                    let scratch = self.empty(DType::F32, &[slices, m, n])?;
+                    batch.keep(&scratch.buffer);
+                    let mut split_params = ParamBlock::new("dot");
+                    split_params.addrs([ta, tb, &scratch].map(|t| t.buffer.address()));
+                    split_params.i32s([m, n, k, bsz, va.offset])?.i32s(va.s)?.i32(vb.offset)?.i32s(vb.s)?;
+                    let kern = self.kernels.get(&format!("{cfg:?}"), 256, 1, || cfg.source())?;
+                    groups[2] = slices as u32;
+                    batch.dispatch_grid(&kern, split_params.bytes(), (m * n) as u32, groups)?;
+                    let mut sum_params = ParamBlock::new("dot");
+                    sum_params.addrs([scratch.buffer.address(), c.buffer.address()]).i32(slices)?;
+                    let sum = self.kernels.get("dot split-K sum f32", 256, 1, split_sum_source)?;
+                    return batch.dispatch(&sum, sum_params.bytes(), (m * n) as u64);
+                }
+                let key = format!("{cfg:?}");
+                let kern = self.kernels.get(&key, 256, 1, || cfg.source())?;
                 batch.dispatch_grid(&kern, params, (bsz * m * n) as u32, groups)?;
             }
             MatmulKernel::Simple => {
@@ -878,6 +899,49 @@ struct TileCfg {
     c_v4: bool,
     /// Bounds checks (M, N or K not a tile multiple).
     checked: bool,
+    /// Split K (f32, one batch only; 0: not split): workgroup z sums K range
+    /// `[z * split_k, (z + 1) * split_k)` (a multiple of `bk`) into its own slice of a scratch
+    /// `[slices, M, N]` that [`split_sum_source`] then adds up in ascending slice order.
+    split_k: u32,
+}
+
+/// How many K slices an f32 product of `tiles` output tiles and `k` steps of `bk` is split
+/// into (1: not split). A grid of fewer tiles than half the multiprocessors of a large GPU
+/// leaves most of it idle while each workgroup walks all of K: on the H200 the MLP step's
+/// 128×784 · 784×512 product (16 tiles, 49 steps) and 128×512 · 512×10 (2 tiles, 32 steps)
+/// took 31 µs each (stop 23, `bench/profile_compiler.exs`). Slices of at least two steps, up
+/// to about 128 workgroups in all. Depends on the shape only, so every device sums alike.
+fn split_k_slices(dtype: DType, bsz: usize, tiles: usize, k: usize, bk: usize) -> usize {
+    const TARGET_GROUPS: usize = 128;
+    if dtype != DType::F32 || bsz != 1 || tiles >= TARGET_GROUPS / 2 {
+        return 1;
+    }
+    let steps = k.div_ceil(bk);
+    TARGET_GROUPS.div_ceil(tiles).min(steps / 2).clamp(1, 32)
+}
+
+/// Adds the `S` f32 slices of a split-K product (`[S, count]` at `addrP`) in ascending slice
+/// order into `addrC`.
+fn split_sum_source() -> String {
+    let mut s = crate::kernels::numeric_prelude();
+    s.push_str(
+        "layout(local_size_x = 256) in;
+void main() {
+    uint64_t addrP = ParamsU64(pc.params).v[0];
+    uint64_t addrC = ParamsU64(pc.params).v[1];
+    int S = ParamsI32(pc.params + 16ul).v[0];
+    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {
+        precise float acc = uintBitsToFloat(BufU32(addrP).v[i]);
+        for (int z = 1; z < S; z++) {
+            precise float p = uintBitsToFloat(BufU32(addrP).v[uint(z) * pc.count + i]);
+            acc = acc + p;
+        }
+        BufU32(addrC).v[i] = floatBitsToUint(acc);
+    }
+}
+",
+    );
+    s
 }
 
 impl TileCfg {
@@ -982,19 +1046,28 @@ impl TileCfg {
             // Nx.BinaryBackend's f64 rounding: product rounded, then sum rounded (no fusion).
             "precise double p = a[i] * b[j]; acc[i][j] = acc[i][j] + p;"
         };
+        // Split K: this workgroup's K range (the batch is one matrix); else the batch loop.
+        let (batch_loop, kbeg, slice_c) = if self.split_k > 0 {
+            (
+                format!("    int kbeg = int(gl_WorkGroupID.z) * {ks}; nt = (min(K, kbeg + {ks}) - kbeg + BK - 1) / BK;\n    {{ int bz = 0;\n", ks = self.split_k),
+                "kbeg",
+                "int(gl_WorkGroupID.z)",
+            )
+        } else {
+            ("    for (int bz = int(gl_WorkGroupID.z); bz < Bt; bz += int(gl_NumWorkGroups.z)) {\n".to_string(), "0", "bz")
+        };
         write!(
             s,
-            "    for (int bz = int(gl_WorkGroupID.z); bz < Bt; bz += int(gl_NumWorkGroups.z)) {{
-        int baseA = offA + bz * sAb;
+            "{batch_loop}        int baseA = offA + bz * sAb;
         int baseB = offB + bz * sBb;
         precise T acc[TM][TN];
         [[unroll]] for (int i = 0; i < TM; i++) [[unroll]] for (int j = 0; j < TN; j++) acc[i][j] = T(0);
-        int k0 = 0;
+        int k0 = {kbeg};
         int buf = 0;
 {load}{store}        barrier();
         for (int kt = 0; kt < nt; kt++) {{
             int cur = kt & 1;
-            k0 = (kt + 1) * BK;
+            k0 = {kbeg} + (kt + 1) * BK;
             bool more = kt + 1 < nt;
             if (more) {{
 {load}            }}
@@ -1015,7 +1088,7 @@ impl TileCfg {
 {store}            }}
             barrier();
         }}
-        int baseC = bz * M * N;
+        int baseC = {slice_c} * M * N;
         [[unroll]] for (int i = 0; i < TM / 4; i++) [[unroll]] for (int r = 0; r < 4; r++) {{
             int m = m0 + i * 64 + ty * 4 + r;
             [[unroll]] for (int j = 0; j < TN / 4; j++) {{

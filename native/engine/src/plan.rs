@@ -43,6 +43,7 @@ use crate::dtype::DType;
 use crate::elementwise::{BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
+use crate::memory::DeviceBuffer;
 use crate::ops::clip_expr;
 use crate::reduce::{ArgOp, Finish, FusedReduce, ReduceOp, Reduction, TieBreak};
 use crate::scan::ScanOp;
@@ -51,6 +52,7 @@ use crate::submit::Batch;
 use crate::tensor::{numel, Tensor};
 use crate::Context;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One node's operation; its arguments are earlier nodes (`PlanNode::args`).
 #[derive(Clone, Debug, PartialEq)]
@@ -425,8 +427,22 @@ impl Plan {
             }
         }
         let mut batch = ctx.batch()?;
+        // Buffers written by commands since the last barrier. A step reading none of them
+        // records its first command without a barrier, so independent steps (a backward
+        // pass's weight and input gradients, say) overlap on the device. Every step writes
+        // fresh buffers, and no buffer is reused within the batch (recorders keep what they
+        // touch until the batch is committed; freed values are held here until then too), so
+        // a read after a write is the only hazard.
+        let mut unsettled: Vec<*const DeviceBuffer> = vec![];
+        let mut freed: Vec<Tensor> = vec![];
         for (k, step) in self.steps.iter().enumerate() {
-            match step {
+            let first = batch.commands();
+            let reads: Vec<&Tensor> = match step {
+                Step::Map { inputs, .. } | Step::Reduce { inputs, .. } => inputs.iter().map(|inp| value(&vals, inp.node)).collect::<Result<_>>()?,
+                Step::Node(i) => g.nodes[*i].args.iter().map(|&a| value(&vals, a)).collect::<Result<_>>()?,
+            };
+            batch.next_concurrent(!reads.iter().any(|t| unsettled.contains(&Arc::as_ptr(&t.buffer))));
+            let written: Vec<Tensor> = match step {
                 Step::Map { shape, exprs, inputs, outputs } => {
                     let ins = inputs.iter().map(|inp| inp.view(value(&vals, inp.node)?, shape, &[])).collect::<Result<Vec<_>>>()?;
                     let outs = outputs
@@ -434,9 +450,10 @@ impl Plan {
                         .map(|&o| ctx.empty(g.nodes[o].dtype, shape))
                         .collect::<Result<Vec<_>>>()?;
                     ctx.record_map_with(&mut batch, self.options.math, exprs, &ins.iter().collect::<Vec<_>>(), &outs.iter().collect::<Vec<_>>())?;
-                    for (o, t) in outputs.iter().zip(outs) {
-                        vals[*o] = Some(t);
+                    for (o, t) in outputs.iter().zip(&outs) {
+                        vals[*o] = Some(t.clone());
                     }
+                    outs
                 }
                 Step::Reduce { node, prologue, inputs, epilogue, finish } => {
                     let rn = &g.nodes[*node];
@@ -465,21 +482,33 @@ impl Plan {
                     };
                     let fin = finish.as_ref().map(|(e, _)| Finish { reduced: rn.dtype, expr: e.clone() });
                     ctx.record_reduce_finished_with(&mut batch, self.options.math, &r, fin.as_ref())?;
-                    vals[stored] = Some(out);
-                    for ((_, e), t) in epilogue.iter().zip(outs) {
-                        vals[*e] = Some(t);
+                    vals[stored] = Some(out.clone());
+                    for ((_, e), t) in epilogue.iter().zip(&outs) {
+                        vals[*e] = Some(t.clone());
                     }
+                    std::iter::once(out).chain(outs).collect()
                 }
                 Step::Node(i) => {
                     let t = record_node(ctx, &mut batch, self.options, &g.nodes[*i], &vals)?;
-                    vals[*i] = Some(t);
+                    vals[*i] = Some(t.clone());
+                    vec![t]
                 }
+            };
+            // A step that recorded nothing (a view) wrote nothing. One with a barrier among its
+            // commands (in front of the first, or of an inner pass) settled everything before.
+            if batch.commands() > first {
+                if (first..batch.commands()).any(|c| !batch.is_concurrent(c)) {
+                    unsettled.clear();
+                }
+                unsettled.extend(written.iter().map(|t| Arc::as_ptr(&t.buffer)));
             }
             for &f in &self.frees[k] {
-                vals[f] = None;
+                freed.extend(vals[f].take());
             }
         }
+        batch.next_concurrent(false);
         batch.finish()?;
+        drop(freed);
         g.outputs.iter().map(|&o| value(&vals, o).cloned()).collect()
     }
 }

@@ -234,10 +234,13 @@ impl Stream {
     /// will be part of (for `wait_for`). In synchronous mode, waits for it.
     pub(crate) fn commit(&self, rec: Recording) -> Result<u64> {
         let s = &*self.shared;
-        let (mut dispatches, mut copies) = (0, 0);
+        let (mut dispatches, mut concurrent, mut copies) = (0, 0, 0);
         for c in &rec.commands {
             match c {
-                Command::Dispatch { .. } => dispatches += 1,
+                Command::Dispatch { concurrent: c, .. } => {
+                    dispatches += 1;
+                    concurrent += *c as u64;
+                }
                 Command::Copy { .. } => copies += 1,
             }
         }
@@ -247,6 +250,7 @@ impl Stream {
             crate::exec::may_wait()?;
         }
         s.counters.dispatches.fetch_add(dispatches, Relaxed);
+        s.counters.concurrent_dispatches.fetch_add(concurrent, Relaxed);
         s.counters.copies.fetch_add(copies, Relaxed);
         s.counters.recordings.fetch_add(1, Relaxed);
         if rec.is_empty() {

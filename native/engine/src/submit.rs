@@ -341,11 +341,33 @@ pub(crate) fn kernel_names(keep: &[Keep]) -> Vec<String> {
 pub struct Batch<'a> {
     ctx: &'a crate::Context,
     rec: Recording,
+    /// The next command is recorded as concurrent (see [`Batch::next_concurrent`]).
+    next_concurrent: bool,
 }
 
 impl<'a> Batch<'a> {
     pub(crate) fn new(ctx: &'a crate::Context) -> Batch<'a> {
-        Batch { ctx, rec: Recording::default() }
+        Batch { ctx, rec: Recording::default(), next_concurrent: false }
+    }
+
+    /// With `yes`, the next command is recorded without the barrier in front, as
+    /// [`Batch::dispatch_grid_concurrent`] does, whichever recorder adds it: for a caller that
+    /// knows the op it records next reads nothing written since the last barrier and writes
+    /// only buffers nothing recorded since then touches (the compiled plan's independent
+    /// steps). Only a dispatch after a dispatch honours it; a copy keeps its barrier. With
+    /// `no`, a request not yet used (the op recorded nothing) is withdrawn.
+    pub(crate) fn next_concurrent(&mut self, yes: bool) {
+        self.next_concurrent = yes;
+    }
+
+    /// Commands recorded so far.
+    pub(crate) fn commands(&self) -> usize {
+        self.rec.commands.len()
+    }
+
+    /// Whether the command at `index` was recorded without a barrier in front.
+    pub(crate) fn is_concurrent(&self, index: usize) -> bool {
+        matches!(self.rec.commands.get(index), Some(Command::Dispatch { concurrent: true, .. }))
     }
 
     /// Adds a dispatch of `kernel` over `count` work items with the given parameter block
@@ -395,6 +417,8 @@ impl<'a> Batch<'a> {
     }
 
     fn push_dispatch(&mut self, kernel: &Arc<Kernel>, params: &[u8], count: u32, groups: [u32; 3], concurrent: bool) -> Result<()> {
+        let asked = std::mem::take(&mut self.next_concurrent);
+        let concurrent = concurrent || (asked && matches!(self.rec.commands.last(), Some(Command::Dispatch { .. })));
         // 16-byte alignment keeps 64-bit fields in the block aligned.
         let rec = &mut self.rec;
         let params_offset = rec.params.len().next_multiple_of(16) as u64;
@@ -417,6 +441,7 @@ impl<'a> Batch<'a> {
 
     pub(crate) fn copy_raw(&mut self, src: vk::Buffer, src_offset: u64, dst: vk::Buffer, dst_offset: u64, bytes: u64) {
         if bytes > 0 {
+            self.next_concurrent = false;
             self.rec.commands.push(Command::Copy { src, src_offset, dst, dst_offset, bytes });
         }
     }
@@ -433,6 +458,7 @@ impl<'a> Batch<'a> {
 
     /// Appends a kept recording (its first command keeps its barrier).
     pub(crate) fn append(&mut self, rec: Recording) {
+        self.next_concurrent = false;
         self.rec.append(rec);
     }
 

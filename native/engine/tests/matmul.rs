@@ -596,6 +596,67 @@ fn f32_dot_is_exact_by_default_and_sgemm_on_request() {
     eprintln!("f32 accumulation differs from the exact dot in {differ} of {} elements", m * n);
 }
 
+/// f32-accumulated products with few output tiles and a long K are split along K (slices
+/// summed in order by a second kernel): checked against an f64 reference within the f32
+/// accumulation bound, for shapes on both sides of the split (tile multiples or not, K not a
+/// step multiple, N = 10 as the MLP's logits), with Inf and NaN operands, and the profile
+/// says which shapes were split.
+#[test]
+fn few_tile_f32_products_split_k() {
+    use nx_vulkan_engine::matmul::DotPrecision;
+    let ctx = ctx();
+    // (m, k, n, split expected)
+    let cases = [
+        (128usize, 784usize, 512usize, true),
+        (128, 512, 10, true),
+        (9, 301, 7, true),
+        (1, 1000, 1, true),
+        (65, 37, 3, false),      // 3 K steps: fewer than two per slice
+        (70, 64, 5, true),       // 4 steps: two slices of two
+        (3, 16, 3, false),       // one K step
+        (512, 128, 784, false),  // 104 tiles: enough workgroups already
+    ];
+    for &(m, k, n, want_split) in &cases {
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1.37e-3 + 1e-7 * i as f32).collect();
+        let mut b: Vec<f32> = (0..k * n).map(|i| ((i * 104729 % 997) as f32 - 498.0) * 2.9e-2).collect();
+        // a NaN in column 0 and an Inf in column n - 1 of B (rows late in K: the last slice)
+        b[(k - 1) * n] = f32::NAN;
+        if n > 1 {
+            b[(k / 2) * n + n - 1] = f32::INFINITY;
+        }
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let ta = ctx.upload(DType::F32, &[m, k], &bytes(&a)).unwrap();
+        let tb = ctx.upload(DType::F32, &[k, n], &bytes(&b)).unwrap();
+        ctx.stream.profile_start().unwrap();
+        let c = ctx.dot_with(DotPrecision::F32Accumulate, &ta, &[1], &[], &tb, &[0], &[], DType::F32).unwrap();
+        ctx.synchronize().unwrap();
+        let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+        let got: Vec<f32> = ctx.download(&c).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let split = kernels.iter().any(|k| k.contains("split-K sum"));
+        assert_eq!(split, want_split, "{m}x{k}x{n}: kernels {kernels:?}");
+        for i in 0..m {
+            for j in 0..n {
+                let (mut acc, mut mag) = (0.0f64, 0.0f64);
+                for l in 0..k {
+                    let p = (a[i * k + l] as f64) * (b[l * n + j] as f64);
+                    acc += p;
+                    mag += p.abs();
+                }
+                let g = got[i * n + j] as f64;
+                if acc.is_nan() {
+                    assert!(g.is_nan(), "{m}x{k}x{n} ({i},{j}): {g}, want NaN");
+                } else if acc.is_infinite() {
+                    assert_eq!(g, acc, "{m}x{k}x{n} ({i},{j})");
+                } else {
+                    // f32 accumulation over k terms: |error| <= k * 2^-24 * sum |products| (+ rounding)
+                    let bound = (k as f64 + 2.0) * 2f64.powi(-24) * mag;
+                    assert!((g - acc).abs() <= bound, "{m}x{k}x{n} ({i},{j}): {g} vs {acc} (bound {bound})");
+                }
+            }
+        }
+    }
+}
+
 /// A NaN computed by a dot (Inf × 0) is stored as the canonical positive quiet NaN, whatever
 /// the hardware made (x86 makes a negative one, NVIDIA a positive one): the exact paths are
 /// the same bits on every device, as BinaryBackend writes NaN.

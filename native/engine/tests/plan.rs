@@ -216,6 +216,60 @@ fn reductions_and_dots_are_boundaries_between_fused_regions() {
     });
 }
 
+/// Steps that read nothing the steps since the last barrier wrote skip the barrier (they may
+/// overlap on the device), and the results are still the node-by-node ones: two products of
+/// one input and a reduction of it run side by side; a chain where every step reads the one
+/// before keeps every barrier. (Lavapipe runs commands in order anyway: the bits check has
+/// teeth on a GPU that overlaps them, such as the H200.)
+#[test]
+fn independent_steps_skip_barriers() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(23);
+        let t = F32;
+        let dot = PlanOp::Dot { contract_a: vec![1], batch_a: vec![], contract_b: vec![0], batch_b: vec![] };
+        // branches: d1 = x·w1, d2 = x·w2, r = sum(x, axis 1); out = d1 + d2 + r
+        let mut b = G::default();
+        let x = b.param(t, &[64, 200]);
+        let w1 = b.param(t, &[200, 40]);
+        let w2 = b.param(t, &[200, 40]);
+        let d1 = b.node(dot.clone(), &[x, w1], &[64, 40], t);
+        let d2 = b.node(dot.clone(), &[x, w2], &[64, 40], t);
+        let r = b.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[x], &[64, 1], t);
+        let sum = b.bin(BinaryOp::Add, d1, d2);
+        let out = b.bin(BinaryOp::Add, sum, r);
+        b.out(out);
+        let ins = [
+            upload(ctx, t, &[64, 200], &values(t, 64 * 200, &mut rng)),
+            upload(ctx, t, &[200, 40], &random_values(t, 8000, &mut rng)),
+            upload(ctx, t, &[200, 40], &random_values(t, 8000, &mut rng)),
+        ];
+        // chain: the product of x and w1, its row sums, their product with w3
+        let mut c = G::default();
+        let cx = c.param(t, &[64, 200]);
+        let cw1 = c.param(t, &[200, 40]);
+        let cw3 = c.param(t, &[1, 40]);
+        let cd = c.node(dot.clone(), &[cx, cw1], &[64, 40], t);
+        let cr = c.node(PlanOp::Reduce { op: ReduceOp::Sum, axes: vec![1] }, &[cd], &[64, 1], t);
+        let ce = c.node(dot.clone(), &[cr, cw3], &[64, 40], t);
+        c.out(ce);
+        let cins = [ins[0].clone(), ins[1].clone(), upload(ctx, t, &[1, 40], &random_values(t, 40, &mut rng))];
+        for options in [PlanOptions::default(), FAST] {
+            let before = ctx.stats().concurrent_dispatches;
+            let (fused, unfused, _, _) = run_both_with(ctx, &b.g, &ins, options);
+            let branches = ctx.stats().concurrent_dispatches - before;
+            assert_eq!(fused, unfused, "{options:?}");
+            // the second product and the reduction start without a barrier
+            assert!(branches >= 2, "{options:?}: {branches} concurrent dispatches");
+            let before = ctx.stats().concurrent_dispatches;
+            let plan = Plan::new(c.g.clone(), options).unwrap();
+            let chained = plan.run(ctx, &cins).unwrap();
+            assert_eq!(ctx.stats().concurrent_dispatches - before, 0, "{options:?}: a chain keeps its barriers");
+            let want = c.g.eval_unfused_with(ctx, &cins, options).unwrap();
+            assert_eq!(download(ctx, &chained[0]), download(ctx, &want[0]), "{options:?}");
+        }
+    });
+}
+
 /// The row maximum `m` of a `[rows, cols]` node `x`, `e = exp(x - m)` and its row sum `s`
 /// (softmax is `e / s`, logsumexp `log(s) + m`).
 fn max_exp_sum(b: &mut G, x: usize) -> (usize, usize, usize) {

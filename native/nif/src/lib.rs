@@ -171,6 +171,7 @@ fn stats(env: Env<'_>) -> NifResult<Term<'_>> {
         Ok(s) => {
             let pairs: Vec<(Atom, u64)> = vec![
                 (Atom::from_str(env, "dispatches")?, s.dispatches),
+                (Atom::from_str(env, "concurrent_dispatches")?, s.concurrent_dispatches),
                 (Atom::from_str(env, "recordings")?, s.recordings),
                 (Atom::from_str(env, "submits")?, s.submits),
                 (Atom::from_str(env, "in_flight")?, s.in_flight),
