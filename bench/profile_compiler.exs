@@ -1,5 +1,7 @@
 # Device time per kernel (timestamps) of compiled softmax, layernorm and the MLP step (:exact
 # and :fast) vs the eager path: where the time of bench/compiler_bench.exs goes. JSON-ish lines on stdout.
+# Run with NX_VULKAN_PLAN_OVERLAP=0: overlapping independent steps make per-kernel spans overlap
+# (their sum then exceeds the wall time).
 Code.require_file("compiler_bench_fns.exs", __DIR__)
 Application.ensure_all_started(:nx)
 Nx.default_backend(NxVulkan.Backend)

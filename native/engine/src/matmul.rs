@@ -475,6 +475,10 @@ impl Context {
             return Ok(());
         }
         let out_t = out.dtype;
+        // Only a kernel chosen here by shape may split K: a caller that names the kernel (the
+        // tensor-core fallback the LLM prefill uses, whose rows must not change with the
+        // number of rows; benchmarks) gets exactly that kernel.
+        let may_split = kernel.is_none();
         let kernel = kernel.unwrap_or_else(|| choose_kernel(&self.caps, out_t, bsz, m, n, k));
         if let MatmulKernel::CoopMat { input, .. } = kernel {
             if !coopmat_runs_here(&self.caps, kernel) || a.dtype != input || b.dtype != input || !matches!(out_t, DType::F32 | DType::F16 | DType::BF16) {
@@ -521,7 +525,7 @@ impl Context {
                 }
             }
         }
-        self.record_gemm(batch, kernel, &va, &vb, out, [bsz, m, n, k])
+        self.record_gemm(batch, kernel, &va, &vb, out, [bsz, m, n, k], may_split)
     }
 
     /// `t` permuted and seen as three axes, copied (into `batch`) where its layout cannot be.
@@ -656,7 +660,7 @@ impl Context {
         linear_cfgs(tensor_core_kernel(&self.caps, dtype), self.caps.subgroup_size, self.caps.max_shared_memory as usize)
     }
 
-    fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4]) -> Result<()> {
+    fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4], may_split: bool) -> Result<()> {
         let [bsz, m, n, k] = dims;
         let (ta, va) = a;
         let (tb, vb) = b;
@@ -695,7 +699,7 @@ impl Context {
                     split_k: 0,
                 };
                 let tiles = m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
-                let slices = split_k_slices(dtype, bsz, tiles, k, bk as usize);
+                let slices = if may_split { split_k_slices(dtype, bsz, tiles, k, bk as usize) } else { 1 };
                 let max = self.caps.max_workgroup_count;
                 let mut groups = [
                     u32::try_from(n.div_ceil(bn as usize)).unwrap_or(u32::MAX),
@@ -910,7 +914,10 @@ struct TileCfg {
 /// leaves most of it idle while each workgroup walks all of K: on the H200 the MLP step's
 /// 128×784 · 784×512 product (16 tiles, 49 steps) and 128×512 · 512×10 (2 tiles, 32 steps)
 /// took 31 µs each (stop 23, `bench/profile_compiler.exs`). Slices of at least two steps, up
-/// to about 128 workgroups in all. Depends on the shape only, so every device sums alike.
+/// to about 128 workgroups in all. Depends on the shape only, so every device sums alike —
+/// but on M too, so a row's bits may change with the number of rows: only kernels chosen by
+/// shape split (`record_dot_using` with no kernel named), never a named one (the LLM's
+/// tensor-core fallback, whose rows must not depend on the batch).
 fn split_k_slices(dtype: DType, bsz: usize, tiles: usize, k: usize, bk: usize) -> usize {
     const TARGET_GROUPS: usize = 128;
     if dtype != DType::F32 || bsz != 1 || tiles >= TARGET_GROUPS / 2 {

@@ -441,7 +441,7 @@ impl Plan {
                 Step::Map { inputs, .. } | Step::Reduce { inputs, .. } => inputs.iter().map(|inp| value(&vals, inp.node)).collect::<Result<_>>()?,
                 Step::Node(i) => g.nodes[*i].args.iter().map(|&a| value(&vals, a)).collect::<Result<_>>()?,
             };
-            batch.next_concurrent(!reads.iter().any(|t| unsettled.contains(&Arc::as_ptr(&t.buffer))));
+            batch.next_concurrent(overlap_steps() && !reads.iter().any(|t| unsettled.contains(&Arc::as_ptr(&t.buffer))));
             let written: Vec<Tensor> = match step {
                 Step::Map { shape, exprs, inputs, outputs } => {
                     let ins = inputs.iter().map(|inp| inp.view(value(&vals, inp.node)?, shape, &[])).collect::<Result<Vec<_>>>()?;
@@ -511,6 +511,14 @@ impl Plan {
         drop(freed);
         g.outputs.iter().map(|&o| value(&vals, o).cloned()).collect()
     }
+}
+
+/// Whether a run lets independent steps overlap (`NX_VULKAN_PLAN_OVERLAP=0` keeps a barrier
+/// in front of every step: for profiles, whose per-kernel times overlapping steps blur, and for
+/// measuring what the overlap gains). Read once.
+fn overlap_steps() -> bool {
+    static ON: once_cell::sync::Lazy<bool> = once_cell::sync::Lazy::new(|| std::env::var("NX_VULKAN_PLAN_OVERLAP").map_or(true, |v| v != "0"));
+    *ON
 }
 
 fn value(vals: &[Option<Tensor>], node: usize) -> Result<&Tensor> {

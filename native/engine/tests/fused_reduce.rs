@@ -499,7 +499,8 @@ fn softmax_is_two_dispatches_and_equals_unfused_and_f64() {
     });
 }
 
-/// Short rows (256 < R <= 4096, `reduce::row_k`) are read with all of an invocation's loads
+/// Short rows (256 < R <= 4096 with a workgroup per row, R <= 16 with an invocation per row;
+/// `reduce::row_k`) are read with all of an invocation's loads
 /// issued before any candidate is combined; for an epilogue that reads the prologue, the
 /// prologue's values and the loaded bits are kept in registers and read where it would
 /// evaluate the prologue (softmax's exp(x - max)) or load an input again. The fused results equal the unfused
@@ -511,7 +512,7 @@ fn short_rows_keep_the_prologue_and_loads_for_the_epilogue() {
     on_engine_alone(|ctx| {
         let mut rng = Rng(4242);
         for t in [DType::F32, DType::F16, DType::BF16, DType::F64] {
-            for (rows, cols) in [(3usize, 257usize), (5, 1024), (1, 4096), (2, 4097)] {
+            for (rows, cols) in [(9usize, 1usize), (4, 10), (3, 16), (5, 17), (3, 257), (5, 1024), (1, 4096), (2, 4097)] {
                 for (math, with_quotient) in [(FloatMath::Exact, true), (FloatMath::Fast, true), (FloatMath::Exact, false), (FloatMath::Fast, false)] {
                     let shape = vec![rows, cols];
                     // finite rows (a NaN or Inf anywhere in a row makes the whole row NaN), and
@@ -547,7 +548,11 @@ fn short_rows_keep_the_prologue_and_loads_for_the_epilogue() {
                     batch.finish().unwrap();
                     let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
                     let what = format!("{t} {rows}x{cols} {math:?} quotient {with_quotient}");
-                    let want = if cols <= 4096 { format!(" rowk{} ", cols.div_ceil(256)) } else { String::new() };
+                    let want = match cols {
+                        ..=16 => format!(" rowk{cols} "),
+                        257..=4096 => format!(" rowk{} ", cols.div_ceil(256)),
+                        _ => String::new(),
+                    };
                     assert_eq!(kernels.len(), 1, "{what}: one kernel, got {kernels:?}");
                     assert_eq!(kernels[0].contains(" rowk"), !want.is_empty(), "{what}: {}", kernels[0]);
                     assert!(kernels[0].contains(&want), "{what}: {}", kernels[0]);
