@@ -63,13 +63,11 @@
 //! elements 512 segments of 2048.
 //!
 //! **Loads in flight.** Every strategy's loop works in rounds of [`UNROLL`] = 8 candidates of
-//! its sequence (`r, r+step, ..., r+7*step`; step 1 for `PerOutput`, 256 otherwise; rounds of
-//! [`PER_OUTPUT_UNROLL`] = 16 for `PerOutput`): the round first reads all its raw elements
-//! (straight-line code: independent loads in flight per invocation), then decodes and combines
-//! them into the invocation's single accumulator in increasing `r`; fewer left make one last
-//! round whose loads are clamped in bounds and whose candidates past the end are not combined.
-//! Short rows are read whole ([`row_k`]). The order of combination is exactly the sequential
-//! order stated above, so the unrolling itself changes no bit.
+//! its sequence (`r, r+step, ..., r+7*step`; step 1 for `PerOutput`, 256 otherwise): the round
+//! first reads all 8 raw elements (straight-line code: 8 independent loads in flight per
+//! invocation), then decodes and combines them into the invocation's single accumulator in
+//! increasing `r`; fewer than 8 left are taken one at a time. The order of combination is
+//! exactly the sequential order stated above, so the unrolling itself changes no bit.
 //!
 //! **Bits versus the previous layout** (`Split` only for `R >= 65536` and `outputs < 256`, at most
 //! 256 segments of at least 16 Ki elements, and pass 2 a sequential loop of one invocation per
@@ -239,10 +237,6 @@ const LOCAL: u32 = 256;
 /// Elements each invocation reads before it combines any of them (loads in flight).
 pub const UNROLL: usize = 8;
 
-/// The same for `PerOutput`, whose one invocation walks a whole row (a bias gradient's
-/// 128-element column was 16 rounds of 8, one memory latency each).
-pub const PER_OUTPUT_UNROLL: usize = 16;
-
 /// Elements a workgroup reads in one unrolled round (`LOCAL * UNROLL`): a `Split` segment is at
 /// least this long.
 pub const ROUND: usize = LOCAL as usize * UNROLL;
@@ -251,17 +245,14 @@ pub const ROUND: usize = LOCAL as usize * UNROLL;
 /// once (rows of up to `LOCAL * ROW_K_MAX` elements; [`row_k`]).
 pub const ROW_K_MAX: usize = 16;
 
-/// Candidates per invocation of a reduction over rows of `len` elements that reads them all
-/// before combining any, or 0 for the general loop: `ceil(len / LOCAL)` for a `PerGroup` row
-/// of up to `LOCAL * ROW_K_MAX` elements; `len` itself for a `PerOutput` row of up to
-/// `ROW_K_MAX` (a classifier's logits: the general loop took 10 elements as a round of 8 and
-/// two lone loads, and an epilogue as 10 more loads one after another); 0 otherwise (longer
-/// rows, `Split`). The fold order is the general loop's either way.
+/// Candidates per invocation of a `PerGroup` reduction over rows of `len` elements that reads
+/// them all before combining any (`ceil(len / LOCAL)`), or 0 for the general loop (longer
+/// rows, and the other strategies). The fold order is the general loop's either way.
 pub fn row_k(strategy: Strategy, len: usize) -> u32 {
-    match strategy {
-        Strategy::PerGroup if len > 0 && len <= LOCAL as usize * ROW_K_MAX => len.div_ceil(LOCAL as usize) as u32,
-        Strategy::PerOutput if len > 0 && len <= ROW_K_MAX => len as u32,
-        _ => 0,
+    if strategy == Strategy::PerGroup && len > 0 && len <= LOCAL as usize * ROW_K_MAX {
+        len.div_ceil(LOCAL as usize) as u32
+    } else {
+        0
     }
 }
 
@@ -1255,55 +1246,43 @@ impl Spec {
         // UNROLL candidates (independent loads in flight) before it decodes and combines them
         // into the one accumulator in increasing r, so the order is the sequential one.
         let (first, step) = if per_output { ("r0", 1) } else { ("r0 + t", LOCAL as usize) };
-        // A short row's candidate k: element `row_at + k * row_step` of the row.
-        let (row_at, row_step) = if per_output { ("", 1) } else { (" + t", LOCAL as usize) };
         if self.row_k > 0 {
-            // A short row: this invocation's candidates r0 + t + 256 k (PerGroup) or r0 + k
-            // (PerOutput), k < row_k, are all loaded before any is combined — the last ones
-            // clamped to the row's end, so every load is in bounds, and not combined — then
-            // combined in increasing k, the general loop's order. (The general loop below would
-            // take a 1024-element PerGroup row one load at a time: its unrolled rounds need 8
-            // candidates per invocation.) The row is never empty here: row_k > 0 only for
-            // R > 256 (PerGroup, row_k - 1) or R == row_k >= 1 (PerOutput), and the key holds
-            // row_k. For an epilogue that reads the prologue (`cached`), the loaded bits and the
-            // prologue's values stay in registers for it.
+            // A short row (PerGroup): this invocation's candidates r0 + t + 256 k, k < row_k,
+            // are all loaded before any is combined — the last ones clamped to the row's end,
+            // so every load is in bounds, and not combined — then combined in increasing k,
+            // the general loop's order. (The general loop below would take a 1024-element row
+            // one load at a time: its unrolled rounds need 8 candidates per invocation.) The
+            // row is never empty here: row_k > 0 only for R > 256 (row_k - 1), and the key
+            // holds row_k. For an epilogue that reads the prologue (`cached`), the loaded bits
+            // and the prologue's values stay in registers for it.
             for k in 0..self.row_k as usize {
-                writeln!(s, "        uint c{k} = min(r0{row_at} + {}u, r1 - 1u);", k * row_step).unwrap();
+                writeln!(s, "        uint c{k} = min(r0 + t + {}u, r1 - 1u);", k * LOCAL as usize).unwrap();
                 fetch(&mut s, k, "        ");
             }
             for k in 0..self.row_k as usize {
                 if cached {
                     writeln!(s, "        RAW pv{k} = {};", self.value(&pro_streams, &k.to_string(), pro_hoisted.len())).unwrap();
                 }
-                writeln!(s, "        if (r0{row_at} + {}u < r1) {{", k * row_step).unwrap();
+                writeln!(s, "        if (r0 + t + {}u < r1) {{", k * LOCAL as usize).unwrap();
                 combine_value(&mut s, k, "            ", cached.then(|| format!("pv{k}")).as_deref());
                 s.push_str("        }\n");
             }
         } else {
-            let unroll = if per_output { PER_OUTPUT_UNROLL } else { UNROLL };
             writeln!(s, "        uint r = {first};").unwrap();
-            writeln!(s, "        for (; r + {}u < r1; r += {}u) {{", (unroll - 1) * step, unroll * step).unwrap();
-            for k in 0..unroll {
+            writeln!(s, "        for (; r + {}u < r1; r += {}u) {{", (UNROLL - 1) * step, UNROLL * step).unwrap();
+            for k in 0..UNROLL {
                 writeln!(s, "            uint c{k} = r + {}u;", k * step).unwrap();
                 fetch(&mut s, k, "            ");
             }
-            for k in 0..unroll {
+            for k in 0..UNROLL {
                 combine(&mut s, k, "            ");
             }
             s.push_str("        }\n");
-            // Tail: fewer than `unroll` candidates left, as one more round whose loads are
-            // clamped in bounds and whose candidates past the end are not combined (one at a
-            // time, a 128-element column took 8 lone loads after its rounds of 8).
-            s.push_str("        if (r < r1) {\n");
-            for k in 0..unroll - 1 {
-                writeln!(s, "            uint c{k} = min(r + {}u, r1 - 1u);", k * step).unwrap();
-                fetch(&mut s, k, "            ");
-            }
-            for k in 0..unroll - 1 {
-                writeln!(s, "            if (r + {}u < r1) {{", k * step).unwrap();
-                combine(&mut s, k, "                ");
-                s.push_str("            }\n");
-            }
+            // Tail: fewer than UNROLL candidates left, one at a time.
+            writeln!(s, "        for (; r < r1; r += {step}u) {{").unwrap();
+            s.push_str("            uint c0 = r;\n");
+            fetch(&mut s, 0, "            ");
+            combine(&mut s, 0, "            ");
             s.push_str("        }\n");
         }
         if !per_output {
@@ -1391,15 +1370,14 @@ impl Spec {
                 }
             };
             if cached {
-                // The reduction's candidates again (candidate k is element t + 256 k, or k), with
+                // The reduction's candidates again (candidate k is element t + 256 k), with
                 // their kept values. Without a prologue value to hand over, the epilogue stays
                 // a loop that loads its inputs again: unrolled (to read the loaded bits from
                 // registers) layernorm's epilogue ran slower on the H200 (:exact 103 -> 121 us,
                 // :fast 51.6 -> 55.0 us for its second kernel; stop 22, run 1), where softmax's
                 // cached one went 100 -> 76 us and 49 -> 36 us.
-                let cy_at = if per_output { "0u" } else { "t" };
                 for k in 0..self.row_k as usize {
-                    writeln!(s, "        {{ uint cy = {cy_at} + {}u; if (cy < uint(R)) {{", k * row_step).unwrap();
+                    writeln!(s, "        {{ uint cy = t + {}u; if (cy < uint(R)) {{", k * LOCAL as usize).unwrap();
                     epilogue_at(&mut s, Some(k));
                     s.push_str("        } }\n");
                 }
