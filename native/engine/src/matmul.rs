@@ -664,10 +664,14 @@ impl Context {
         let [bsz, m, n, k] = dims;
         let (ta, va) = a;
         let (tb, vb) = b;
-        let mut params = ParamBlock::new("dot");
-        params.addrs([ta, tb, c].map(|t| t.buffer.address()));
-        params.i32s([m, n, k, bsz, va.offset])?.i32s(va.s)?.i32(vb.offset)?.i32s(vb.s)?;
-        let params = params.bytes();
+        // The kernels' parameter block (META) writing C at `c_addr`.
+        let params_to = |c_addr: u64| -> Result<Vec<u8>> {
+            let mut p = ParamBlock::new("dot");
+            p.addrs([ta.buffer.address(), tb.buffer.address(), c_addr]);
+            p.i32s([m, n, k, bsz, va.offset])?.i32s(va.s)?.i32(vb.offset)?.i32s(vb.s)?;
+            Ok(p.bytes().to_vec())
+        };
+        let params = &params_to(c.buffer.address())?[..];
         for t in [ta, tb, c] {
             batch.keep(&t.buffer);
         }
@@ -713,12 +717,9 @@ impl Context {
                     let cfg = TileCfg { split_k: ks as u32, c_v4: n.is_multiple_of(4), ..cfg };
                     let scratch = self.empty(DType::F32, &[slices, m, n])?;
                     batch.keep(&scratch.buffer);
-                    let mut split_params = ParamBlock::new("dot");
-                    split_params.addrs([ta, tb, &scratch].map(|t| t.buffer.address()));
-                    split_params.i32s([m, n, k, bsz, va.offset])?.i32s(va.s)?.i32(vb.offset)?.i32s(vb.s)?;
                     let kern = self.kernels.get(&format!("{cfg:?}"), 256, 1, || cfg.source())?;
                     groups[2] = slices as u32;
-                    batch.dispatch_grid(&kern, split_params.bytes(), (m * n) as u32, groups)?;
+                    batch.dispatch_grid(&kern, &params_to(scratch.buffer.address())?, (m * n) as u32, groups)?;
                     let mut sum_params = ParamBlock::new("dot");
                     sum_params.addrs([scratch.buffer.address(), c.buffer.address()]).i32(slices)?;
                     let sum = self.kernels.get("dot split-K sum f32", 256, 1, split_sum_source)?;
