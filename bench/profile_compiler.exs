@@ -1,7 +1,8 @@
 # Device time per kernel (timestamps) of compiled softmax, layernorm and the MLP step (:exact
 # and :fast) vs the eager path: where the time of bench/compiler_bench.exs goes. JSON-ish lines on stdout.
-# Run with NX_VULKAN_PLAN_OVERLAP=0: overlapping independent steps make per-kernel spans overlap
-# (their sum then exceeds the wall time).
+# Caution (stop 23): since split-K and overlapping plan steps, the MLP step's per-kernel spans
+# sum to about 4x its measured time per call, with NX_VULKAN_PLAN_OVERLAP=0 too (unexplained;
+# softmax and layernorm still add up): read them as an order, not as times.
 Code.require_file("compiler_bench_fns.exs", __DIR__)
 Application.ensure_all_started(:nx)
 Nx.default_backend(NxVulkan.Backend)
