@@ -702,14 +702,14 @@ impl Context {
                     checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
                     split_k: 0,
                 };
-                let tiles = m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
-                let slices = if may_split { split_k_slices(dtype, bsz, tiles, k, bk as usize) } else { 1 };
                 let max = self.caps.max_workgroup_count;
                 let mut groups = [
                     u32::try_from(n.div_ceil(bn as usize)).unwrap_or(u32::MAX),
                     u32::try_from(m.div_ceil(bm as usize)).unwrap_or(u32::MAX),
                     (bsz as u32).min(max[2]).min(65535),
                 ];
+                let tiles = groups[0] as usize * groups[1] as usize;
+                let slices = if may_split { split_k_slices(dtype, bsz, tiles, k, bk as usize) } else { 1 };
                 if slices > 1 {
                     // Each slice a whole number of K steps; the last takes what remains.
                     let ks = k.div_ceil(bk as usize).div_ceil(slices) * bk as usize;

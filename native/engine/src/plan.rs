@@ -43,7 +43,6 @@ use crate::dtype::DType;
 use crate::elementwise::{BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
-use crate::memory::DeviceBuffer;
 use crate::ops::clip_expr;
 use crate::reduce::{ArgOp, Finish, FusedReduce, ReduceOp, Reduction, TieBreak};
 use crate::scan::ScanOp;
@@ -52,7 +51,6 @@ use crate::submit::Batch;
 use crate::tensor::{numel, Tensor};
 use crate::Context;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// One node's operation; its arguments are earlier nodes (`PlanNode::args`).
 #[derive(Clone, Debug, PartialEq)]
@@ -427,13 +425,13 @@ impl Plan {
             }
         }
         let mut batch = ctx.batch()?;
-        // Buffers written by commands since the last barrier. A step reading none of them
+        // Buffers (by device address) written by commands since the last barrier. A step reading none of them
         // records its first command without a barrier, so independent steps (a backward
         // pass's weight and input gradients, say) overlap on the device. Every step writes
         // fresh buffers, and no buffer is reused within the batch (recorders keep what they
         // touch until the batch is committed; freed values are held here until then too), so
         // a read after a write is the only hazard.
-        let mut unsettled: Vec<*const DeviceBuffer> = vec![];
+        let mut unsettled: Vec<u64> = vec![];
         let mut freed: Vec<Tensor> = vec![];
         for (k, step) in self.steps.iter().enumerate() {
             let first = batch.commands();
@@ -441,7 +439,7 @@ impl Plan {
                 Step::Map { inputs, .. } | Step::Reduce { inputs, .. } => inputs.iter().map(|inp| value(&vals, inp.node)).collect::<Result<_>>()?,
                 Step::Node(i) => g.nodes[*i].args.iter().map(|&a| value(&vals, a)).collect::<Result<_>>()?,
             };
-            batch.next_concurrent(overlap_steps() && !reads.iter().any(|t| unsettled.contains(&Arc::as_ptr(&t.buffer))));
+            batch.next_concurrent(overlap_steps() && !reads.iter().any(|t| unsettled.contains(&t.buffer.address())));
             let written: Vec<Tensor> = match step {
                 Step::Map { shape, exprs, inputs, outputs } => {
                     let ins = inputs.iter().map(|inp| inp.view(value(&vals, inp.node)?, shape, &[])).collect::<Result<Vec<_>>>()?;
@@ -500,13 +498,12 @@ impl Plan {
                 if (first..batch.commands()).any(|c| !batch.is_concurrent(c)) {
                     unsettled.clear();
                 }
-                unsettled.extend(written.iter().map(|t| Arc::as_ptr(&t.buffer)));
+                unsettled.extend(written.iter().map(|t| t.buffer.address()));
             }
             for &f in &self.frees[k] {
                 freed.extend(vals[f].take());
             }
         }
-        batch.next_concurrent(false);
         batch.finish()?;
         drop(freed);
         g.outputs.iter().map(|&o| value(&vals, o).cloned()).collect()
