@@ -58,6 +58,9 @@ pub struct DeviceCaps {
     /// `vulkanMemoryModel` (cooperative-matrix shaders need it).
     pub vulkan_memory_model: bool,
     pub subgroup_size: u32,
+    /// Compute shaders may use subgroup shuffle-relative operations (`subgroupShuffleDown`):
+    /// the reduction family's last tree levels then run in registers (`reduce.rs`).
+    pub subgroup_shuffle_relative: bool,
     pub max_workgroup_invocations: u32,
     pub max_workgroup_count: [u32; 3],
     pub max_shared_memory: u32,
@@ -124,6 +127,12 @@ impl DeviceCaps {
             int8_dot_accelerated: p.integer_dot_product4x8_bit_packed_signed_accelerated.unwrap_or(false),
             vulkan_memory_model: f.vulkan_memory_model,
             subgroup_size: p.subgroup_size.unwrap_or(1),
+            subgroup_shuffle_relative: p
+                .subgroup_supported_stages
+                .is_some_and(|st| st.intersects(vulkano::shader::ShaderStages::COMPUTE))
+                && p
+                    .subgroup_supported_operations
+                    .is_some_and(|op| op.intersects(vulkano::device::physical::SubgroupFeatures::SHUFFLE_RELATIVE)),
             max_workgroup_invocations: p.max_compute_work_group_invocations,
             max_workgroup_count: p.max_compute_work_group_count,
             max_shared_memory: p.max_compute_shared_memory_size,

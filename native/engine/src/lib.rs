@@ -118,6 +118,10 @@ pub struct Context {
     /// this to exercise a discrete GPU's path on lavapipe).
     #[doc(hidden)]
     pub staged_transfers: std::sync::atomic::AtomicBool,
+    /// Reductions finish their fixed tree with subgroup shuffles where the device has them
+    /// (same combination order, same bits). Tests turn it off to compare the two.
+    #[doc(hidden)]
+    pub subgroup_reduction: std::sync::atomic::AtomicBool,
     pub(crate) stats: Arc<Counters>,
 }
 
@@ -152,6 +156,9 @@ impl Context {
             timestamp_period_ns: timestamps.then_some(caps.timestamp_period_ns as f64),
         };
         let stream = stream::Stream::new(handles, stats.clone(), clock, stream::StreamConfig::from_env(&caps))?;
+        // NX_VULKAN_SUBGROUP_REDUCTION=0 keeps the shared-memory tree (to measure the
+        // difference; the same bits either way)
+        let shuffles = caps.subgroup_shuffle_relative && std::env::var("NX_VULKAN_SUBGROUP_REDUCTION").map_or(true, |v| v != "0");
         Ok(Arc::new(Context {
             stream,
             memory_allocator: memory_allocator.clone(),
@@ -160,6 +167,7 @@ impl Context {
             kernels,
             staging: memory::StagingPool::new(memory_allocator.clone()),
             staged_transfers: std::sync::atomic::AtomicBool::new(false),
+            subgroup_reduction: std::sync::atomic::AtomicBool::new(shuffles),
             stats,
         }))
     }

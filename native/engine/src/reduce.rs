@@ -44,7 +44,10 @@
 //!   Nx.BinaryBackend's order) — short reductions or very many outputs;
 //! - [`Strategy::PerGroup`]: one workgroup (256 invocations) per output; invocation `t` folds
 //!   `r = t, t+256, ...` in that order, then a fixed shared-memory tree combines the 256 partials
-//!   (for `h = 128, 64, ..., 1`: partial `t < h` absorbs partial `t + h`);
+//!   (for `h = 128, 64, ..., 1`: partial `t < h` absorbs partial `t + h`); where the device
+//!   has subgroup shuffles, the levels `h <` subgroup size run in the first subgroup's
+//!   registers (`subgroupShuffleDown`) instead of shared memory — the same pairs in the same
+//!   order, so the same bits on every device whatever its subgroup size;
 //! - [`Strategy::Split`]: few outputs over long reductions. Each output's `R` elements are cut
 //!   into `segments` contiguous segments of [`split_len`] `L` elements (`ceil(R / segments)`
 //!   rounded up to a multiple of [`ROUND`] = 2048; the last segment shorter, none empty).
@@ -605,6 +608,7 @@ impl Context {
         for t in inputs.iter().map(|t| &t.buffer).chain([&out.buffer]).chain(epilogue.iter().map(|(_, t)| &t.buffer)) {
             batch.keep(t);
         }
+        let shuffles = self.subgroup_reduction.load(std::sync::atomic::Ordering::Relaxed);
         let spec = |src_partial: bool, sink_partial: bool, strategy: Strategy, epi: bool| Spec {
             comb,
             val_t,
@@ -622,6 +626,7 @@ impl Context {
             prologue: prologue.clone(),
             epilogue: if epi { epilogue.iter().map(|(e, t)| (e.clone(), t.dtype)).collect() } else { vec![] },
             math,
+            shuffles,
         };
         // The parameter block of a pass over the input: destination, input addresses and
         // epilogue outputs, then R, segments, segment length, partials, stream offsets and the
@@ -680,6 +685,7 @@ impl Context {
                     prologue: Expr::Input(0),
                     epilogue: vec![],
                     math,
+                    shuffles,
                 };
                 let k2 = self.reduction_kernel(&p2_spec)?;
                 // With a finish, the reduction goes to a temporary and the finish writes `out`.
@@ -766,9 +772,19 @@ struct Spec {
     epilogue: Vec<(Expr, DType)>,
     /// How the prologue, finish and epilogue evaluate float math.
     math: FloatMath,
+    /// The device has subgroup shuffles (and the context allows them): the tree's levels
+    /// within a subgroup run in registers ([`Spec::subgroup_tree`]).
+    shuffles: bool,
 }
 
 impl Spec {
+    /// Whether the workgroup tree ends in subgroup shuffles: every strategy but `PerOutput`
+    /// (which has no tree), except complex accumulators (128-bit; they keep the
+    /// shared-memory tree).
+    fn subgroup_tree(&self) -> bool {
+        self.shuffles && self.strategy != Strategy::PerOutput && self.acc_type() != "dvec2"
+    }
+
     fn key(&self) -> String {
         let strategy = match self.strategy {
             Strategy::Split { .. } => "split".to_string(),
@@ -786,6 +802,9 @@ impl Spec {
         }
         if self.math == FloatMath::Fast {
             key.push_str(" fast");
+        }
+        if self.subgroup_tree() {
+            key.push_str(" sgtree");
         }
         if !self.src_partial {
             write!(key, " in{:?} streams{:?} pro:{:?}", self.in_types, self.streams, self.prologue).unwrap();
@@ -930,8 +949,15 @@ impl Spec {
     }
 
     fn source(&self) -> Result<String> {
-        let mut s = String::new();
-        s.push_str(&crate::kernels::numeric_prelude());
+        let mut s = crate::kernels::numeric_prelude();
+        if self.subgroup_tree() {
+            // extensions go right after #version (before any declaration)
+            s = s.replacen(
+                "#version 460\n",
+                "#version 460\n#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle_relative : require\n",
+                1,
+            );
+        }
         s.push_str(crate::kernels::OPS);
         let fused = !self.src_partial;
         // Row-constant subexpressions of the prologue and the epilogue (layernorm's
@@ -1004,6 +1030,16 @@ impl Spec {
         };
         writeln!(s, "uint64_t acc_bits(ACC v) {{ return {to_bits}; }}").unwrap();
         writeln!(s, "ACC acc_from(uint64_t b) {{ return {from_bits}; }}").unwrap();
+        if self.subgroup_tree() {
+            // the accumulator's bits as two 32-bit words, for subgroup shuffles
+            let (to_words, from_words) = match acc {
+                "double" => ("unpackDouble2x32(v)", "packDouble2x32(w)"),
+                "int64_t" => ("unpackUint2x32(uint64_t(v))", "int64_t(packUint2x32(w))"),
+                _ => ("unpackUint2x32(v)", "packUint2x32(w)"),
+            };
+            writeln!(s, "uvec2 acc_words(ACC v) {{ return {to_words}; }}").unwrap();
+            writeln!(s, "ACC acc_from_words(uvec2 w) {{ return {from_words}; }}").unwrap();
+        }
         // identity
         let ident = match self.comb {
             Comb::Sum => zero(acc),
@@ -1288,9 +1324,26 @@ impl Spec {
         if !per_output {
             // Fixed tree: partial t absorbs partial t+h, halving h.
             s.push_str("        s_v[t] = av; s_i[t] = ai;\n        barrier();\n");
-            s.push_str("        for (uint h = 128u; h > 0u; h >>= 1) {\n");
-            s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
-            s.push_str("            barrier();\n        }\n");
+            if self.subgroup_tree() {
+                // The same tree, its levels h < subgroup size in registers: lane l of the
+                // first subgroup takes partial l (whatever invocation wrote it) and absorbs
+                // lane l + h's value by a shuffle — the same pairs in the same order as the
+                // shared-memory levels, so the same bits, with 3 barriers instead of 8 on a
+                // 32-wide subgroup. The 64-bit accumulator travels as two 32-bit words.
+                s.push_str("        for (uint h = 128u; h >= gl_SubgroupSize; h >>= 1) {\n");
+                s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
+                s.push_str("            barrier();\n        }\n");
+                s.push_str("        if (gl_SubgroupID == 0u) {\n");
+                s.push_str("            uint l = gl_SubgroupInvocationID;\n            ACC v = s_v[l]; uint i = s_i[l];\n");
+                s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
+                s.push_str("                uvec2 bw = subgroupShuffleDown(acc_words(v), h); uint bi = subgroupShuffleDown(i, h);\n");
+                s.push_str("                if (l < h) comb(v, i, acc_from_words(bw), bi);\n            }\n");
+                s.push_str("            if (l == 0u) { s_v[0] = v; s_i[0] = i; }\n        }\n        barrier();\n");
+            } else {
+                s.push_str("        for (uint h = 128u; h > 0u; h >>= 1) {\n");
+                s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
+                s.push_str("            barrier();\n        }\n");
+            }
             s.push_str("        av = s_v[0]; ai = s_i[0];\n        barrier();\n");
         }
         // Store.

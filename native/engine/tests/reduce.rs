@@ -950,3 +950,81 @@ fn sixteen_mi_elements() {
         }
     }
 }
+
+/// Where the device has subgroup shuffles, the tree's last levels run in registers: the same
+/// pairs in the same order as the shared-memory tree, so the same bits — checked for every
+/// accumulator kind (f64 words, s64, u64 flags, index-carrying extremes) and every strategy
+/// with a tree, on a context of its own (the toggle and the profile are per context).
+#[test]
+fn subgroup_tree_gives_the_shared_tree_bits() {
+    let ctx = Context::open(&DeviceSelector::from_env()).unwrap();
+    let shuffles = ctx.caps.subgroup_shuffle_relative;
+    eprintln!("subgroup size {}, shuffle-relative {shuffles}", ctx.caps.subgroup_size);
+    // (outputs, len): PerGroup short rows (row_k), PerGroup long rows, Split (pass 1 and 2)
+    let shapes: &[(usize, usize)] = &[(4, 1024), (3, 3001), (2, 70001), (1, 1 << 20)];
+    let ran = |on: bool| -> (Vec<Vec<u8>>, Vec<String>) {
+        ctx.subgroup_reduction.store(on, std::sync::atomic::Ordering::Relaxed);
+        ctx.stream.profile_start().unwrap();
+        let mut results = vec![];
+        for (i, &(outputs, len)) in shapes.iter().enumerate() {
+            let n = outputs * len;
+            let mut vals = fractional_f32(n, 40 + i as u64);
+            for o in 0..outputs {
+                // ties for the arg-reductions, signed zeros as each row's maximum candidates
+                // in one row, NaN in another
+                vals[o * len + (o * 7919) % len] = 5000.0;
+                vals[o * len + (o * 7919 + len / 3) % len] = 5000.0;
+                vals[o * len + len / 2] = -0.0;
+                if o == 1 {
+                    vals[o * len + len - 2] = f32::NAN;
+                }
+            }
+            let x = upload_f32(&ctx, &[outputs, len], &vals);
+            for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::Any, ReduceOp::All] {
+                let out = match op {
+                    ReduceOp::Sum | ReduceOp::Product => DType::F64,
+                    ReduceOp::All | ReduceOp::Any => DType::U8,
+                    _ => DType::F32,
+                };
+                results.push(ctx.download(&ctx.reduce(op, &x, &[1], false, out).unwrap()).unwrap());
+            }
+            // zeros' signs decide max over an all-zero row
+            let zeros: Vec<f32> = (0..n).map(|j| if (j * 31 + i) % 7 == 0 { 0.0 } else { -0.0 }).collect();
+            let z = upload_f32(&ctx, &[outputs, len], &zeros);
+            results.push(ctx.download(&ctx.reduce(ReduceOp::Max, &z, &[1], false, DType::F32).unwrap()).unwrap());
+            results.push(ctx.download(&ctx.reduce(ReduceOp::Min, &z, &[1], false, DType::F32).unwrap()).unwrap());
+            for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+                for tie in [TieBreak::Low, TieBreak::High] {
+                    results.push(ctx.download(&ctx.arg_reduce(op, &x, Some(1), false, tie, DType::S64).unwrap()).unwrap());
+                }
+            }
+            // signed 64-bit sums that wrap
+            let ints: Vec<u8> = (0..n as i64).flat_map(|j| (j.wrapping_mul(0x5DEECE66D) ^ (j << 50)).to_le_bytes()).collect();
+            let xi = ctx.upload(DType::S64, &[outputs, len], &ints).unwrap();
+            results.push(ctx.download(&ctx.reduce(ReduceOp::Sum, &xi, &[1], false, DType::S64).unwrap()).unwrap());
+            results.push(ctx.download(&ctx.reduce(ReduceOp::Max, &xi, &[1], false, DType::S64).unwrap()).unwrap());
+        }
+        let names = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+        (results, names)
+    };
+    let (with_tree, names_on) = ran(true);
+    let (without, names_off) = ran(false);
+    assert!(names_off.iter().all(|k| !k.contains("sgtree")), "turned off: {names_off:?}");
+    let reductions = names_on.iter().filter(|k| k.starts_with("reduce")).count();
+    let tree = names_on.iter().filter(|k| k.contains("sgtree")).count();
+    if shuffles {
+        // every reduction kernel of these shapes has a tree (none is PerOutput)
+        assert!(reductions >= 10 && tree == reductions, "{tree} of {reductions}: {names_on:?}");
+    } else {
+        assert_eq!(tree, 0);
+    }
+    assert_eq!(with_tree.len(), without.len());
+    for (k, (a, b)) in with_tree.iter().zip(&without).enumerate() {
+        assert_eq!(a, b, "result {k}: the subgroup tree changed bits");
+    }
+    // and the shuffled tree still follows the modelled order (f32 sums of fractional values)
+    ctx.subgroup_reduction.store(shuffles, std::sync::atomic::Ordering::Relaxed);
+    let vals = fractional_f32(3 * 3001, 9);
+    let x = upload_f32(&ctx, &[3, 3001], &vals);
+    assert!(check_sums_f32(&ctx, &x, &vals, "3 x 3001, subgroup tree"), "the data must tell orders apart");
+}
