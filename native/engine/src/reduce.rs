@@ -815,16 +815,26 @@ impl Spec {
         key
     }
 
+    /// f32 max/min/argmax/argmin compare the stored bits as integers (an order-preserving key,
+    /// -0 equal to +0, NaN by its bits) instead of decoding every element to f64 and comparing
+    /// doubles: the same choices (f32 -> f64 is exact and keeps the order), so the same bits,
+    /// with no float operation (a device that flushes subnormals compares them right too).
+    fn bits_extreme(&self) -> bool {
+        matches!(self.comb, Comb::Extreme { .. }) && self.val_t == DType::F32
+    }
+
     /// Float argmax/argmin: candidates are filtered by whether the group's first element is NaN.
     fn nan_seeded(&self) -> bool {
         matches!(self.comb, Comb::Extreme { arg: true, .. }) && self.val_t.is_float()
     }
 
     /// The type partial results are held in: sums and products accumulate in the output's
-    /// domain, max/min compare in the input's.
+    /// domain, max/min compare in the input's — f32 max/min as the stored bits themselves
+    /// ([`Spec::bits_extreme`]).
     fn acc_type(&self) -> &'static str {
         match self.comb {
             Comb::All | Comb::Any => "uint64_t",
+            Comb::Extreme { .. } if self.bits_extreme() => "uint",
             Comb::Extreme { .. } => self.val_t.glsl_compute(),
             Comb::Sum | Comb::Product => self.red_t.glsl_compute(),
         }
@@ -1026,6 +1036,7 @@ impl Spec {
             "double" => ("nx_f64_to_bits(v)", "nx_bits_to_f64(b)"),
             "int64_t" => ("uint64_t(v)", "int64_t(b)"),
             "dvec2" => ("0ul", "dvec2(0.0LF)"), // complex never uses the split strategy's scratch
+            "uint" => ("uint64_t(v)", "uint(b)"),
             _ => ("v", "b"),
         };
         writeln!(s, "uint64_t acc_bits(ACC v) {{ return {to_bits}; }}").unwrap();
@@ -1035,6 +1046,7 @@ impl Spec {
             let (to_words, from_words) = match acc {
                 "double" => ("unpackDouble2x32(v)", "packDouble2x32(w)"),
                 "int64_t" => ("unpackUint2x32(uint64_t(v))", "int64_t(packUint2x32(w))"),
+                "uint" => ("uvec2(v, 0u)", "w.x"),
                 _ => ("unpackUint2x32(v)", "packUint2x32(w)"),
             };
             writeln!(s, "uvec2 acc_words(ACC v) {{ return {to_words}; }}").unwrap();
@@ -1046,8 +1058,17 @@ impl Spec {
             Comb::Product => one(acc),
             Comb::All => "1ul".into(),
             Comb::Any => "0ul".into(),
+            Comb::Extreme { max, .. } if self.bits_extreme() => if max { "0xFF800000u" } else { "0x7F800000u" }.into(),
             Comb::Extreme { max, .. } => extreme_identity(in_t, max),
         };
+        if self.bits_extreme() {
+            // NaN by its bits; the order key: negative values' bits reversed below the
+            // positives', both zeros one key
+            s.push_str("bool acc_isnan(ACC v) { return (v & 0x7FFFFFFFu) > 0x7F800000u; }\n");
+            s.push_str("uint acc_key(ACC v) { return (v & 0x7FFFFFFFu) == 0u ? 0x80000000u : ((v & 0x80000000u) != 0u ? ~v : (v | 0x80000000u)); }\n");
+        } else if matches!(self.comb, Comb::Extreme { .. }) && in_t.is_float() {
+            s.push_str("bool acc_isnan(ACC v) { return nx_isnan(v); }\n");
+        }
         writeln!(s, "ACC ident() {{ return {ident}; }}").unwrap();
         // combine
         s.push_str("void comb(inout ACC av, inout uint ai, ACC bv, uint bi) {\n");
@@ -1072,11 +1093,15 @@ impl Spec {
                     // Candidates are all NaN or all non-NaN (see `nan_seed`), and `av` is a
                     // candidate here (`ai != NONE`): NaN candidates tie, and testing `bv` alone
                     // decides whether both are NaN.
-                    writeln!(s, "    else if (nx_isnan(bv)) take = {tie};").unwrap();
+                    writeln!(s, "    else if (acc_isnan(bv)) take = {tie};").unwrap();
                 } else if in_t.is_float() {
-                    s.push_str("    else if (nx_isnan(av) || nx_isnan(bv)) take = nx_isnan(bv) && (!nx_isnan(av) || bi < ai);\n");
+                    s.push_str("    else if (acc_isnan(av) || acc_isnan(bv)) take = acc_isnan(bv) && (!acc_isnan(av) || bi < ai);\n");
                 }
-                writeln!(s, "    else if (bv == av) take = {tie};\n    else take = bv {gt} av;").unwrap();
+                if self.bits_extreme() {
+                    writeln!(s, "    else if (acc_key(bv) == acc_key(av)) take = {tie};\n    else take = acc_key(bv) {gt} acc_key(av);").unwrap();
+                } else {
+                    writeln!(s, "    else if (bv == av) take = {tie};\n    else take = bv {gt} av;").unwrap();
+                }
                 s.push_str("    if (take) { av = bv; ai = bi; }\n");
             }
         }
@@ -1089,6 +1114,7 @@ impl Spec {
             let v = decode(in_t, "w");
             let cand = match self.comb {
                 Comb::All | Comb::Any => nonzero(in_t, &v),
+                Comb::Extreme { .. } if self.bits_extreme() => "w".to_string(),
                 Comb::Extreme { .. } => v,
                 Comb::Sum | Comb::Product => to_domain(in_t, self.red_t, &v),
             };
@@ -1251,7 +1277,7 @@ impl Spec {
             // beaten (only later NaNs tie with it) and any other NaN is never taken.
             s.push_str("        bool nan_seed = false;\n        if (R > 0) {\n            uint cz = 0u;\n");
             self.fetch(&pro_streams, "z", "            ", &mut s);
-            writeln!(s, "            nan_seed = nx_isnan(cand({}));\n        }}", self.value(&pro_streams, "z", pro_hoisted.len())).unwrap();
+            writeln!(s, "            nan_seed = acc_isnan(cand({}));\n        }}", self.value(&pro_streams, "z", pro_hoisted.len())).unwrap();
         }
         // Reads candidate `c{k}`'s raw bits (and, for partials, its index into `x{k}`).
         let fetch = |s: &mut String, k: usize, indent: &str| {
@@ -1272,7 +1298,7 @@ impl Spec {
             }
             let v = v.map_or_else(|| self.value(&pro_streams, &k.to_string(), pro_hoisted.len()), str::to_string);
             if self.nan_seeded() {
-                writeln!(s, "{indent}{{ ACC v = cand({v}); comb(av, ai, v, (nx_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
+                writeln!(s, "{indent}{{ ACC v = cand({v}); comb(av, ai, v, (acc_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
             } else {
                 writeln!(s, "{indent}comb(av, ai, cand({v}), c{k});").unwrap();
             }
@@ -1360,6 +1386,7 @@ impl Spec {
             // NaN as the canonical positive quiet NaN (BinaryBackend holds NaN as an atom).
             let value = match self.comb {
                 Comb::Extreme { arg: true, .. } => to_domain(DType::U64, out, "uint64_t(ai == NONE ? 0u : ai)"),
+                Comb::Extreme { .. } if self.bits_extreme() => wrap(out, &to_domain(in_t, out, "nx_f32_to_f64(av)")),
                 Comb::Extreme { .. } => wrap(out, &to_domain(in_t, out, "av")),
                 Comb::All | Comb::Any => to_domain(DType::U64, out, "av"),
                 Comb::Sum | Comb::Product => wrap(out, "av"),

@@ -1028,3 +1028,52 @@ fn subgroup_tree_gives_the_shared_tree_bits() {
     let x = upload_f32(&ctx, &[3, 3001], &vals);
     assert!(check_sums_f32(&ctx, &x, &vals, "3 x 3001, subgroup tree"), "the data must tell orders apart");
 }
+
+/// f32 max/min/argmax/argmin compare stored bits as integer keys (`Spec::bits_extreme`): on
+/// rows drawn from subnormals, signed zeros, infinities, NaNs of either sign and payload and
+/// normals of both signs, every strategy gives the CPU scan's choice, and the same bits as the
+/// same values reduced as f64 (the double comparison path).
+#[test]
+fn f32_extremes_compare_bits_like_f64() {
+    let ctx = ctx();
+    let mut s = 0x9E3779B97F4A7C15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut special = move || -> u32 {
+        let r = next();
+        let sign = ((r >> 63) as u32) << 31;
+        let pick = (r >> 32) as u32;
+        sign | match r % 10 {
+            0 => 0,                              // zero
+            1 => 1 + pick % 0x7FFFFF,            // subnormal
+            2 => 0x7F800000,                     // Inf
+            3 if r % 7 == 0 => 0x7F800001 + pick % 0x3FFFFF, // NaN, some payload
+            4 => 0x3F800000 + pick % 16,         // near 1: ties and near-ties
+            _ => 0x00800000 + pick % 0x7E000000, // normal
+        }
+    };
+    for (rows, len) in [(5usize, 1usize), (40000, 3), (7, 300), (6, 1024), (4, 3001), (2, 70001)] {
+        let bits: Vec<u32> = (0..rows * len).map(|_| special()).collect();
+        let f: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        let x32 = ctx.upload(DType::F32, &[rows, len], &bits.iter().flat_map(|b| b.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        let x64 = ctx.upload(DType::F64, &[rows, len], &f.iter().flat_map(|&v| (v as f64).to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        let what = format!("{rows} x {len} ({:?})", choose_strategy(rows, len));
+        check_order_stats_f32(&ctx, &x32, &f, true, &what);
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            let a = f32s(&ctx.download(&ctx.reduce(op, &x32, &[1], false, DType::F32).unwrap()).unwrap());
+            let b = f32s(&ctx.download(&ctx.reduce(op, &x64, &[1], false, DType::F32).unwrap()).unwrap());
+            for o in 0..rows {
+                assert_eq!(a[o].to_bits(), b[o].to_bits(), "{what}: {op:?} of row {o}, f32 vs f64 input");
+            }
+        }
+        for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+            let a = ctx.download(&ctx.arg_reduce(op, &x32, Some(1), false, TieBreak::Low, DType::S64).unwrap()).unwrap();
+            let b = ctx.download(&ctx.arg_reduce(op, &x64, Some(1), false, TieBreak::Low, DType::S64).unwrap()).unwrap();
+            assert_eq!(a, b, "{what}: {op:?}, f32 vs f64 input");
+        }
+    }
+}
