@@ -953,8 +953,9 @@ fn sixteen_mi_elements() {
 
 /// Where the device has subgroup shuffles, the tree's last levels run in registers: the same
 /// pairs in the same order as the shared-memory tree, so the same bits — checked for every
-/// accumulator kind (f64 words, s64, u64 flags, index-carrying extremes) and every strategy
-/// with a tree, on a context of its own (the toggle and the profile are per context).
+/// accumulator kind (f64 and s64 as two words, u64 flags, f32 extremes' bits and s64 extremes
+/// with their indices) and every strategy with a tree, on a context of its own (the toggle and
+/// the profile are per context).
 #[test]
 fn subgroup_tree_gives_the_shared_tree_bits() {
     let ctx = Context::open(&DeviceSelector::from_env()).unwrap();
@@ -970,8 +971,8 @@ fn subgroup_tree_gives_the_shared_tree_bits() {
             let n = outputs * len;
             let mut vals = fractional_f32(n, 40 + i as u64);
             for o in 0..outputs {
-                // ties for the arg-reductions, signed zeros as each row's maximum candidates
-                // in one row, NaN in another
+                // two equal maxima per row (ties for the arg-reductions), a -0.0 in every row,
+                // a NaN in row 1
                 vals[o * len + (o * 7919) % len] = 5000.0;
                 vals[o * len + (o * 7919 + len / 3) % len] = 5000.0;
                 vals[o * len + len / 2] = -0.0;
