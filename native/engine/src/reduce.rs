@@ -1350,29 +1350,26 @@ impl Spec {
         if !per_output {
             // Fixed tree: partial t absorbs partial t+h, halving h.
             s.push_str("        s_v[t] = av; s_i[t] = ai;\n        barrier();\n");
+            // With subgroup shuffles, the shared-memory levels stop at the subgroup size and
+            // the first subgroup takes the levels below it in registers: lane l takes partial
+            // l (whatever invocation wrote it) and absorbs lane l + h's value by a shuffle —
+            // the same pairs in the same order as the shared-memory levels, so the same bits,
+            // with 3 barriers instead of 8 on a 32-wide subgroup. The 64-bit accumulator
+            // travels as two 32-bit words. Every lane combines, not only l < h: no branch
+            // separates one shuffle from the next (Vulkan does not promise that lanes
+            // reconverge after one), and what lanes l >= h compute never reaches lane 0 (lane
+            // l < h reads lane l + h < 2h, which was below the previous level's 2h).
+            let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
+            writeln!(s, "        for (uint h = 128u; h >= {lowest}; h >>= 1) {{").unwrap();
+            s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
+            s.push_str("            barrier();\n        }\n");
             if self.subgroup_tree() {
-                // The same tree, its levels h < subgroup size in registers: lane l of the
-                // first subgroup takes partial l (whatever invocation wrote it) and absorbs
-                // lane l + h's value by a shuffle — the same pairs in the same order as the
-                // shared-memory levels, so the same bits, with 3 barriers instead of 8 on a
-                // 32-wide subgroup. The 64-bit accumulator travels as two 32-bit words. Every
-                // lane combines, not only l < h: no branch separates one shuffle from the next
-                // (Vulkan does not promise that lanes reconverge after one), and what lanes
-                // l >= h compute never reaches lane 0 (lane l < h reads lane l + h < 2h, which
-                // was below the previous level's 2h).
-                s.push_str("        for (uint h = 128u; h >= gl_SubgroupSize; h >>= 1) {\n");
-                s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
-                s.push_str("            barrier();\n        }\n");
                 s.push_str("        if (gl_SubgroupID == 0u) {\n");
                 s.push_str("            uint l = gl_SubgroupInvocationID;\n            ACC v = s_v[l]; uint i = s_i[l];\n");
                 s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
                 s.push_str("                uvec2 bw = subgroupShuffleDown(acc_words(v), h); uint bi = subgroupShuffleDown(i, h);\n");
                 s.push_str("                comb(v, i, acc_from_words(bw), bi);\n            }\n");
                 s.push_str("            if (l == 0u) { s_v[0] = v; s_i[0] = i; }\n        }\n        barrier();\n");
-            } else {
-                s.push_str("        for (uint h = 128u; h > 0u; h >>= 1) {\n");
-                s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
-                s.push_str("            barrier();\n        }\n");
             }
             s.push_str("        av = s_v[0]; ai = s_i[0];\n        barrier();\n");
         }
