@@ -122,6 +122,10 @@ pub struct Context {
     /// (same combination order, same bits). Tests turn it off to compare the two.
     #[doc(hidden)]
     pub subgroup_reduction: std::sync::atomic::AtomicBool,
+    /// Short-row reductions run on narrow workgroups ([`reduce::narrow_lanes`]: same fold
+    /// order, same bits). Tests turn it off to compare the two.
+    #[doc(hidden)]
+    pub narrow_rows: std::sync::atomic::AtomicBool,
     pub(crate) stats: Arc<Counters>,
 }
 
@@ -168,6 +172,7 @@ impl Context {
             staging: memory::StagingPool::new(memory_allocator.clone()),
             staged_transfers: std::sync::atomic::AtomicBool::new(false),
             subgroup_reduction: std::sync::atomic::AtomicBool::new(shuffles),
+            narrow_rows: std::sync::atomic::AtomicBool::new(std::env::var("NX_VULKAN_NARROW_ROWS").map_or(true, |v| v != "0")),
             stats,
         }))
     }

@@ -65,6 +65,13 @@
 //! `segments = ceil(R / L)`. 16 Mi elements into one output are 4096 segments of 4096, 1 Mi
 //! elements 512 segments of 2048.
 //!
+//! **Narrow rows.** A `PerGroup` row of 257–4,096 elements ([`row_k`]) may run on a workgroup
+//! of 64 or 128 invocations ([`narrow_lanes`]) instead of 256: invocation `t` then holds the
+//! partials `t, t + lanes, ...` of the 256 above, folds each exactly as stated, and takes the
+//! tree's levels `h >= lanes` in its own registers (partial `j` absorbs `j + h / lanes`)
+//! before the workgroup tree continues from `h = lanes / 2` — the same pairs in the same order,
+//! so the same bits.
+//!
 //! **Loads in flight.** Every strategy's loop works in rounds of [`UNROLL`] = 8 candidates of
 //! its sequence (`r, r+step, ..., r+7*step`; step 1 for `PerOutput`, 256 otherwise): the round
 //! first reads all 8 raw elements (straight-line code: 8 independent loads in flight per
@@ -257,6 +264,27 @@ pub fn row_k(strategy: Strategy, len: usize) -> u32 {
     } else {
         0
     }
+}
+
+/// The most candidates an invocation of a narrow short-row workgroup loads before combining
+/// any ([`narrow_lanes`]).
+pub const NARROW_LOADS: usize = 16;
+
+/// Invocations per workgroup for a short row read `row_k` candidates per partial: `LOCAL / m`
+/// for the largest m in {4, 2} with `m * row_k <= NARROW_LOADS` (and lanes no fewer than the
+/// subgroup size), else `LOCAL`. Each invocation then holds m of the 256 partials and loads
+/// all their candidates at once: a 1024-element row is 64 invocations × 16 loads instead of
+/// 256 × 4, so a grid of short rows fits the GPU in one wave with 4× the bytes in flight per
+/// invocation. The fold order is unchanged (`Spec::source`), so the bits are too; `narrow`
+/// false (`NX_VULKAN_NARROW_ROWS=0`) keeps 256 lanes.
+pub fn narrow_lanes(row_k: u32, narrow: bool, subgroup_size: u32) -> u32 {
+    if !narrow || row_k == 0 {
+        return LOCAL;
+    }
+    [4u32, 2]
+        .into_iter()
+        .find(|&m| (m * row_k) as usize <= NARROW_LOADS && LOCAL / m >= subgroup_size)
+        .map_or(LOCAL, |m| LOCAL / m)
 }
 
 /// Workgroups (outputs × segments) a `Split` reduction aims for in pass 1.
@@ -609,6 +637,7 @@ impl Context {
             batch.keep(t);
         }
         let shuffles = self.subgroup_reduction.load(std::sync::atomic::Ordering::Relaxed);
+        let narrow = self.narrow_rows.load(std::sync::atomic::Ordering::Relaxed);
         let spec = |src_partial: bool, sink_partial: bool, strategy: Strategy, epi: bool| Spec {
             comb,
             val_t,
@@ -619,6 +648,7 @@ impl Context {
             sink_partial,
             strategy,
             row_k: if sink_partial { 0 } else { row_k(strategy, len) },
+            lanes: if sink_partial { LOCAL } else { narrow_lanes(row_k(strategy, len), narrow, self.caps.subgroup_size) },
             kept: kept.len(),
             red: red.len(),
             streams: streams.clone(),
@@ -686,6 +716,7 @@ impl Context {
                     epilogue: vec![],
                     math,
                     shuffles,
+                    lanes: LOCAL,
                 };
                 let k2 = self.reduction_kernel(&p2_spec)?;
                 // With a finish, the reduction goes to a temporary and the finish writes `out`.
@@ -731,7 +762,7 @@ impl Context {
             return Ok(k);
         }
         let source = spec.source()?;
-        self.kernels.get(&key, LOCAL, 1, || source)
+        self.kernels.get(&key, spec.lanes, 1, || source)
     }
 }
 
@@ -775,6 +806,9 @@ struct Spec {
     /// The device has subgroup shuffles (and the context allows them): the tree's levels
     /// within a subgroup run in registers ([`Spec::subgroup_tree`]).
     shuffles: bool,
+    /// Invocations per workgroup: [`LOCAL`], or fewer for a short row ([`narrow_lanes`]),
+    /// where each invocation holds `LOCAL / lanes` of the tree's 256 partials.
+    lanes: u32,
 }
 
 impl Spec {
@@ -796,6 +830,9 @@ impl Spec {
         );
         if self.row_k > 0 {
             write!(key, " rowk{}", self.row_k).unwrap();
+        }
+        if self.lanes != LOCAL {
+            write!(key, " lanes{}", self.lanes).unwrap();
         }
         if let Some(f) = &self.finish {
             write!(key, " fin:{}:{f:?}", self.out).unwrap();
@@ -1184,8 +1221,9 @@ impl Spec {
             }
             s.push_str("}\n");
         }
-        s.push_str("shared ACC s_v[256];\nshared uint s_i[256];\n");
-        s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
+        let lanes = self.lanes as usize;
+        writeln!(s, "shared ACC s_v[{lanes}];\nshared uint s_i[{lanes}];").unwrap();
+        writeln!(s, "layout(local_size_x = {lanes}) in;\nvoid main() {{").unwrap();
         let ns = self.streams.len();
         let n_mem = self.streams.iter().filter(|st| matches!(st.kind, StreamKind::Input(_))).count();
         let n_addr = if fused { 1 + n_mem + self.epilogue.len() } else { 2 };
@@ -1317,17 +1355,51 @@ impl Spec {
             // row is never empty here: row_k > 0 only for R > 256 (row_k - 1), and the key
             // holds row_k. For an epilogue that reads the prologue (`cached`), the loaded bits
             // and the prologue's values stay in registers for it.
-            for k in 0..self.row_k as usize {
-                writeln!(s, "        uint c{k} = min(r0 + t + {}u, r1 - 1u);", k * LOCAL as usize).unwrap();
-                fetch(&mut s, k, "        ");
-            }
-            for k in 0..self.row_k as usize {
-                if cached {
-                    writeln!(s, "        RAW pv{k} = {};", self.value(&pro_streams, &k.to_string(), pro_hoisted.len())).unwrap();
+            //
+            // With fewer lanes than partials ([`narrow_lanes`]), invocation t holds the
+            // partials p = t + lanes * j (j < LOCAL / lanes), each folded exactly as above, and
+            // takes the tree's levels h >= lanes itself: partial p < h absorbs p + h, which is
+            // the same invocation's partial j + h / lanes. The shared tree then starts at
+            // h = lanes / 2. Same pairs, same order: the same bits as 256 lanes.
+            let per = LOCAL as usize / lanes;
+            let rk = self.row_k as usize;
+            for j in 0..per {
+                for k in 0..rk {
+                    writeln!(s, "        uint c{} = min(r0 + t + {}u, r1 - 1u);", j * rk + k, row_offset(lanes, j, k)).unwrap();
+                    fetch(&mut s, j * rk + k, "        ");
                 }
-                writeln!(s, "        if (r0 + t + {}u < r1) {{", k * LOCAL as usize).unwrap();
-                combine_value(&mut s, k, "            ", cached.then(|| format!("pv{k}")).as_deref());
-                s.push_str("        }\n");
+            }
+            if cached {
+                for c in 0..per * rk {
+                    writeln!(s, "        RAW pv{c} = {};", self.value(&pro_streams, &c.to_string(), pro_hoisted.len())).unwrap();
+                }
+            }
+            for j in 0..per {
+                let indent = if per > 1 {
+                    writeln!(s, "        ACC av{j} = ident(); uint ai{j} = NONE;\n        {{ ACC av = ident(); uint ai = NONE;").unwrap();
+                    "            "
+                } else {
+                    "        "
+                };
+                for k in 0..rk {
+                    let c = j * rk + k;
+                    writeln!(s, "{indent}if (r0 + t + {}u < r1) {{", row_offset(lanes, j, k)).unwrap();
+                    combine_value(&mut s, c, &format!("{indent}    "), cached.then(|| format!("pv{c}")).as_deref());
+                    writeln!(s, "{indent}}}").unwrap();
+                }
+                if per > 1 {
+                    writeln!(s, "            av{j} = av; ai{j} = ai;\n        }}").unwrap();
+                }
+            }
+            if per > 1 {
+                let mut jh = per / 2;
+                while jh >= 1 {
+                    for j in 0..jh {
+                        writeln!(s, "        comb(av{j}, ai{j}, av{}, ai{});", j + jh, j + jh).unwrap();
+                    }
+                    jh /= 2;
+                }
+                s.push_str("        av = av0; ai = ai0;\n");
             }
         } else {
             writeln!(s, "        uint r = {first};").unwrap();
@@ -1360,7 +1432,7 @@ impl Spec {
             // reconverge after one), and what lanes l >= h compute never reaches lane 0 (lane
             // l < h reads lane l + h < 2h, which was below the previous level's 2h).
             let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
-            writeln!(s, "        for (uint h = 128u; h >= {lowest}; h >>= 1) {{").unwrap();
+            writeln!(s, "        for (uint h = {}u; h >= {lowest}; h >>= 1) {{", lanes / 2).unwrap();
             s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
             s.push_str("            barrier();\n        }\n");
             if self.subgroup_tree() {
@@ -1457,13 +1529,14 @@ impl Spec {
                 // registers) layernorm's epilogue ran slower on the H200 (:exact 103 -> 121 us,
                 // :fast 51.6 -> 55.0 us for its second kernel; stop 22, run 1), where softmax's
                 // cached one went 100 -> 76 us and 49 -> 36 us.
-                for k in 0..self.row_k as usize {
-                    writeln!(s, "        {{ uint cy = t + {}u; if (cy < uint(R)) {{", k * LOCAL as usize).unwrap();
-                    epilogue_at(&mut s, Some(k));
+                let rk = self.row_k as usize;
+                for c in 0..rk * (LOCAL as usize / lanes) {
+                    writeln!(s, "        {{ uint cy = t + {}u; if (cy < uint(R)) {{", row_offset(lanes, c / rk, c % rk)).unwrap();
+                    epilogue_at(&mut s, Some(c));
                     s.push_str("        } }\n");
                 }
             } else {
-                let (first, step) = if per_output { ("0u", 1) } else { ("t", LOCAL as usize) };
+                let (first, step) = if per_output { ("0u", 1) } else { ("t", lanes) };
                 writeln!(s, "        for (uint cy = {first}; cy < uint(R); cy += {step}u) {{").unwrap();
                 epilogue_at(&mut s, None);
                 s.push_str("        }\n");
@@ -1484,6 +1557,12 @@ impl Spec {
 }
 
 /// The parameter holding input `j`'s stored bits (of type `t`): `nx_raw{j}_`.
+/// Where candidate `k` of partial `t + lanes * j` sits in its row, less `t`: partial p folds
+/// elements p, p + 256, p + 512, ... ([`Strategy::PerGroup`]).
+fn row_offset(lanes: usize, j: usize, k: usize) -> usize {
+    j * lanes + k * LOCAL as usize
+}
+
 fn raw_param(t: DType, j: usize) -> String {
     format!("{} nx_raw{j}_", storage_type(t))
 }

@@ -667,8 +667,9 @@ fn host_time_of_runs() {
 }
 
 /// Device time per kernel of compiled softmax and layernorm over 4096 × 1024 f32 (the Defn
-/// compiler bench's shapes) under `:exact` and `:fast`, and wall time per run with 20 runs
-/// queued (best of three rounds, interleaved): where the row kernels' time goes, from Rust.
+/// compiler bench's shapes) under `:exact` and `:fast`, with narrow short-row workgroups and
+/// without (`Context::narrow_rows`), and wall time per run with 20 runs queued (best of three
+/// rounds, interleaved): where the row kernels' time goes, from Rust.
 /// Run on a GPU with `--ignored --nocapture`.
 #[test]
 #[ignore]
@@ -685,7 +686,8 @@ fn row_kernels_device_time() {
         let mut best: std::collections::BTreeMap<String, (f64, Vec<(f64, String)>)> = Default::default();
         for round in 0..3 {
             for (name, graph, ins) in &cases {
-                for (precision, options) in [("exact", PlanOptions::default()), ("fast", FAST)] {
+                for ((precision, options), lanes) in [("exact", PlanOptions::default()), ("fast", FAST)].into_iter().flat_map(|p| [(p, "narrow"), (p, "wide")]) {
+                    ctx.narrow_rows.store(lanes == "narrow", std::sync::atomic::Ordering::Relaxed);
                     let plan = Plan::new(graph.g.clone(), options).unwrap();
                     // warm-up: 0.3 s of runs first (GPU clocks), then a few
                     let t0 = std::time::Instant::now();
@@ -707,7 +709,7 @@ fn row_kernels_device_time() {
                     }
                     let profile = ctx.stream.profile_stop().unwrap();
                     let kernels = profile.iter().map(|k| (k.device_ns / 1e3 / k.runs as f64, k.name.chars().take(110).collect())).collect();
-                    let e = best.entry(format!("{name} {precision}")).or_insert((f64::MAX, vec![]));
+                    let e = best.entry(format!("{name} {precision} {lanes}")).or_insert((f64::MAX, vec![]));
                     if wall < e.0 {
                         *e = (wall, kernels);
                     }

@@ -951,6 +951,55 @@ fn sixteen_mi_elements() {
     }
 }
 
+/// Every reduction kind of rows `shapes` (outputs, len) with ties, -0.0 and a NaN: sum and
+/// product into f64, max and min (of the data and of all-zero rows of mixed signs), any and
+/// all, argmax/argmin with both tie-breaks, s64 sums that wrap and s64 max. Returns the
+/// downloaded results and the names of the kernels that ran.
+fn every_reduction_kind(ctx: &Context, shapes: &[(usize, usize)]) -> (Vec<Vec<u8>>, Vec<String>) {
+    ctx.stream.profile_start().unwrap();
+    let mut results = vec![];
+    for (i, &(outputs, len)) in shapes.iter().enumerate() {
+        let n = outputs * len;
+        let mut vals = fractional_f32(n, 40 + i as u64);
+        for o in 0..outputs {
+            // two equal maxima per row (ties for the arg-reductions), a -0.0 in every row,
+            // a NaN in row 1
+            vals[o * len + (o * 7919) % len] = 5000.0;
+            vals[o * len + (o * 7919 + len / 3) % len] = 5000.0;
+            vals[o * len + len / 2] = -0.0;
+            if o == 1 {
+                vals[o * len + len - 2] = f32::NAN;
+            }
+        }
+        let x = upload_f32(ctx, &[outputs, len], &vals);
+        for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::Any, ReduceOp::All] {
+            let out = match op {
+                ReduceOp::Sum | ReduceOp::Product => DType::F64,
+                ReduceOp::All | ReduceOp::Any => DType::U8,
+                _ => DType::F32,
+            };
+            results.push(ctx.download(&ctx.reduce(op, &x, &[1], false, out).unwrap()).unwrap());
+        }
+        // zeros' signs decide max over an all-zero row
+        let zeros: Vec<f32> = (0..n).map(|j| if (j * 31 + i) % 7 == 0 { 0.0 } else { -0.0 }).collect();
+        let z = upload_f32(ctx, &[outputs, len], &zeros);
+        results.push(ctx.download(&ctx.reduce(ReduceOp::Max, &z, &[1], false, DType::F32).unwrap()).unwrap());
+        results.push(ctx.download(&ctx.reduce(ReduceOp::Min, &z, &[1], false, DType::F32).unwrap()).unwrap());
+        for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
+            for tie in [TieBreak::Low, TieBreak::High] {
+                results.push(ctx.download(&ctx.arg_reduce(op, &x, Some(1), false, tie, DType::S64).unwrap()).unwrap());
+            }
+        }
+        // signed 64-bit sums that wrap
+        let ints: Vec<u8> = (0..n as i64).flat_map(|j| (j.wrapping_mul(0x5DEECE66D) ^ (j << 50)).to_le_bytes()).collect();
+        let xi = ctx.upload(DType::S64, &[outputs, len], &ints).unwrap();
+        results.push(ctx.download(&ctx.reduce(ReduceOp::Sum, &xi, &[1], false, DType::S64).unwrap()).unwrap());
+        results.push(ctx.download(&ctx.reduce(ReduceOp::Max, &xi, &[1], false, DType::S64).unwrap()).unwrap());
+    }
+    let names = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+    (results, names)
+}
+
 /// Where the device has subgroup shuffles, the tree's last levels run in registers: the same
 /// pairs in the same order as the shared-memory tree, so the same bits — checked for every
 /// accumulator kind (f64 and s64 as two words, u64 flags, f32 extremes' bits and s64 extremes
@@ -963,50 +1012,9 @@ fn subgroup_tree_gives_the_shared_tree_bits() {
     eprintln!("subgroup size {}, shuffle-relative {shuffles}", ctx.caps.subgroup_size);
     // (outputs, len): PerGroup short rows (row_k), PerGroup long rows, Split (pass 1 and 2)
     let shapes: &[(usize, usize)] = &[(4, 1024), (3, 3001), (2, 70001), (1, 1 << 20)];
-    let ran = |on: bool| -> (Vec<Vec<u8>>, Vec<String>) {
+    let ran = |on: bool| {
         ctx.subgroup_reduction.store(on, std::sync::atomic::Ordering::Relaxed);
-        ctx.stream.profile_start().unwrap();
-        let mut results = vec![];
-        for (i, &(outputs, len)) in shapes.iter().enumerate() {
-            let n = outputs * len;
-            let mut vals = fractional_f32(n, 40 + i as u64);
-            for o in 0..outputs {
-                // two equal maxima per row (ties for the arg-reductions), a -0.0 in every row,
-                // a NaN in row 1
-                vals[o * len + (o * 7919) % len] = 5000.0;
-                vals[o * len + (o * 7919 + len / 3) % len] = 5000.0;
-                vals[o * len + len / 2] = -0.0;
-                if o == 1 {
-                    vals[o * len + len - 2] = f32::NAN;
-                }
-            }
-            let x = upload_f32(&ctx, &[outputs, len], &vals);
-            for op in [ReduceOp::Sum, ReduceOp::Product, ReduceOp::Max, ReduceOp::Min, ReduceOp::Any, ReduceOp::All] {
-                let out = match op {
-                    ReduceOp::Sum | ReduceOp::Product => DType::F64,
-                    ReduceOp::All | ReduceOp::Any => DType::U8,
-                    _ => DType::F32,
-                };
-                results.push(ctx.download(&ctx.reduce(op, &x, &[1], false, out).unwrap()).unwrap());
-            }
-            // zeros' signs decide max over an all-zero row
-            let zeros: Vec<f32> = (0..n).map(|j| if (j * 31 + i) % 7 == 0 { 0.0 } else { -0.0 }).collect();
-            let z = upload_f32(&ctx, &[outputs, len], &zeros);
-            results.push(ctx.download(&ctx.reduce(ReduceOp::Max, &z, &[1], false, DType::F32).unwrap()).unwrap());
-            results.push(ctx.download(&ctx.reduce(ReduceOp::Min, &z, &[1], false, DType::F32).unwrap()).unwrap());
-            for op in [ArgOp::ArgMax, ArgOp::ArgMin] {
-                for tie in [TieBreak::Low, TieBreak::High] {
-                    results.push(ctx.download(&ctx.arg_reduce(op, &x, Some(1), false, tie, DType::S64).unwrap()).unwrap());
-                }
-            }
-            // signed 64-bit sums that wrap
-            let ints: Vec<u8> = (0..n as i64).flat_map(|j| (j.wrapping_mul(0x5DEECE66D) ^ (j << 50)).to_le_bytes()).collect();
-            let xi = ctx.upload(DType::S64, &[outputs, len], &ints).unwrap();
-            results.push(ctx.download(&ctx.reduce(ReduceOp::Sum, &xi, &[1], false, DType::S64).unwrap()).unwrap());
-            results.push(ctx.download(&ctx.reduce(ReduceOp::Max, &xi, &[1], false, DType::S64).unwrap()).unwrap());
-        }
-        let names = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
-        (results, names)
+        every_reduction_kind(&ctx, shapes)
     };
     let (with_tree, names_on) = ran(true);
     let (without, names_off) = ran(false);
@@ -1028,6 +1036,46 @@ fn subgroup_tree_gives_the_shared_tree_bits() {
     let vals = fractional_f32(3 * 3001, 9);
     let x = upload_f32(&ctx, &[3, 3001], &vals);
     assert!(check_sums_f32(&ctx, &x, &vals, "3 x 3001, subgroup tree"), "the data must tell orders apart");
+}
+
+/// Short rows (256 < R <= 4096) run on narrow workgroups (`reduce::narrow_lanes`: 64 or 128
+/// invocations, each holding 4 or 2 of the tree's 256 partials and taking the tree's top
+/// levels itself): the same bits as 256 invocations for every accumulator kind, with and
+/// without subgroup shuffles, at every row_k the rule maps to 64, 128 and 256 lanes (R = 257,
+/// 768, 1024, 1025, 2048, 2049, 4096), and f32 sums follow the modelled fold order. On a
+/// context of its own (the toggles and the profile are per context).
+#[test]
+fn narrow_rows_give_the_wide_rows_bits() {
+    let ctx = Context::open(&DeviceSelector::from_env()).unwrap();
+    let shapes: &[(usize, usize)] = &[(3, 257), (5, 768), (4, 1024), (3, 1025), (2, 2048), (3, 2049), (2, 4096)];
+    for shuffles in [false, true].into_iter().filter(|&on| !on || ctx.caps.subgroup_shuffle_relative) {
+        ctx.subgroup_reduction.store(shuffles, std::sync::atomic::Ordering::Relaxed);
+        let ran = |on: bool| {
+            ctx.narrow_rows.store(on, std::sync::atomic::Ordering::Relaxed);
+            every_reduction_kind(&ctx, shapes)
+        };
+        let (narrow, names_on) = ran(true);
+        let (wide, names_off) = ran(false);
+        assert!(names_off.iter().all(|k| !k.contains(" lanes")), "turned off: {names_off:?}");
+        for lanes in [64, 128] {
+            if ctx.caps.subgroup_size <= lanes {
+                let n = names_on.iter().filter(|k| k.contains(&format!(" lanes{lanes} "))).count();
+                assert!(n >= 8, "shuffles {shuffles}: {n} kernels with {lanes} lanes: {names_on:?}");
+            }
+        }
+        // rows of 2049 and 4096 (row_k 9 and 16) keep 256 lanes
+        assert!(names_on.iter().any(|k| k.contains(" rowk16 ") && !k.contains(" lanes")), "{names_on:?}");
+        assert_eq!(narrow.len(), wide.len());
+        for (k, (a, b)) in narrow.iter().zip(&wide).enumerate() {
+            assert_eq!(a, b, "shuffles {shuffles}, result {k}: narrow rows changed bits");
+        }
+        ctx.narrow_rows.store(true, std::sync::atomic::Ordering::Relaxed);
+        for (i, &(outputs, len)) in shapes.iter().enumerate() {
+            let vals = fractional_f32(outputs * len, 70 + i as u64);
+            let x = upload_f32(&ctx, &[outputs, len], &vals);
+            assert!(check_sums_f32(&ctx, &x, &vals, &format!("{outputs} x {len}, narrow rows")), "the data must tell orders apart");
+        }
+    }
 }
 
 /// f32 max/min/argmax/argmin compare stored bits as integer keys (`Spec::bits_extreme`): on
