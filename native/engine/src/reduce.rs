@@ -65,12 +65,13 @@
 //! `segments = ceil(R / L)`. 16 Mi elements into one output are 4096 segments of 4096, 1 Mi
 //! elements 512 segments of 2048.
 //!
-//! **Narrow rows.** A `PerGroup` row of 257–4,096 elements ([`row_k`]) may run on a workgroup
+//! **Narrow rows.** A `PerGroup` row of 257–2,048 elements ([`row_k`] up to 8) may run on a workgroup
 //! of 64 or 128 invocations ([`narrow_lanes`]) instead of 256: invocation `t` then holds the
 //! partials `t, t + lanes, ...` of the 256 above, folds each exactly as stated, and takes the
 //! tree's levels `h >= lanes` in its own registers (partial `j` absorbs `j + h / lanes`)
 //! before the workgroup tree continues from `h = lanes / 2` — the same pairs in the same order,
-//! so the same bits.
+//! so the same bits. Plain reductions only (no prologue): a prologue's math inlined for 16
+//! candidates gave slower kernels on the H200, and slow builds.
 //!
 //! **Loads in flight.** Every strategy's loop works in rounds of [`UNROLL`] = 8 candidates of
 //! its sequence (`r, r+step, ..., r+7*step`; step 1 for `PerOutput`, 256 otherwise): the round
@@ -275,8 +276,12 @@ pub const NARROW_LOADS: usize = 16;
 /// subgroup size), else `LOCAL`. Each invocation then holds m of the 256 partials and loads
 /// all their candidates at once: a 1024-element row is 64 invocations × 16 loads instead of
 /// 256 × 4, so a grid of short rows fits the GPU in one wave with 4× the bytes in flight per
-/// invocation. The fold order is unchanged (`Spec::source`), so the bits are too; `narrow`
-/// false (`NX_VULKAN_NARROW_ROWS=0`) keeps 256 lanes.
+/// invocation. The fold order is unchanged (`Spec::source`), so the bits are too. `narrow`
+/// is false for `NX_VULKAN_NARROW_ROWS=0`, and for a reduction with a prologue (the caller
+/// passes plain reductions only): each of the 16 candidates then inlines the prologue's
+/// math, and softmax's sum, whose epilogue is unrolled over them too, ran slower on the H200
+/// (:fast 33.8 -> 37.5 us), while in the H200's runs of the fused tests several of the f64
+/// kernels took minutes to build.
 pub fn narrow_lanes(row_k: u32, narrow: bool, subgroup_size: u32) -> u32 {
     if !narrow || row_k == 0 {
         return LOCAL;
@@ -648,7 +653,8 @@ impl Context {
             sink_partial,
             strategy,
             row_k: if sink_partial { 0 } else { row_k(strategy, len) },
-            lanes: if sink_partial { LOCAL } else { narrow_lanes(row_k(strategy, len), narrow, self.caps.subgroup_size) },
+            // plain reductions only (see `narrow_lanes`)
+            lanes: if sink_partial { LOCAL } else { narrow_lanes(row_k(strategy, len), narrow && matches!(prologue, Expr::Input(_)), self.caps.subgroup_size) },
             kept: kept.len(),
             red: red.len(),
             streams: streams.clone(),

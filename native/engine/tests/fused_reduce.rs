@@ -506,7 +506,8 @@ fn softmax_is_two_dispatches_and_equals_unfused_and_f64() {
 /// sequence bit for bit for every float type under both precisions, special values included,
 /// at row lengths on both edges of the path and just past it, and at rows one invocation
 /// reduces (R = 1, 10, 16, 17: the general loop's round and lone loads); the profile shows
-/// which kernels took the path.
+/// which kernels took the path, and that none ran on narrow workgroups (a prologue keeps 256
+/// lanes).
 #[test]
 fn short_rows_keep_the_prologue_and_loads_for_the_epilogue() {
     on_engine_alone(|ctx| {
@@ -555,6 +556,8 @@ fn short_rows_keep_the_prologue_and_loads_for_the_epilogue() {
                     assert_eq!(kernels.len(), 1, "{what}: one kernel, got {kernels:?}");
                     assert_eq!(kernels[0].contains(" rowk"), !want.is_empty(), "{what}: {}", kernels[0]);
                     assert!(kernels[0].contains(&want), "{what}: {}", kernels[0]);
+                    // a prologue keeps 256 lanes (`reduce::narrow_lanes`: plain reductions only)
+                    assert!(!kernels[0].contains(" lanes"), "{what}: {}", kernels[0]);
                     // unfused: the prologue mapped, reduced, the epilogue mapped over it
                     let tmp = ctx.map_multi_with(math, std::slice::from_ref(&e), &[&x, &mb], &shape).unwrap().remove(0);
                     let red = ctx.reduce(ReduceOp::Sum, &tmp, &[1], true, t).unwrap();
