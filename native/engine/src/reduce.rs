@@ -70,8 +70,8 @@
 //! partials `t, t + lanes, ...` of the 256 above, folds each exactly as stated, and takes the
 //! tree's levels `h >= lanes` in its own registers (partial `j` absorbs `j + h / lanes`)
 //! before the workgroup tree continues from `h = lanes / 2` — the same pairs in the same order,
-//! so the same bits. Plain reductions only (no prologue): a prologue's math inlined for 16
-//! candidates gave slower kernels on the H200, and slow builds.
+//! so the same bits. Only where the per-element code is cheap ([`narrow_lanes`]): library
+//! math inlined for 16 candidates gave slower kernels on the H200, and slow builds.
 //!
 //! **Loads in flight.** Every strategy's loop works in rounds of [`UNROLL`] = 8 candidates of
 //! its sequence (`r, r+step, ..., r+7*step`; step 1 for `PerOutput`, 256 otherwise): the round
@@ -105,7 +105,7 @@
 //! for argmax/argmin.
 
 use crate::dtype::{DType, Kind};
-use crate::elementwise::{compute_type, decode_with, embed_exprs, encode_with, libraries, EmbeddedExprs, Expr, FloatMath};
+use crate::elementwise::{compute_type, decode_with, embed_exprs, encode_with, libraries, BinaryOp, EmbeddedExprs, Expr, FloatMath, UnaryOp};
 pub(crate) use crate::elementwise::{buf_type, decode, encode, storage_type, to_domain, wrap};
 use crate::error::{invalid, Result};
 use crate::params::ParamBlock;
@@ -277,11 +277,13 @@ pub const NARROW_LOADS: usize = 16;
 /// all their candidates at once: a 1024-element row is 64 invocations × 16 loads instead of
 /// 256 × 4, so a grid of short rows fits the GPU in one wave with 4× the bytes in flight per
 /// invocation. The fold order is unchanged (`Spec::source`), so the bits are too. `narrow`
-/// is false for `NX_VULKAN_NARROW_ROWS=0`, and for a reduction with a prologue (the caller
-/// passes plain reductions only): each of the 16 candidates then inlines the prologue's
-/// math, and softmax's sum, whose epilogue is unrolled over them too, ran slower on the H200
-/// (:fast 33.8 -> 37.5 us), while in the H200's runs of the fused tests several of the f64
-/// kernels took minutes to build.
+/// is false for `NX_VULKAN_NARROW_ROWS=0`, and the caller passes false where the prologue
+/// has per-element library math ([`cheap_per_element`]) or the epilogue is unrolled over the
+/// kept prologue values: each of the 16 candidates inlines that code, and softmax's sum
+/// (exp, and a quotient unrolled) ran slower on the H200 (:fast 33.8 -> 37.5 us), while the
+/// fused-reduction test binary, whose random prologues hold f64 library math, took 362 s on
+/// lavapipe instead of 54. Layernorm's variance (`(x - mean)^2`, the mean row-constant) gained
+/// (:fast 46.4 -> 42.9 us).
 pub fn narrow_lanes(row_k: u32, narrow: bool, subgroup_size: u32) -> u32 {
     if !narrow || row_k == 0 {
         return LOCAL;
@@ -653,8 +655,15 @@ impl Context {
             sink_partial,
             strategy,
             row_k: if sink_partial { 0 } else { row_k(strategy, len) },
-            // plain reductions only (see `narrow_lanes`)
-            lanes: if sink_partial { LOCAL } else { narrow_lanes(row_k(strategy, len), narrow && matches!(prologue, Expr::Input(_)), self.caps.subgroup_size) },
+            // cheap prologues only, and no epilogue unrolled over kept prologue values (see
+            // `narrow_lanes`)
+            lanes: if sink_partial {
+                LOCAL
+            } else {
+                let row_const = |j: usize| streams.iter().any(|st| st.kind == StreamKind::Input(j) && st.row_const);
+                let keeps = epi && !matches!(prologue, Expr::Input(_)) && epilogue.iter().any(|(e, _)| contains(e, prologue));
+                narrow_lanes(row_k(strategy, len), narrow && !keeps && cheap_per_element(prologue, &row_const), self.caps.subgroup_size)
+            },
             kept: kept.len(),
             red: red.len(),
             streams: streams.clone(),
@@ -1563,6 +1572,40 @@ impl Spec {
 }
 
 /// The parameter holding input `j`'s stored bits (of type `t`): `nx_raw{j}_`.
+/// Whether `e` costs no library call per element: every node that varies along the reduced
+/// axes is an input, a constant, an iota, a conversion, a select, or native arithmetic
+/// (add, subtract, multiply, negate, abs, max, min, comparisons) on non-complex values;
+/// subexpressions that read only row-constant inputs (`row_const`) and constants are hoisted
+/// to once per output (`hoist_row_constant`) and cost nothing here whatever they hold.
+fn cheap_per_element(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
+    fn constant(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
+        match e {
+            Expr::Input(j) => row_const(*j),
+            Expr::Const { .. } => true,
+            Expr::Iota { .. } => false,
+            Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => constant(arg, row_const),
+            Expr::Binary { lhs, rhs, .. } => constant(lhs, row_const) && constant(rhs, row_const),
+            Expr::Select { pred, on_true, on_false, .. } => constant(pred, row_const) && constant(on_true, row_const) && constant(on_false, row_const),
+        }
+    }
+    if constant(e, row_const) {
+        return true;
+    }
+    let cheap = |e: &Expr| cheap_per_element(e, row_const);
+    match e {
+        Expr::Input(_) | Expr::Const { .. } | Expr::Iota { .. } => true,
+        Expr::Convert { arg, dtype } | Expr::Bitcast { arg, dtype } => !dtype.is_complex() && cheap(arg),
+        Expr::Unary { op, arg, dtype } => matches!(op, UnaryOp::Negate | UnaryOp::Abs) && !dtype.is_complex() && cheap(arg),
+        Expr::Binary { op, lhs, rhs, dtype } => {
+            (matches!(op, BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Max | BinaryOp::Min) || op.is_comparison())
+                && !dtype.is_complex()
+                && cheap(lhs)
+                && cheap(rhs)
+        }
+        Expr::Select { pred, on_true, on_false, .. } => cheap(pred) && cheap(on_true) && cheap(on_false),
+    }
+}
+
 /// Where candidate `k` of partial `t + lanes * j` sits in its row, less `t`: partial p folds
 /// elements p, p + 256, p + 512, ... ([`Strategy::PerGroup`]).
 fn row_offset(lanes: usize, j: usize, k: usize) -> usize {

@@ -601,6 +601,7 @@ fn layernorm_is_two_dispatches_and_equals_unfused_and_f64() {
             let v = ctx.empty(f, &[rows, 1]).unwrap();
             let y = ctx.empty(f, &shape).unwrap();
             let before = ctx.stats().dispatches;
+            ctx.stream.profile_start().unwrap();
             let mut batch = ctx.batch().unwrap();
             ctx.record_reduce(&mut batch, ReduceOp::Sum, &x, &[1], &s).unwrap();
             let sb = s.broadcast_to(&shape).unwrap();
@@ -616,6 +617,12 @@ fn layernorm_is_two_dispatches_and_equals_unfused_and_f64() {
             ctx.record_reduce_fused(&mut batch, &r).unwrap();
             batch.finish().unwrap();
             assert_eq!(ctx.stats().dispatches - before, 2, "layernorm {rows}x{cols} dispatches");
+            // rows of 1024: both kernels on narrow workgroups (`reduce::narrow_lanes`): the
+            // sum is plain, and the variance's prologue costs no library call per element
+            // (its mean, a division, is row-constant)
+            let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+            let narrow = cols == 1024 && ctx.caps.subgroup_size <= 64;
+            assert_eq!(kernels.iter().filter(|k| k.contains(" lanes64 ")).count(), if narrow { 2 } else { 0 }, "layernorm {rows}x{cols}: {kernels:?}");
             // unfused: every step its own op
             let s2 = ctx.reduce(ReduceOp::Sum, &x, &[1], true, f).unwrap().broadcast_to(&shape).unwrap();
             let d2 = ctx.map(&sq(Expr::Input(1)), &[&x, &s2]).unwrap();
