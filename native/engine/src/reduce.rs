@@ -275,14 +275,13 @@ pub const NARROW_LOADS: usize = 16;
 /// for the largest m in {4, 2} with `m * row_k <= NARROW_LOADS` (and lanes no fewer than the
 /// subgroup size), else `LOCAL`. Each invocation then holds m of the 256 partials and loads
 /// all their candidates at once: a 1024-element row is 64 invocations × 16 loads instead of
-/// 256 × 4, so a grid of short rows fits the GPU in one wave with 4× the bytes in flight per
-/// invocation. The fold order is unchanged (`Spec::source`), so the bits are too. `narrow`
+/// 256 × 4, so more rows are resident at once, with 4× the bytes in flight per invocation. The fold order is unchanged (`Spec::source`), so the bits are too. `narrow`
 /// is false for `NX_VULKAN_NARROW_ROWS=0`, and the caller passes false where the prologue
 /// has per-element library math ([`cheap_per_element`]) or the epilogue is unrolled over the
 /// kept prologue values: each of the 16 candidates inlines that code, and softmax's sum
 /// (exp, and a quotient unrolled) ran slower on the H200 (:fast 33.8 -> 37.5 us), while the
 /// fused-reduction test binary, whose random prologues hold f64 library math, took 362 s on
-/// lavapipe instead of 54. Layernorm's variance (`(x - mean)^2`, the mean row-constant) gained
+/// lavapipe (partly beside a build) instead of 43-54 s. Layernorm's variance (`(x - mean)^2`, the mean row-constant) gained
 /// (:fast 46.4 -> 42.9 us).
 pub fn narrow_lanes(row_k: u32, narrow: bool, subgroup_size: u32) -> u32 {
     if !narrow || row_k == 0 {
@@ -1571,7 +1570,6 @@ impl Spec {
     }
 }
 
-/// The parameter holding input `j`'s stored bits (of type `t`): `nx_raw{j}_`.
 /// Whether `e` costs no library call per element: every node that varies along the reduced
 /// axes is an input, a constant, an iota, a conversion, a select, or native arithmetic
 /// (add, subtract, multiply, negate, abs, max, min, comparisons) on non-complex values;
@@ -1612,6 +1610,7 @@ fn row_offset(lanes: usize, j: usize, k: usize) -> usize {
     j * lanes + k * LOCAL as usize
 }
 
+/// The parameter holding input `j`'s stored bits (of type `t`): `nx_raw{j}_`.
 fn raw_param(t: DType, j: usize) -> String {
     format!("{} nx_raw{j}_", storage_type(t))
 }

@@ -506,8 +506,8 @@ fn softmax_is_two_dispatches_and_equals_unfused_and_f64() {
 /// sequence bit for bit for every float type under both precisions, special values included,
 /// at row lengths on both edges of the path and just past it, and at rows one invocation
 /// reduces (R = 1, 10, 16, 17: the general loop's round and lone loads); the profile shows
-/// which kernels took the path, and that none ran on narrow workgroups (a prologue keeps 256
-/// lanes).
+/// which kernels took the path, and that none ran on narrow workgroups (`exp` is library
+/// math: `reduce::narrow_lanes` keeps 256 lanes).
 #[test]
 fn short_rows_keep_the_prologue_and_loads_for_the_epilogue() {
     on_engine_alone(|ctx| {
@@ -556,7 +556,7 @@ fn short_rows_keep_the_prologue_and_loads_for_the_epilogue() {
                     assert_eq!(kernels.len(), 1, "{what}: one kernel, got {kernels:?}");
                     assert_eq!(kernels[0].contains(" rowk"), !want.is_empty(), "{what}: {}", kernels[0]);
                     assert!(kernels[0].contains(&want), "{what}: {}", kernels[0]);
-                    // a prologue keeps 256 lanes (`reduce::narrow_lanes`: plain reductions only)
+                    // exp(x - max) is library math: 256 lanes (`reduce::narrow_lanes`)
                     assert!(!kernels[0].contains(" lanes"), "{what}: {}", kernels[0]);
                     // unfused: the prologue mapped, reduced, the epilogue mapped over it
                     let tmp = ctx.map_multi_with(math, std::slice::from_ref(&e), &[&x, &mb], &shape).unwrap().remove(0);
@@ -600,29 +600,38 @@ fn layernorm_is_two_dispatches_and_equals_unfused_and_f64() {
             let s = ctx.empty(f, &[rows, 1]).unwrap();
             let v = ctx.empty(f, &[rows, 1]).unwrap();
             let y = ctx.empty(f, &shape).unwrap();
-            let before = ctx.stats().dispatches;
-            ctx.stream.profile_start().unwrap();
-            let mut batch = ctx.batch().unwrap();
-            ctx.record_reduce(&mut batch, ReduceOp::Sum, &x, &[1], &s).unwrap();
-            let sb = s.broadcast_to(&shape).unwrap();
-            let r = FusedReduce {
-                op: ReduceOp::Sum.into(),
-                prologue: sq(Expr::Input(1)),
-                inputs: vec![&x, &sb],
-                shape: shape.to_vec(),
-                axes: vec![1],
-                out: &v,
-                epilogue: vec![(norm(Expr::Input(1), Expr::Input(2)), &y)],
+            let fused = |narrow: bool| -> Vec<String> {
+                ctx.narrow_rows.store(narrow, std::sync::atomic::Ordering::Relaxed);
+                let before = ctx.stats().dispatches;
+                ctx.stream.profile_start().unwrap();
+                let mut batch = ctx.batch().unwrap();
+                ctx.record_reduce(&mut batch, ReduceOp::Sum, &x, &[1], &s).unwrap();
+                let sb = s.broadcast_to(&shape).unwrap();
+                let r = FusedReduce {
+                    op: ReduceOp::Sum.into(),
+                    prologue: sq(Expr::Input(1)),
+                    inputs: vec![&x, &sb],
+                    shape: shape.to_vec(),
+                    axes: vec![1],
+                    out: &v,
+                    epilogue: vec![(norm(Expr::Input(1), Expr::Input(2)), &y)],
+                };
+                ctx.record_reduce_fused(&mut batch, &r).unwrap();
+                batch.finish().unwrap();
+                assert_eq!(ctx.stats().dispatches - before, 2, "layernorm {rows}x{cols} dispatches");
+                ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect()
             };
-            ctx.record_reduce_fused(&mut batch, &r).unwrap();
-            batch.finish().unwrap();
-            assert_eq!(ctx.stats().dispatches - before, 2, "layernorm {rows}x{cols} dispatches");
-            // rows of 1024: both kernels on narrow workgroups (`reduce::narrow_lanes`): the
-            // sum is plain, and the variance's prologue costs no library call per element
-            // (its mean, a division, is row-constant)
-            let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+            // on 256-invocation workgroups first, then (rows of 1024) both kernels on narrow
+            // ones (`reduce::narrow_lanes`): the sum is plain, and the variance's prologue
+            // costs no library call per element (its mean, a division, is row-constant) —
+            // the same bits
+            let kernels = fused(false);
+            assert!(kernels.iter().all(|k| !k.contains(" lanes")), "{kernels:?}");
+            let wide = ctx.download(&y).unwrap();
+            let kernels = fused(true);
             let narrow = cols == 1024 && ctx.caps.subgroup_size <= 64;
             assert_eq!(kernels.iter().filter(|k| k.contains(" lanes64 ")).count(), if narrow { 2 } else { 0 }, "layernorm {rows}x{cols}: {kernels:?}");
+            assert_eq!(ctx.download(&y).unwrap(), wide, "layernorm {rows}x{cols}: narrow workgroups changed bits");
             // unfused: every step its own op
             let s2 = ctx.reduce(ReduceOp::Sum, &x, &[1], true, f).unwrap().broadcast_to(&shape).unwrap();
             let d2 = ctx.map(&sq(Expr::Input(1)), &[&x, &s2]).unwrap();
