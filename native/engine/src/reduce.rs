@@ -659,7 +659,7 @@ impl Context {
             lanes: if sink_partial {
                 LOCAL
             } else {
-                let row_const = |j: usize| streams.iter().any(|st| st.kind == StreamKind::Input(j) && st.row_const);
+                let row_const = |j: usize| input_row_constant(&streams, j);
                 let keeps = epi && !matches!(prologue, Expr::Input(_)) && epilogue.iter().any(|(e, _)| contains(e, prologue));
                 narrow_lanes(row_k(strategy, len), narrow && !keeps && cheap_per_element(prologue, &row_const), self.caps.subgroup_size)
             },
@@ -1027,7 +1027,7 @@ impl Spec {
         // epilogue's reduced value), handed over as its stored bits, as an unfused kernel that
         // wrote it would hand it over (so no bit can change).
         let n_in = self.in_types.len();
-        let row_const_stream = |j: usize| self.streams.iter().any(|st| st.kind == StreamKind::Input(j) && st.row_const);
+        let row_const_stream = |j: usize| input_row_constant(&self.streams, j);
         let mut pro_hoisted: Vec<Expr> = vec![];
         let pro_expr = match (&self.prologue, fused) {
             (Expr::Input(_), _) | (_, false) => self.prologue.clone(),
@@ -1570,23 +1570,31 @@ impl Spec {
     }
 }
 
+/// Whether input `j` is read through a stream constant along the reduced axes.
+fn input_row_constant(streams: &[Stream], j: usize) -> bool {
+    streams.iter().any(|st| st.kind == StreamKind::Input(j) && st.row_const)
+}
+
+/// Whether `e` reads only inputs for which `row_const` holds, and constants (no iota): constant
+/// along the reduced axes.
+fn row_constant(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
+    match e {
+        Expr::Input(j) => row_const(*j),
+        Expr::Const { .. } => true,
+        Expr::Iota { .. } => false,
+        Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => row_constant(arg, row_const),
+        Expr::Binary { lhs, rhs, .. } => row_constant(lhs, row_const) && row_constant(rhs, row_const),
+        Expr::Select { pred, on_true, on_false, .. } => row_constant(pred, row_const) && row_constant(on_true, row_const) && row_constant(on_false, row_const),
+    }
+}
+
 /// Whether `e` costs no library call per element: every node that varies along the reduced
 /// axes is an input, a constant, an iota, a conversion, a select, or native arithmetic
 /// (add, subtract, multiply, negate, abs, max, min, comparisons) on non-complex values;
 /// subexpressions that read only row-constant inputs (`row_const`) and constants are hoisted
 /// to once per output (`hoist_row_constant`) and cost nothing here whatever they hold.
 fn cheap_per_element(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
-    fn constant(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
-        match e {
-            Expr::Input(j) => row_const(*j),
-            Expr::Const { .. } => true,
-            Expr::Iota { .. } => false,
-            Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => constant(arg, row_const),
-            Expr::Binary { lhs, rhs, .. } => constant(lhs, row_const) && constant(rhs, row_const),
-            Expr::Select { pred, on_true, on_false, .. } => constant(pred, row_const) && constant(on_true, row_const) && constant(on_false, row_const),
-        }
-    }
-    if constant(e, row_const) {
+    if row_constant(e, row_const) {
         return true;
     }
     let cheap = |e: &Expr| cheap_per_element(e, row_const);
@@ -1646,18 +1654,8 @@ fn replace(e: &Expr, part: &Expr, by: &Expr) -> Expr {
 /// for which `row_const` holds, and constants: no iota) replaced by `Input(base + q)`, where
 /// `hoisted[q]` is that subexpression (equal subexpressions share one q).
 fn hoist_row_constant(e: &Expr, row_const: &impl Fn(usize) -> bool, hoisted: &mut Vec<Expr>, base: usize) -> Expr {
-    fn constant(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
-        match e {
-            Expr::Input(j) => row_const(*j),
-            Expr::Const { .. } => true,
-            Expr::Iota { .. } => false,
-            Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => constant(arg, row_const),
-            Expr::Binary { lhs, rhs, .. } => constant(lhs, row_const) && constant(rhs, row_const),
-            Expr::Select { pred, on_true, on_false, .. } => constant(pred, row_const) && constant(on_true, row_const) && constant(on_false, row_const),
-        }
-    }
     let leaf = matches!(e, Expr::Input(_) | Expr::Const { .. } | Expr::Iota { .. });
-    if !leaf && constant(e, row_const) {
+    if !leaf && row_constant(e, row_const) {
         let q = hoisted.iter().position(|h| h == e).unwrap_or_else(|| {
             hoisted.push(e.clone());
             hoisted.len() - 1
