@@ -377,6 +377,28 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
             tg.push(args.tg as f64 / (t2 - t1).as_secs_f64());
         }
     }
+    // One more decode pass with each submission timed on the device (two timestamps each, no
+    // more): how much of a token's wall time the device spends working, and how much it waits
+    // for the host (the read-back, sampling, recording and submitting the next step).
+    let mut busy = None;
+    if ctx.stream.profile_start_submissions().is_ok() {
+        let mut tok = llm.forward_greedy(&rows(0, 0, &prompt), &[args.pp - 1])?[0];
+        ctx.synchronize()?;
+        ctx.stream.profile_stop()?;
+        ctx.stream.profile_start_submissions()?;
+        let t0 = Instant::now();
+        for i in 0..args.tg {
+            tok = llm.forward_greedy(&[Row { slot: 0, pos: (args.pp + i) as u32, token: tok }], &[0])?[0];
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let spans = ctx.stream.profile_stop()?;
+        let (runs, ns) = spans.iter().fold((0u64, 0f64), |(r, n), p| (r + p.runs, n + p.device_ns));
+        busy = Some(serde_json::json!({
+            "wall_us_per_token": wall * 1e6 / args.tg as f64,
+            "device_busy_us_per_token": ns / 1e3 / args.tg as f64,
+            "submissions_per_token": runs as f64 / args.tg as f64,
+        }));
+    }
     // Host time to record one decode step (not submitted): what the device waits for between
     // tokens besides the read-back.
     let mut record_us = vec![];
@@ -395,6 +417,9 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
         "tg_tokens": args.tg, "tg_tok_s": median(tg.clone()), "tg_runs": tg,
         "decode_record_us": median(record_us), "copy_gbs": copy_gbs, "roofline_tok_s_at_copy": copy_gbs * 1e9 / weights,
     });
+    if let Some(b) = busy {
+        report["tg_timeline"] = b;
+    }
     if let Some(peak) = args.peak_gbs {
         report["peak_gbs"] = peak.into();
         report["roofline_tok_s_at_peak"] = (peak * 1e9 / weights).into();

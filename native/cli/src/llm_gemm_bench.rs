@@ -51,6 +51,11 @@ pub struct LlmGemmBenchArgs {
     /// one submission each.
     #[arg(long)]
     one_batch: bool,
+    /// Copies of each matrix (random blocks each) that successive products cycle through: with
+    /// enough of them the working set exceeds the GPU's L2 cache and the weights stream from
+    /// device memory, as in a decode step (one matrix repeated partly stays in L2).
+    #[arg(long, default_value_t = 1)]
+    distinct: usize,
 }
 
 fn download(ctx: &Context, t: &Tensor) -> Result<Vec<f32>> {
@@ -60,8 +65,8 @@ fn download(ctx: &Context, t: &Tensor) -> Result<Vec<f32>> {
 pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
     let bad = |what: String| EngineError::InvalidArgument(what);
     let ty = GgmlType::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(&args.ty)).ok_or_else(|| bad(format!("unknown type {}", args.ty)))?;
-    if args.reps == 0 || args.calls == 0 {
-        return Err(bad("--reps and --calls must be positive".into()));
+    if args.reps == 0 || args.calls == 0 || args.distinct == 0 {
+        return Err(bad("--reps, --calls and --distinct must be positive".into()));
     }
     let dev = &ctx.caps.name;
     let dot_kernel = format!("{:?}", tensor_core_kernel(&ctx.caps, DType::F16));
@@ -72,20 +77,21 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
     for spec in &args.shapes {
         let dims: Vec<usize> = spec.split('x').map(|v| v.parse()).collect::<std::result::Result<_, _>>().map_err(|_| bad(format!("shape {spec}: want NxK")))?;
         let [n, k] = dims[..] else { return Err(bad(format!("shape {spec}: want NxK"))) };
-        let w = QMatrix::upload(ctx, ty, n, k, &random_rows(ty, n, k, &mut rng))?;
+        let ws = (0..args.distinct).map(|_| QMatrix::upload(ctx, ty, n, k, &random_rows(ty, n, k, &mut rng))).collect::<Result<Vec<_>>>()?;
+        let w = &ws[0];
         for &t in &args.rows {
             let xv: Vec<u8> = (0..t * k).flat_map(|_| ((rng.next_f64() * 2.0 - 1.0) as f32).to_le_bytes()).collect();
             let x = ctx.upload(DType::F32, &[t, k], &xv)?;
             let out = ctx.empty(DType::F32, &[t, n])?;
-            let f16 = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)], LlmGemmPrecision::F16)?;
-            let split = ctx.llm_gemm_scratch(t, &[(&w, args.swiglu)], LlmGemmPrecision::Split)?;
+            let f16 = ctx.llm_gemm_scratch(t, &[(w, args.swiglu)], LlmGemmPrecision::F16)?;
+            let split = ctx.llm_gemm_scratch(t, &[(w, args.swiglu)], LlmGemmPrecision::Split)?;
             let gamma = ctx.upload(DType::F32, &[k], &1f32.to_le_bytes().repeat(k))?;
             let norm = RmsNorm { gamma: &gamma, eps: 1e-5 };
             // (label, up matrix, GEMM scratch or None for the matvec, fused norm); each product's
             // matvec first.
             let mut kernels = vec![("matvec", None, None, false), ("gemm", None, Some(&f16), false), ("gemm_split", None, Some(&split), false)];
             if args.swiglu {
-                kernels.extend([("matvec_swiglu", Some(&w), None, false), ("gemm_swiglu", Some(&w), Some(&f16), false), ("gemm_split_swiglu", Some(&w), Some(&split), false)]);
+                kernels.extend([("matvec_swiglu", Some(w), None, false), ("gemm_swiglu", Some(w), Some(&f16), false), ("gemm_split_swiglu", Some(w), Some(&split), false)]);
             }
             if args.matvec_only {
                 kernels.retain(|k| k.2.is_none());
@@ -93,18 +99,23 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
             if args.norm {
                 kernels.push(("matvec_norm", None, None, true));
                 if args.swiglu {
-                    kernels.push(("matvec_swiglu_norm", Some(&w), None, true));
+                    kernels.push(("matvec_swiglu_norm", Some(w), None, true));
                 }
             }
             let mut matvec_out = vec![];
             for (kernel, up, scratch, normed) in kernels {
+                // Product i reads copy i mod distinct (as gate and up alike with SwiGLU).
+                let next = std::cell::Cell::new(0usize);
                 let products = |count: usize| -> Result<()> {
                     let mut batch = ctx.batch()?;
                     for _ in 0..count {
+                        let w = &ws[next.get() % ws.len()];
+                        next.set(next.get() + 1);
+                        let up = up.map(|_| w);
                         match scratch {
-                            Some(s) => ctx.record_llm_gemm_in(&mut batch, s, &w, up, &x, Epilogue::default(), &out)?,
-                            None if normed => ctx.record_llm_normed_matvec(&mut batch, &w, up, &x, norm, Epilogue::default(), &out)?,
-                            None => ctx.record_llm_matvec(&mut batch, &w, up, &x, Epilogue::default(), &out)?,
+                            Some(s) => ctx.record_llm_gemm_in(&mut batch, s, w, up, &x, Epilogue::default(), &out)?,
+                            None if normed => ctx.record_llm_normed_matvec(&mut batch, w, up, &x, norm, Epilogue::default(), &out)?,
+                            None => ctx.record_llm_matvec(&mut batch, w, up, &x, Epilogue::default(), &out)?,
                         }
                     }
                     batch.finish()

@@ -65,6 +65,7 @@ pub(crate) struct Counters {
     pub downloads: AtomicU64,
     pub recordings: AtomicU64,
     pub submitters: AtomicU64,
+    pub kept_runs: AtomicU64,
 }
 
 /// A snapshot of the engine's counters.
@@ -98,6 +99,9 @@ pub struct EngineStats {
     pub refused_kernels: u64,
     /// Submitters (command pool + command buffer + fence) created so far.
     pub submitters: u64,
+    /// Kept command buffers run (a kept LLM decode step replayed without recording its
+    /// commands again; its dispatches and copies are counted above as well).
+    pub kept_runs: u64,
     /// Submissions queued or running on the device now.
     pub in_flight: u64,
     pub pool: PoolStats,
@@ -222,6 +226,7 @@ impl Context {
             spirv_disk_rejected: self.kernels.stats.spirv_rejected.load(Relaxed),
             refused_kernels: self.kernels.stats.refused.load(Relaxed),
             submitters: self.stats.submitters.load(Relaxed),
+            kept_runs: self.stats.kept_runs.load(Relaxed),
             in_flight: self.stream.in_flight() as u64,
             pool: self.pool.stats(),
         }

@@ -30,11 +30,11 @@
 //! - `NX_VULKAN_SPIN_US`, `NX_VULKAN_INLINE_SUBMIT`: see `StreamConfig`.
 
 use crate::error::{EngineError, Result};
-use crate::submit::{Command, DeviceHandles, Keep, Recording, Submitter};
+use crate::submit::{Command, DeviceHandles, Keep, Profiling, Recording, Submitter};
 use crate::Counters;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vulkano::VulkanObject;
@@ -176,7 +176,8 @@ struct Shared {
     fence_lock: Mutex<()>,
     /// Per-kernel device times while profiling is on (`None`: off).
     profile: Mutex<Option<std::collections::HashMap<String, KernelProfile>>>,
-    profiling: AtomicBool,
+    /// What profiling times: [`Profiling`] as u8.
+    profiling: AtomicU8,
     /// Wakes the flusher: new work, or shutdown.
     wake: Condvar,
     /// Wakes waiters: a submission retired.
@@ -209,7 +210,7 @@ impl Stream {
             submit_lock: Mutex::new(()),
             fence_lock: Mutex::new(()),
             profile: Mutex::new(None),
-            profiling: AtomicBool::new(false),
+            profiling: AtomicU8::new(Profiling::Off as u8),
             clock,
             in_flight_len: AtomicUsize::new(0),
             has_open: AtomicBool::new(false),
@@ -234,16 +235,7 @@ impl Stream {
     /// will be part of (for `wait_for`). In synchronous mode, waits for it.
     pub(crate) fn commit(&self, rec: Recording) -> Result<u64> {
         let s = &*self.shared;
-        let (mut dispatches, mut concurrent, mut copies) = (0, 0, 0);
-        for c in &rec.commands {
-            match c {
-                Command::Dispatch { concurrent: c, .. } => {
-                    dispatches += 1;
-                    concurrent += *c as u64;
-                }
-                Command::Copy { .. } => copies += 1,
-            }
-        }
+        let (dispatches, concurrent, copies) = Command::counts(&rec.commands);
         let mut st = s.state.lock();
         // A caller that must not block hears so before anything is committed or counted.
         if !rec.is_empty() && (st.in_flight.len() >= s.config.max_queued || s.synchronous.load(Relaxed)) {
@@ -252,6 +244,7 @@ impl Stream {
         s.counters.dispatches.fetch_add(dispatches, Relaxed);
         s.counters.concurrent_dispatches.fetch_add(concurrent, Relaxed);
         s.counters.copies.fetch_add(copies, Relaxed);
+        s.counters.kept_runs.fetch_add(rec.commands.iter().filter(|c| matches!(c, Command::Kept(_))).count() as u64, Relaxed);
         s.counters.recordings.fetch_add(1, Relaxed);
         if rec.is_empty() {
             // Nothing for the device; `keep` may still hold buffers, released now.
@@ -374,19 +367,39 @@ impl Stream {
     /// Starts timing every kernel on the device (timestamps around each command of every
     /// submission from now on). An error on devices whose queue cannot write timestamps.
     pub fn profile_start(&self) -> Result<()> {
+        self.profile_start_as(Profiling::Commands)
+    }
+
+    /// Starts timing whole submissions on the device (two timestamps each: when the device
+    /// starts the submission's first command and when it finishes its last), reported by
+    /// [`Stream::profile_stop`] as one entry named `submission`. Unlike per-command timing
+    /// this adds nothing between commands, so the sum says how long the device was busy with
+    /// a workload that waits for each submission (submissions queued behind a running one
+    /// would overlap and count twice).
+    pub fn profile_start_submissions(&self) -> Result<()> {
+        self.profile_start_as(Profiling::Submissions)
+    }
+
+    /// Whether every command is being timed (kept command buffers are then not used, so that
+    /// each of their commands is timed too).
+    pub(crate) fn profiling_commands(&self) -> bool {
+        self.shared.profiling.load(Relaxed) == Profiling::Commands as u8
+    }
+
+    fn profile_start_as(&self, mode: Profiling) -> Result<()> {
         if self.shared.dev.timestamp_period_ns.is_none() {
             return Err(EngineError::Unsupported { device: "this device".into(), what: "its compute queue has no timestamps".into() });
         }
         self.synchronize()?;
         *self.shared.profile.lock() = Some(Default::default());
-        self.shared.profiling.store(true, Relaxed);
+        self.shared.profiling.store(mode as u8, Relaxed);
         Ok(())
     }
 
     /// Waits for queued work, stops timing and returns device time per kernel, longest first.
     pub fn profile_stop(&self) -> Result<Vec<KernelProfile>> {
         let waited = self.synchronize();
-        self.shared.profiling.store(false, Relaxed);
+        self.shared.profiling.store(Profiling::Off as u8, Relaxed);
         let mut out: Vec<KernelProfile> = self.shared.profile.lock().take().unwrap_or_default().into_values().collect();
         out.sort_by(|a, b| b.device_ns.total_cmp(&a.device_ns).then(a.name.cmp(&b.name)));
         waited.map(|_| out)
@@ -438,7 +451,7 @@ impl Shared {
         let result = match (&mut submitter, inject) {
             (Err(e), _) => Err(e.to_string()),
             (Ok(_), Some(msg)) => Err(format!("injected failure: {msg}")),
-            (Ok(sub), None) => sub.submit(&self.dev, &rec, self.profiling.load(Relaxed)).map_err(|e| e.to_string()),
+            (Ok(sub), None) => sub.submit(&self.dev, &rec, Profiling::from_u8(self.profiling.load(Relaxed))).map_err(|e| e.to_string()),
         };
         let submitter = match (&result, submitter) {
             (Ok(()), Ok(sub)) => {

@@ -13,6 +13,7 @@ use crate::memory::DeviceBuffer;
 use ash::vk;
 use std::sync::Arc;
 use vulkano::buffer::{Buffer, BufferCreateInfo, BufferUsage, Subbuffer};
+use vulkano::command_buffer::CommandBufferLevel;
 use vulkano::command_buffer::pool::{
     CommandBufferAllocateInfo, CommandPool, CommandPoolAlloc, CommandPoolCreateFlags,
     CommandPoolCreateInfo,
@@ -63,6 +64,27 @@ struct Timing {
     labels: Vec<(String, u64)>,
 }
 
+/// What a submission's timestamps measure.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub(crate) enum Profiling {
+    Off = 0,
+    /// Each command, bracketed by its own pair (labelled with its kernel).
+    Commands = 1,
+    /// The whole submission, one pair (labelled `submission`).
+    Submissions = 2,
+}
+
+impl Profiling {
+    pub(crate) fn from_u8(v: u8) -> Profiling {
+        match v {
+            1 => Profiling::Commands,
+            2 => Profiling::Submissions,
+            _ => Profiling::Off,
+        }
+    }
+}
+
 /// One command's device time, from a profiled submission.
 pub(crate) struct CommandTime {
     pub label: String,
@@ -101,10 +123,12 @@ impl Submitter {
     }
 
     /// Records `rec` into this submitter's command buffer and submits it, signalling the fence
-    /// when the device is done. Does not wait. With `profile`, every command is bracketed by
-    /// timestamps (`take_times` reads them once the fence has signalled).
-    pub(crate) fn submit(&mut self, dev: &DeviceHandles, rec: &Recording, profile: bool) -> Result<()> {
-        let queries = 2 * rec.commands.len() as u32;
+    /// when the device is done. Does not wait. Profiling brackets every command (or the whole
+    /// submission) by timestamps (`take_times` reads them once the fence has signalled).
+    pub(crate) fn submit(&mut self, dev: &DeviceHandles, rec: &Recording, mode: Profiling) -> Result<()> {
+        let profile = mode != Profiling::Off && !rec.commands.is_empty();
+        let per_command = mode == Profiling::Commands;
+        let queries = if per_command { 2 * rec.commands.len() as u32 } else { 2 };
         if profile && self.timing.as_ref().is_none_or(|t| t.capacity < queries) {
             let capacity = queries.next_power_of_two().max(64);
             let pool = QueryPool::new(dev.device.clone(), QueryPoolCreateInfo { query_count: capacity, ..QueryPoolCreateInfo::query_type(QueryType::Timestamp) })
@@ -114,14 +138,18 @@ impl Submitter {
         let timing = if profile { self.timing.as_mut() } else { None };
         let query_pool = timing.as_ref().map(|t| t.pool.handle());
         if let Some(t) = timing {
-            t.labels = rec
-                .commands
-                .iter()
-                .map(|c| match c {
-                    Command::Dispatch { kernel, .. } => (kernel.name().to_string(), 0),
-                    Command::Copy { bytes, .. } => ("copy".to_string(), *bytes),
-                })
-                .collect();
+            t.labels = if per_command {
+                rec.commands
+                    .iter()
+                    .map(|c| match c {
+                        Command::Dispatch { kernel, .. } => (kernel.name().to_string(), 0),
+                        Command::Copy { bytes, .. } => ("copy".to_string(), *bytes),
+                        Command::Kept(_) => ("kept commands".to_string(), 0),
+                    })
+                    .collect()
+            } else {
+                vec![("submission".to_string(), 0)]
+            };
         }
         if rec.params.len() as u64 > self.arena.len() {
             let (arena, address) = new_arena(dev, (rec.params.len() as u64).next_power_of_two())?;
@@ -141,56 +169,11 @@ impl Submitter {
         unsafe {
             let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
             (fns.v1_0.begin_command_buffer)(cb, &begin).result().map_err(|e| EngineError::vk("begin", e))?;
-            let all = vk::AccessFlags::SHADER_READ
-                | vk::AccessFlags::SHADER_WRITE
-                | vk::AccessFlags::TRANSFER_READ
-                | vk::AccessFlags::TRANSFER_WRITE;
-            let barrier = vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-                .dst_access_mask(all);
-            let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-            let mut bound = vk::Pipeline::null();
             if let Some(qp) = query_pool {
                 (fns.v1_0.cmd_reset_query_pool)(cb, qp, 0, queries);
             }
-            // A barrier before every command, the first included: earlier submissions may still
-            // be running on the queue, and a barrier orders against everything submitted before.
-            // (A dispatch recorded as concurrent with the one before it — it neither reads what
-            // that one writes nor writes what it touches — skips it, so the two may overlap.)
-            for (i, command) in rec.commands.iter().enumerate() {
-                if !matches!(command, Command::Dispatch { concurrent: true, .. }) {
-                    (fns.v1_0.cmd_pipeline_barrier)(cb, stages, stages, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
-                }
-                if let Some(qp) = query_pool {
-                    (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, 2 * i as u32);
-                }
-                match command {
-                    Command::Dispatch { kernel, params_offset, count, groups, .. } => {
-                        let pipeline = kernel.pipeline_handle();
-                        if pipeline != bound {
-                            (fns.v1_0.cmd_bind_pipeline)(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
-                            bound = pipeline;
-                        }
-                        let push = PushConstants { params: self.arena_address + params_offset, count: *count, _pad: 0 };
-                        (fns.v1_0.cmd_push_constants)(
-                            cb,
-                            dev.layout,
-                            vk::ShaderStageFlags::COMPUTE,
-                            0,
-                            std::mem::size_of::<PushConstants>() as u32,
-                            &push as *const PushConstants as *const std::ffi::c_void,
-                        );
-                        (fns.v1_0.cmd_dispatch)(cb, groups[0], groups[1], groups[2]);
-                    }
-                    Command::Copy { src, src_offset, dst, dst_offset, bytes } => {
-                        let region = vk::BufferCopy { src_offset: *src_offset, dst_offset: *dst_offset, size: *bytes };
-                        (fns.v1_0.cmd_copy_buffer)(cb, *src, *dst, 1, &region);
-                    }
-                }
-                if let Some(qp) = query_pool {
-                    (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, qp, 2 * i as u32 + 1);
-                }
-            }
+            record_commands(dev, cb, &rec.commands, self.arena_address, query_pool.map(|qp| (qp, mode)))?;
+            let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
             // Device writes made visible to host reads (downloads map memory after the fence).
             let to_host = vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
@@ -260,6 +243,7 @@ pub(crate) enum Keep {
     Buffer(Arc<DeviceBuffer>),
     Staging(crate::memory::StagingBuffer),
     Kernel(Arc<Kernel>),
+    Kept(Arc<KeptCommands>),
 }
 
 #[derive(Clone)]
@@ -267,6 +251,158 @@ pub(crate) enum Command {
     /// `concurrent`: no barrier in front (see [`Batch::dispatch_grid_concurrent`]).
     Dispatch { kernel: Arc<Kernel>, params_offset: u64, count: u32, groups: [u32; 3], concurrent: bool },
     Copy { src: vk::Buffer, src_offset: u64, dst: vk::Buffer, dst_offset: u64, bytes: u64 },
+    /// A kept recording's commands, run from its own command buffer (see [`KeptCommands`]).
+    Kept(Arc<KeptCommands>),
+}
+
+impl Command {
+    /// (dispatches, of them concurrent, copies) in `commands`, kept ones included.
+    pub(crate) fn counts(commands: &[Command]) -> (u64, u64, u64) {
+        let (mut dispatches, mut concurrent, mut copies) = (0, 0, 0);
+        for c in commands {
+            match c {
+                Command::Dispatch { concurrent: c, .. } => {
+                    dispatches += 1;
+                    concurrent += *c as u64;
+                }
+                Command::Copy { .. } => copies += 1,
+                Command::Kept(k) => {
+                    let (d, c, p) = Command::counts(&k.rec.commands);
+                    dispatches += d;
+                    concurrent += c;
+                    copies += p;
+                }
+            }
+        }
+        (dispatches, concurrent, copies)
+    }
+}
+
+/// A recording replayed many times (a kept LLM decode step) whose commands are recorded into a
+/// secondary command buffer once, on first use, with its parameters in a buffer of its own:
+/// a submission then runs them with one `vkCmdExecuteCommands` instead of recording each
+/// command again. On an H200 recording a decode step's ~350 commands left the device idle for
+/// 0.45–1 ms per token (bench/README.md, stop 26). The recording keeps its buffers and kernels
+/// alive; each submission that runs it keeps it alive until it has run.
+pub(crate) struct KeptCommands {
+    rec: Recording,
+    built: parking_lot::Mutex<Option<BuiltCommands>>,
+}
+
+#[allow(dead_code)] // the pool and parameters are held only to keep them alive
+struct BuiltCommands {
+    pool: CommandPool,
+    command_buffer: CommandPoolAlloc,
+    params: Subbuffer<[u8]>,
+}
+
+impl KeptCommands {
+    /// `None` if the recording holds staging buffers (they belong to one submission).
+    pub(crate) fn new(rec: Recording) -> Option<Arc<KeptCommands>> {
+        if rec.keep.iter().any(|k| matches!(k, Keep::Staging(_))) || rec.commands.iter().any(|c| matches!(c, Command::Kept(_))) {
+            return None;
+        }
+        Some(Arc::new(KeptCommands { rec, built: parking_lot::Mutex::new(None) }))
+    }
+
+    /// Its secondary command buffer, recorded on first use.
+    fn command_buffer(&self, dev: &DeviceHandles) -> Result<vk::CommandBuffer> {
+        let mut built = self.built.lock();
+        if let Some(b) = built.as_ref() {
+            return Ok(b.command_buffer.handle());
+        }
+        let pool = CommandPool::new(
+            dev.device.clone(),
+            CommandPoolCreateInfo { queue_family_index: dev.queue.queue_family_index(), ..Default::default() },
+        )
+        .map_err(|e| EngineError::vk("command pool", e))?;
+        let command_buffer = pool
+            .allocate_command_buffers(CommandBufferAllocateInfo { level: CommandBufferLevel::Secondary, command_buffer_count: 1, ..Default::default() })
+            .map_err(|e| EngineError::vk("command buffer", e))?
+            .next()
+            .ok_or_else(|| EngineError::Vulkan("no command buffer allocated".into()))?;
+        let (params, address) = new_arena(dev, (self.rec.params.len() as u64).max(16))?;
+        if !self.rec.params.is_empty() {
+            let mut w = params.write().map_err(|e| EngineError::vk("writing parameters", e))?;
+            w[..self.rec.params.len()].copy_from_slice(&self.rec.params);
+        }
+        let fns = dev.device.fns();
+        let cb = command_buffer.handle();
+        // SAFETY: the command buffer is new and recorded here once, under the lock; what it
+        // names (pipelines, buffers, the parameter buffer) lives as long as this KeptCommands,
+        // which every submission running it keeps alive until its fence has signalled.
+        unsafe {
+            let inheritance = vk::CommandBufferInheritanceInfo::default();
+            let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE).inheritance_info(&inheritance);
+            (fns.v1_0.begin_command_buffer)(cb, &begin).result().map_err(|e| EngineError::vk("begin", e))?;
+            record_commands(dev, cb, &self.rec.commands, address, None)?;
+            (fns.v1_0.end_command_buffer)(cb).result().map_err(|e| EngineError::vk("end", e))?;
+        }
+        *built = Some(BuiltCommands { pool, command_buffer, params });
+        Ok(cb)
+    }
+}
+
+/// Records `commands` into `cb`: a barrier before each (except dispatches recorded as
+/// concurrent with the one before), then the command, with parameters at `params_address`;
+/// with `timestamps`, each command bracketed by a pair of queries (`Profiling::Commands`) or
+/// the whole list by one pair (`Profiling::Submissions`).
+///
+/// # Safety
+/// `cb` is recording and owned by the caller; every handle the commands name outlives its use.
+unsafe fn record_commands(dev: &DeviceHandles, cb: vk::CommandBuffer, commands: &[Command], params_address: u64, timestamps: Option<(vk::QueryPool, Profiling)>) -> Result<()> {
+    let fns = dev.device.fns();
+    let all = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE;
+    let barrier = vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE).dst_access_mask(all);
+    let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+    let mut bound = vk::Pipeline::null();
+    let last = commands.len().saturating_sub(1);
+    let per_command = matches!(timestamps, Some((_, Profiling::Commands)));
+    // A barrier before every command, the first included: earlier submissions may still be
+    // running on the queue, and a barrier orders against everything submitted before. (A
+    // dispatch recorded as concurrent with the one before it — it neither reads what that one
+    // writes nor writes what it touches — skips it, so the two may overlap.)
+    for (i, command) in commands.iter().enumerate() {
+        if !matches!(command, Command::Dispatch { concurrent: true, .. } | Command::Kept(_)) {
+            (fns.v1_0.cmd_pipeline_barrier)(cb, stages, stages, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
+        }
+        if let Some((qp, _)) = timestamps.filter(|_| per_command || i == 0) {
+            (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, if per_command { 2 * i as u32 } else { 0 });
+        }
+        match command {
+            Command::Dispatch { kernel, params_offset, count, groups, .. } => {
+                let pipeline = kernel.pipeline_handle();
+                if pipeline != bound {
+                    (fns.v1_0.cmd_bind_pipeline)(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
+                    bound = pipeline;
+                }
+                let push = PushConstants { params: params_address + params_offset, count: *count, _pad: 0 };
+                (fns.v1_0.cmd_push_constants)(
+                    cb,
+                    dev.layout,
+                    vk::ShaderStageFlags::COMPUTE,
+                    0,
+                    std::mem::size_of::<PushConstants>() as u32,
+                    &push as *const PushConstants as *const std::ffi::c_void,
+                );
+                (fns.v1_0.cmd_dispatch)(cb, groups[0], groups[1], groups[2]);
+            }
+            Command::Copy { src, src_offset, dst, dst_offset, bytes } => {
+                let region = vk::BufferCopy { src_offset: *src_offset, dst_offset: *dst_offset, size: *bytes };
+                (fns.v1_0.cmd_copy_buffer)(cb, *src, *dst, 1, &region);
+            }
+            Command::Kept(kept) => {
+                let secondary = kept.command_buffer(dev)?;
+                (fns.v1_0.cmd_execute_commands)(cb, 1, &secondary);
+                // The primary's bound pipeline is undefined after a secondary has run.
+                bound = vk::Pipeline::null();
+            }
+        }
+        if let Some((qp, _)) = timestamps.filter(|_| per_command || i == last) {
+            (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, qp, if per_command { 2 * i as u32 + 1 } else { 1 });
+        }
+    }
+    Ok(())
 }
 
 /// Commands with their parameter bytes and what they keep alive: what one op records, and
@@ -307,6 +443,7 @@ impl Recording {
             .map(|k| match k {
                 Keep::Buffer(b) => Some(Keep::Buffer(b.clone())),
                 Keep::Kernel(k) => Some(Keep::Kernel(k.clone())),
+                Keep::Kept(k) => Some(Keep::Kept(k.clone())),
                 Keep::Staging(_) => None,
             })
             .collect::<Option<Vec<_>>>()?;
@@ -460,6 +597,13 @@ impl<'a> Batch<'a> {
     pub(crate) fn append(&mut self, rec: Recording) {
         self.next_concurrent = false;
         self.rec.append(rec);
+    }
+
+    /// Appends commands kept in a command buffer of their own (see [`KeptCommands`]).
+    pub(crate) fn append_kept(&mut self, kept: &Arc<KeptCommands>) {
+        self.next_concurrent = false;
+        self.rec.commands.push(Command::Kept(kept.clone()));
+        self.rec.keep.push(Keep::Kept(kept.clone()));
     }
 
     /// Queues the recorded work on the device's stream and returns without waiting (or waits,

@@ -167,6 +167,42 @@ fn bits_equal(a: &[f32], b: &[f32]) -> bool {
 }
 
 #[test]
+fn kept_command_buffers_give_the_replayed_bits() {
+    // Decode steps run from command buffers recorded once per chunk count (one per 64
+    // positions); NX_VULKAN_LLM_KEPT=0 records every step's commands again. The logits must be
+    // the same bits across three chunk counts, and the counters must show which path ran.
+    common::on_engine_alone(|ctx| {
+        let f = fixture("llama-q4_k");
+        let decode = |kept: bool| -> (Vec<Vec<f32>>, u64) {
+            if kept {
+                std::env::remove_var("NX_VULKAN_LLM_KEPT");
+            } else {
+                std::env::set_var("NX_VULKAN_LLM_KEPT", "0");
+            }
+            let m = load_with("llama-q4_k", &LlmOptions { context: Some(200), slots: 1, ..LlmOptions::default() });
+            let before = ctx.stats().kept_runs;
+            let p = f.prompt.len();
+            m.forward(&rows(0, 0, &f.prompt), &[p - 1]).unwrap();
+            let mut out = vec![];
+            for i in 0..(150 - p) {
+                let tok = f.greedy[i % f.greedy.len()];
+                out.push(m.forward(&rows(0, (p + i) as u32, &[tok]), &[0]).unwrap().remove(0));
+            }
+            std::env::remove_var("NX_VULKAN_LLM_KEPT");
+            (out, ctx.stats().kept_runs - before)
+        };
+        let (replayed, none) = decode(false);
+        let (kept, runs) = decode(true);
+        assert_eq!(none, 0, "no kept command buffer with NX_VULKAN_LLM_KEPT=0");
+        // Every decode step, and the prompt step where it is a kept program too (no GEMM).
+        assert!(runs as usize == kept.len() || runs as usize == kept.len() + 1, "{runs} kept runs for {} decode steps", kept.len());
+        for (i, (a, b)) in replayed.iter().zip(&kept).enumerate() {
+            assert!(bits_equal(a, b), "step {i} (position {}) differs", f.prompt.len() + i);
+        }
+    });
+}
+
+#[test]
 fn bad_rows_are_errors() {
     on_engine(|_| {
         let m = load("llama-q8_0", true, 2);
@@ -188,14 +224,15 @@ fn bad_rows_are_errors() {
 fn the_gpu_matvec_kernel_matches_too() {
     // Lavapipe runs the row-per-invocation matvec; GPUs run the workgroup-reduction one. Both
     // are checked here, on a few formats (the workgroup kernel is slow on a CPU driver).
-    std::env::set_var("NX_VULKAN_LLM_MATVEC", "workgroup");
-    on_engine(|_| {
+    // (Alone: the variable changes the kernels every test of this binary would run.)
+    common::on_engine_alone(|_| {
+        std::env::set_var("NX_VULKAN_LLM_MATVEC", "workgroup");
         for name in ["llama-q4_k", "llama-q6_k", "llama-q8_0", "llama-q4_1"] {
             let o = check(name, false);
             assert!(o.prompt_err < 1e-3 && o.decode_err < 1e-3 && o.agree == o.comparable && o.recompute_err <= 1e-4, "{name}");
         }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
     });
-    std::env::remove_var("NX_VULKAN_LLM_MATVEC");
 }
 
 #[test]
@@ -203,8 +240,9 @@ fn separate_norms_and_the_prefill_gemm_match_too() {
     // Wide models run their RMSNorms as dispatches of their own, and prompt chunks on a device
     // with tensor cores take the GEMM (at its default split precision); the fixtures are
     // narrow and lavapipe has no tensor cores, so both paths are forced here (the GEMM runs
-    // its f32 fallback of the same dot).
-    on_engine(|_| {
+    // its f32 fallback of the same dot). Alone: the variables change other tests' kernels,
+    // and another test's variables would change these steps' bits.
+    common::on_engine_alone(|_| {
         for (var, value) in [("NX_VULKAN_LLM_NORM", "separate"), ("NX_VULKAN_LLM_GEMM", "on")] {
             std::env::set_var(var, value);
             for name in ["llama-q4_k", "qwen2-q8_0"] {

@@ -241,6 +241,32 @@ fn the_profiler_reports_device_time_per_kernel() {
 }
 
 #[test]
+fn the_profiler_can_time_whole_submissions() {
+    on_engine_alone(|ctx| {
+        let x = ctx.iota(DType::F32, &[1 << 16], None).unwrap();
+        drop(ctx.unary(UnaryOp::Exp, &x, DType::F32).unwrap()); // built before timing
+        ctx.synchronize().unwrap();
+        ctx.stream.profile_start_submissions().unwrap();
+        let t0 = std::time::Instant::now();
+        for _ in 0..3 {
+            // Each op waited for: a submission of its own.
+            drop(ctx.unary(UnaryOp::Exp, &x, DType::F32).unwrap());
+            ctx.synchronize().unwrap();
+        }
+        let wall_ns = t0.elapsed().as_nanos() as f64;
+        let report = ctx.stream.profile_stop().unwrap();
+        assert_eq!(report.len(), 1, "one entry for all submissions: {report:?}");
+        assert_eq!((report[0].name.as_str(), report[0].runs), ("submission", 3), "{report:?}");
+        assert!(report[0].device_ns > 0.0 && report[0].device_ns < wall_ns, "device {} ns within {wall_ns} ns of waiting: {report:?}", report[0].device_ns);
+        // Per-command timing again afterwards.
+        ctx.stream.profile_start().unwrap();
+        drop(ctx.unary(UnaryOp::Exp, &x, DType::F32).unwrap());
+        let report = ctx.stream.profile_stop().unwrap();
+        assert!(report.len() == 1 && report[0].name.contains("Exp"), "{report:?}");
+    });
+}
+
+#[test]
 fn staged_transfers_in_chunks_round_trip_every_byte() {
     on_engine_alone(|ctx| {
         // The discrete-GPU path (staging buffers, transfers split into chunks that overlap host

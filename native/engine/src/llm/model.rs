@@ -10,7 +10,7 @@ use crate::device::DeviceCaps;
 use super::quant::{dequantize, GgmlType};
 use crate::dtype::DType;
 use crate::error::{invalid, Result};
-use crate::submit::{Batch, Command, Recording};
+use crate::submit::{Batch, Command, KeptCommands, Recording};
 use parking_lot::Mutex;
 use crate::tensor::Tensor;
 use crate::Context;
@@ -251,7 +251,15 @@ impl Llm {
             let staged = ctx.record_upload(batch, DType::U32, &[inputs.len() / 4], &inputs)?;
             record_copy(batch, &staged, &program.inputs);
             let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
-            batch.append(program.replay(max_pos / 64 + 1)?);
+            let chunks = max_pos / 64 + 1;
+            // Replayed from a command buffer of its own (recorded once per chunk count) unless
+            // every command is being timed or NX_VULKAN_LLM_KEPT=0 (comparisons: it cannot
+            // change a bit).
+            if ctx.stream.profiling_commands() || std::env::var("NX_VULKAN_LLM_KEPT").as_deref() == Ok("0") {
+                batch.append(program.replay(chunks)?);
+            } else {
+                batch.append_kept(&program.kept(chunks)?);
+            }
             return Ok(program.logits.clone());
         }
         let staged = ctx.record_upload(batch, DType::U32, &[inputs.len() / 4], &inputs)?;
@@ -267,7 +275,7 @@ impl Llm {
         let logits = self.record_step(&mut batch, &inputs, t, w, self.attn.ctx - 1, &[Segment { start: 0, len: t, gemm: false }])?;
         let rec = batch.into_recording();
         let attention = rec.commands.iter().enumerate().filter(|(_, c)| matches!(c, Command::Dispatch { kernel, .. } if kernel.name().starts_with("llm attention split"))).map(|(i, _)| i).collect();
-        Ok(StepProgram { rows: t, want: w, chunks: self.attn.ctx.div_ceil(64), inputs, logits, rec, attention })
+        Ok(StepProgram { rows: t, want: w, chunks: self.attn.ctx.div_ceil(64), inputs, logits, rec, attention, kept: Mutex::new(vec![]) })
     }
 
     /// The forward pass over `t` rows whose inputs are `inputs` (see [`step_inputs`]), with
@@ -430,9 +438,30 @@ pub(crate) struct StepProgram {
     rec: Recording,
     /// Indices of the split-attention dispatches, whose grid's z is the chunk count.
     attention: Vec<usize>,
+    /// The replay for each chunk count used so far, kept in a command buffer of its own (a
+    /// session's decode steps use each count for 64 positions in a row).
+    kept: Mutex<Vec<(usize, Arc<KeptCommands>)>>,
 }
 
+/// Chunk counts whose kept command buffers a program holds at once (the least recently
+/// built is dropped first).
+const KEPT_CHUNK_COUNTS: usize = 4;
+
 impl StepProgram {
+    fn kept(&self, chunks: usize) -> Result<Arc<KeptCommands>> {
+        let chunks = chunks.min(self.chunks);
+        let mut kept = self.kept.lock();
+        if let Some((_, k)) = kept.iter().find(|(c, _)| *c == chunks) {
+            return Ok(k.clone());
+        }
+        let k = KeptCommands::new(self.replay(chunks)?).ok_or_else(|| invalid!("a kept LLM step holds staging buffers"))?;
+        if kept.len() == KEPT_CHUNK_COUNTS {
+            kept.remove(0);
+        }
+        kept.push((chunks, k.clone()));
+        Ok(k)
+    }
+
     fn replay(&self, chunks: usize) -> Result<Recording> {
         let mut rec = self.rec.duplicate().ok_or_else(|| invalid!("a kept LLM step holds staging buffers"))?;
         for &i in &self.attention {
