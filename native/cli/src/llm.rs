@@ -362,19 +362,25 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
     let n_vocab = llm.config.n_vocab as u32;
     let prompt: Vec<u32> = (0..args.pp as u32).map(|i| (i * 7919 + 13) % n_vocab).collect();
     let rows = |slot: u32, start: usize, toks: &[u32]| -> Vec<Row> { toks.iter().enumerate().map(|(i, &t)| Row { slot, pos: (start + i) as u32, token: t }).collect() };
-    let mut pp = vec![];
-    let mut tg = vec![];
-    for run in 0..=args.runs {
+    // One prefill of the prompt, then `tg` greedy decode steps: their (prefill, decode) seconds.
+    // `between` runs after the prefill has finished, before the decode is timed.
+    let pass = |between: &dyn Fn() -> Result<()>| -> Result<(f64, f64)> {
         let t0 = Instant::now();
         let mut tok = llm.forward_greedy(&rows(0, 0, &prompt), &[args.pp - 1])?[0];
+        between()?;
         let t1 = Instant::now();
         for i in 0..args.tg {
             tok = llm.forward_greedy(&[Row { slot: 0, pos: (args.pp + i) as u32, token: tok }], &[0])?[0];
         }
-        let t2 = Instant::now();
+        Ok(((t1 - t0).as_secs_f64(), t1.elapsed().as_secs_f64()))
+    };
+    let mut pp = vec![];
+    let mut tg = vec![];
+    for run in 0..=args.runs {
+        let (prefill, decode) = pass(&|| Ok(()))?;
         if run > 0 {
-            pp.push(args.pp as f64 / (t1 - t0).as_secs_f64());
-            tg.push(args.tg as f64 / (t2 - t1).as_secs_f64());
+            pp.push(args.pp as f64 / prefill);
+            tg.push(args.tg as f64 / decode);
         }
     }
     // One more decode pass with each submission timed on the device (two timestamps each, no
@@ -382,15 +388,11 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
     // for the host (the read-back, sampling, recording and submitting the next step).
     let mut busy = None;
     if ctx.stream.profile_start_submissions().is_ok() {
-        let mut tok = llm.forward_greedy(&rows(0, 0, &prompt), &[args.pp - 1])?[0];
-        ctx.synchronize()?;
-        ctx.stream.profile_stop()?;
-        ctx.stream.profile_start_submissions()?;
-        let t0 = Instant::now();
-        for i in 0..args.tg {
-            tok = llm.forward_greedy(&[Row { slot: 0, pos: (args.pp + i) as u32, token: tok }], &[0])?[0];
-        }
-        let wall = t0.elapsed().as_secs_f64();
+        // (the prefill's submissions are dropped: timing restarts before the decode)
+        let (_, wall) = pass(&|| {
+            ctx.stream.profile_stop()?;
+            ctx.stream.profile_start_submissions()
+        })?;
         let spans = ctx.stream.profile_stop()?;
         let (runs, ns) = spans.iter().fold((0u64, 0f64), |(r, n), p| (r + p.runs, n + p.device_ns));
         busy = Some(serde_json::json!({

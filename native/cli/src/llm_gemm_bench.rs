@@ -87,23 +87,23 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
             let split = ctx.llm_gemm_scratch(t, &[(w, args.swiglu)], LlmGemmPrecision::Split)?;
             let gamma = ctx.upload(DType::F32, &[k], &1f32.to_le_bytes().repeat(k))?;
             let norm = RmsNorm { gamma: &gamma, eps: 1e-5 };
-            // (label, up matrix, GEMM scratch or None for the matvec, fused norm); each product's
-            // matvec first.
-            let mut kernels = vec![("matvec", None, None, false), ("gemm", None, Some(&f16), false), ("gemm_split", None, Some(&split), false)];
+            // (label, SwiGLU (the matrix as gate and up), GEMM scratch or None for the matvec,
+            // fused norm); each product's matvec first.
+            let mut kernels = vec![("matvec", false, None, false), ("gemm", false, Some(&f16), false), ("gemm_split", false, Some(&split), false)];
             if args.swiglu {
-                kernels.extend([("matvec_swiglu", Some(w), None, false), ("gemm_swiglu", Some(w), Some(&f16), false), ("gemm_split_swiglu", Some(w), Some(&split), false)]);
+                kernels.extend([("matvec_swiglu", true, None, false), ("gemm_swiglu", true, Some(&f16), false), ("gemm_split_swiglu", true, Some(&split), false)]);
             }
             if args.matvec_only {
                 kernels.retain(|k| k.2.is_none());
             }
             if args.norm {
-                kernels.push(("matvec_norm", None, None, true));
+                kernels.push(("matvec_norm", false, None, true));
                 if args.swiglu {
-                    kernels.push(("matvec_swiglu_norm", Some(w), None, true));
+                    kernels.push(("matvec_swiglu_norm", true, None, true));
                 }
             }
             let mut matvec_out = vec![];
-            for (kernel, up, scratch, normed) in kernels {
+            for (kernel, swiglu, scratch, normed) in kernels {
                 // Product i reads copy i mod distinct (as gate and up alike with SwiGLU).
                 let next = std::cell::Cell::new(0usize);
                 let products = |count: usize| -> Result<()> {
@@ -111,7 +111,7 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
                     for _ in 0..count {
                         let w = &ws[next.get() % ws.len()];
                         next.set(next.get() + 1);
-                        let up = up.map(|_| w);
+                        let up = swiglu.then_some(w);
                         match scratch {
                             Some(s) => ctx.record_llm_gemm_in(&mut batch, s, w, up, &x, Epilogue::default(), &out)?,
                             None if normed => ctx.record_llm_normed_matvec(&mut batch, w, up, &x, norm, Epilogue::default(), &out)?,
@@ -138,7 +138,7 @@ pub fn run(ctx: &Context, args: &LlmGemmBenchArgs) -> Result<()> {
                 }
                 times.sort_by(f64::total_cmp);
                 let med = times[times.len() / 2];
-                let products = if up.is_some() { 2.0 } else { 1.0 };
+                let products = if swiglu { 2.0 } else { 1.0 };
                 let tflops = products * 2.0 * (t * n * k) as f64 / med / 1e12;
                 let weight_gbs = products * w.bytes() as f64 / med / 1e9;
                 // The GEMM's largest difference from the matvec's output, beside its largest value.

@@ -275,14 +275,15 @@ pub const NARROW_LOADS: usize = 16;
 /// for the largest m in {4, 2} with `m * row_k <= NARROW_LOADS` (and lanes no fewer than the
 /// subgroup size), else `LOCAL`. Each invocation then holds m of the 256 partials and loads
 /// all their candidates at once: a 1024-element row is 64 invocations × 16 loads instead of
-/// 256 × 4, so more rows are resident at once, with 4× the bytes in flight per invocation. The fold order is unchanged (`Spec::source`), so the bits are too. `narrow`
-/// is false for `NX_VULKAN_NARROW_ROWS=0`, and the caller passes false where the prologue
-/// has per-element library math ([`cheap_per_element`]) or the epilogue is unrolled over the
-/// kept prologue values: each of the 16 candidates inlines that code, and softmax's sum
-/// (exp, and a quotient unrolled) ran slower on the H200 (:fast 33.8 -> 37.5 us), while the
-/// fused-reduction test binary, whose random prologues hold f64 library math, took 362 s on
-/// lavapipe (partly beside a build) instead of 43-54 s. Layernorm's variance (`(x - mean)^2`, the mean row-constant) gained
-/// (:fast 46.4 -> 42.9 us).
+/// 256 × 4, so more rows are resident at once, with 4× the bytes in flight per invocation.
+/// The fold order is unchanged (`Spec::source`), so the bits are too. `narrow` is false for
+/// `NX_VULKAN_NARROW_ROWS=0`, and the caller passes false where the prologue has per-element
+/// library math ([`cheap_per_element`]) or the epilogue is unrolled over the kept prologue
+/// values: each of the 16 candidates inlines that code, and softmax's sum (exp, and a quotient
+/// unrolled) ran slower on the H200 (:fast 33.8 -> 37.5 us), while the fused-reduction test
+/// binary, whose random prologues hold f64 library math, took 362 s on lavapipe (partly
+/// beside a build) instead of 43-54 s. Layernorm's variance (`(x - mean)^2`, the mean
+/// row-constant) gained (:fast 46.4 -> 42.9 us).
 pub fn narrow_lanes(row_k: u32, narrow: bool, subgroup_size: u32) -> u32 {
     if !narrow || row_k == 0 {
         return LOCAL;

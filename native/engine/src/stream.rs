@@ -235,7 +235,7 @@ impl Stream {
     /// will be part of (for `wait_for`). In synchronous mode, waits for it.
     pub(crate) fn commit(&self, rec: Recording) -> Result<u64> {
         let s = &*self.shared;
-        let (dispatches, concurrent, copies) = Command::counts(&rec.commands);
+        let (dispatches, concurrent, copies, kept) = Command::counts(&rec.commands);
         let mut st = s.state.lock();
         // A caller that must not block hears so before anything is committed or counted.
         if !rec.is_empty() && (st.in_flight.len() >= s.config.max_queued || s.synchronous.load(Relaxed)) {
@@ -244,7 +244,7 @@ impl Stream {
         s.counters.dispatches.fetch_add(dispatches, Relaxed);
         s.counters.concurrent_dispatches.fetch_add(concurrent, Relaxed);
         s.counters.copies.fetch_add(copies, Relaxed);
-        s.counters.kept_runs.fetch_add(rec.commands.iter().filter(|c| matches!(c, Command::Kept(_))).count() as u64, Relaxed);
+        s.counters.kept_runs.fetch_add(kept, Relaxed);
         s.counters.recordings.fetch_add(1, Relaxed);
         if rec.is_empty() {
             // Nothing for the device; `keep` may still hold buffers, released now.

@@ -173,12 +173,11 @@ impl Submitter {
                 (fns.v1_0.cmd_reset_query_pool)(cb, qp, 0, queries);
             }
             record_commands(dev, cb, &rec.commands, self.arena_address, query_pool.map(|qp| (qp, mode)))?;
-            let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
             // Device writes made visible to host reads (downloads map memory after the fence).
             let to_host = vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ);
-            (fns.v1_0.cmd_pipeline_barrier)(cb, stages, vk::PipelineStageFlags::HOST, vk::DependencyFlags::empty(), 1, &to_host, 0, std::ptr::null(), 0, std::ptr::null());
+            (fns.v1_0.cmd_pipeline_barrier)(cb, COMMAND_STAGES, vk::PipelineStageFlags::HOST, vk::DependencyFlags::empty(), 1, &to_host, 0, std::ptr::null(), 0, std::ptr::null());
             (fns.v1_0.end_command_buffer)(cb).result().map_err(|e| EngineError::vk("end", e))?;
             let cbs = [cb];
             let submit = vk::SubmitInfo::default().command_buffers(&cbs);
@@ -256,9 +255,10 @@ pub(crate) enum Command {
 }
 
 impl Command {
-    /// (dispatches, of them concurrent, copies) in `commands`, kept ones included.
-    pub(crate) fn counts(commands: &[Command]) -> (u64, u64, u64) {
-        let (mut dispatches, mut concurrent, mut copies) = (0, 0, 0);
+    /// (dispatches, of them concurrent, copies, kept command buffers) in `commands`; a kept
+    /// buffer's dispatches and copies count too.
+    pub(crate) fn counts(commands: &[Command]) -> (u64, u64, u64, u64) {
+        let (mut dispatches, mut concurrent, mut copies, mut kept) = (0, 0, 0, 0);
         for c in commands {
             match c {
                 Command::Dispatch { concurrent: c, .. } => {
@@ -267,14 +267,15 @@ impl Command {
                 }
                 Command::Copy { .. } => copies += 1,
                 Command::Kept(k) => {
-                    let (d, c, p) = Command::counts(&k.rec.commands);
+                    let (d, c, p, _) = Command::counts(&k.rec.commands);
                     dispatches += d;
                     concurrent += c;
                     copies += p;
+                    kept += 1;
                 }
             }
         }
-        (dispatches, concurrent, copies)
+        (dispatches, concurrent, copies, kept)
     }
 }
 
@@ -343,6 +344,9 @@ impl KeptCommands {
     }
 }
 
+/// The stages a submission's commands run in (dispatches and copies).
+const COMMAND_STAGES: vk::PipelineStageFlags = vk::PipelineStageFlags::from_raw(vk::PipelineStageFlags::COMPUTE_SHADER.as_raw() | vk::PipelineStageFlags::TRANSFER.as_raw());
+
 /// Records `commands` into `cb`: a barrier before each (except dispatches recorded as
 /// concurrent with the one before), then the command, with parameters at `params_address`;
 /// with `timestamps`, each command bracketed by a pair of queries (`Profiling::Commands`) or
@@ -354,7 +358,6 @@ unsafe fn record_commands(dev: &DeviceHandles, cb: vk::CommandBuffer, commands: 
     let fns = dev.device.fns();
     let all = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE;
     let barrier = vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE).dst_access_mask(all);
-    let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
     let mut bound = vk::Pipeline::null();
     let last = commands.len().saturating_sub(1);
     let per_command = matches!(timestamps, Some((_, Profiling::Commands)));
@@ -364,7 +367,7 @@ unsafe fn record_commands(dev: &DeviceHandles, cb: vk::CommandBuffer, commands: 
     // writes nor writes what it touches — skips it, so the two may overlap.)
     for (i, command) in commands.iter().enumerate() {
         if !matches!(command, Command::Dispatch { concurrent: true, .. } | Command::Kept(_)) {
-            (fns.v1_0.cmd_pipeline_barrier)(cb, stages, stages, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
+            (fns.v1_0.cmd_pipeline_barrier)(cb, COMMAND_STAGES, COMMAND_STAGES, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
         }
         if let Some((qp, _)) = timestamps.filter(|_| per_command || i == 0) {
             (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, if per_command { 2 * i as u32 } else { 0 });

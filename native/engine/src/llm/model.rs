@@ -90,6 +90,9 @@ pub struct Llm {
     pub cache_bytes: u64,
     /// Kept recordings of recent step shapes (decode steps).
     programs: Mutex<Vec<StepProgram>>,
+    /// Decode steps run from kept command buffers (off with NX_VULKAN_LLM_KEPT=0 at load,
+    /// for comparisons: it cannot change a bit).
+    kept_command_buffers: bool,
 }
 
 /// A 1-D tensor of the file as f32 values (norm weights and biases), length checked.
@@ -198,7 +201,7 @@ impl Llm {
         let cos_sin = upload_f32(&ctx, &rope_table(&cfg, context))?.reshape(&[context, cfg.rope_dims / 2, 2])?;
         let weight_bytes = done.get();
         ctx.synchronize()?;
-        Ok(Llm { ctx, config: cfg, attn, token_embd, output, output_norm, layers, cos_sin, weight_bytes, cache_bytes, programs: Mutex::new(vec![]) })
+        Ok(Llm { ctx, config: cfg, attn, token_embd, output, output_norm, layers, cos_sin, weight_bytes, cache_bytes, programs: Mutex::new(vec![]), kept_command_buffers: std::env::var("NX_VULKAN_LLM_KEPT").as_deref() != Ok("0") })
     }
 
     pub fn output_matrix(&self) -> &QMatrix {
@@ -253,9 +256,8 @@ impl Llm {
             let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
             let chunks = max_pos / 64 + 1;
             // Replayed from a command buffer of its own (recorded once per chunk count) unless
-            // every command is being timed or NX_VULKAN_LLM_KEPT=0 (comparisons: it cannot
-            // change a bit).
-            if ctx.stream.profiling_commands() || std::env::var("NX_VULKAN_LLM_KEPT").as_deref() == Ok("0") {
+            // every command is being timed or the model was loaded with kept buffers off.
+            if ctx.stream.profiling_commands() || !self.kept_command_buffers {
                 batch.append(program.replay(chunks)?);
             } else {
                 batch.append_kept(&program.kept(chunks)?);
