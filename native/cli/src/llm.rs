@@ -386,14 +386,16 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
     // One more decode pass with each submission timed on the device (two timestamps each, no
     // more): how much of a token's wall time the device spends working, and how much it waits
     // for the host (the read-back, sampling, recording and submitting the next step).
+    // (Not while every command is being timed, `bench --profile`: that timing would stop.)
     let mut busy = None;
-    if ctx.stream.profile_start_submissions().is_ok() {
+    if !ctx.stream.profiling_commands() && ctx.stream.profile_start_submissions().is_ok() {
         // (the prefill's submissions are dropped: timing restarts before the decode)
-        let (_, wall) = pass(&|| {
+        let timed = pass(&|| {
             ctx.stream.profile_stop()?;
             ctx.stream.profile_start_submissions()
-        })?;
+        });
         let spans = ctx.stream.profile_stop()?;
+        let (_, wall) = timed?;
         let (runs, ns) = spans.iter().fold((0u64, 0f64), |(r, n), p| (r + p.runs, n + p.device_ns));
         busy = Some(serde_json::json!({
             "wall_us_per_token": wall * 1e6 / args.tg as f64,

@@ -382,7 +382,7 @@ impl Stream {
 
     /// Whether every command is being timed (kept command buffers are then not used, so that
     /// each of their commands is timed too).
-    pub(crate) fn profiling_commands(&self) -> bool {
+    pub fn profiling_commands(&self) -> bool {
         self.shared.profiling.load(Relaxed) == Profiling::Commands as u8
     }
 
