@@ -120,6 +120,49 @@ defmodule NxVulkan.LLMTest do
     assert {:ok, %{text: "The capital of France is Paris."}} = LLM.chat(llm, @messages, max_tokens: 16)
   end
 
+  # (compiled only where Nx is loadable: no calls into a missing module)
+  if Code.ensure_loaded?(Nx.Serving) do
+    @tag :nx
+    test "an Nx.Serving answers each prompt as generate/3 does, batched", %{llm: llm} do
+      prompt = ids("prompt_ids")
+      greedy = ids("greedy_ids")
+      serving = LLM.serving(llm, max_tokens: 32, ignore_eos: true)
+      one = Nx.Serving.run(serving, prompt)
+      assert one.tokens == greedy
+      assert one.text == LLM.detokenize(llm, greedy)
+      assert one.finish_reason == :length
+      assert one.usage.prompt_tokens == length(prompt) and one.usage.completion_tokens == 32
+
+      # Prompts of different lengths in one batch, as strings, token ids and (chat) messages:
+      # each gets generate/3's answer, and the runtime decoded them together.
+      texts = ["Once upon a time", "The three primary colors are"]
+      before = LLM.stats(llm)
+      many = Nx.Serving.run(LLM.serving(llm, max_tokens: 12, ignore_eos: true), texts ++ [prompt])
+      # Three sessions of 12 tokens in fewer steps than one after another would need.
+      assert LLM.stats(llm).steps - before.steps < 3 * 12
+
+      for {p, r} <- Enum.zip(texts ++ [prompt], many) do
+        {:ok, alone} = LLM.generate(llm, p, max_tokens: 12, ignore_eos: true)
+        assert Map.take(r, [:text, :tokens, :finish_reason]) == Map.take(alone, [:text, :tokens, :finish_reason])
+      end
+
+      chat = Nx.Serving.run(LLM.serving(llm, chat: true, max_tokens: 32), @messages)
+      assert chat.text == "The capital of France is Paris."
+      assert chat.finish_reason == :stop
+
+      # Supervised: concurrent callers' prompts are gathered into batches.
+      name = :"llm_serving_#{System.unique_integer([:positive])}"
+      {:ok, sup} = Supervisor.start_link([{Nx.Serving, serving: LLM.serving(llm, max_tokens: 32, ignore_eos: true), name: name, batch_timeout: 50}], strategy: :one_for_one)
+      tasks = for _ <- 1..3, do: Task.async(fn -> Nx.Serving.batched_run(name, prompt) end)
+      for t <- tasks, do: assert(%{tokens: ^greedy} = Task.await(t, 300_000))
+      Supervisor.stop(sup)
+
+      assert_raise ArgumentError, ~r/context/, fn -> Nx.Serving.run(serving, List.duplicate(504, 300)) end
+      assert_raise ArgumentError, ~r/max_tokens/, fn -> LLM.serving(llm, max_tokens: 0) end
+      assert_raise ArgumentError, fn -> LLM.serving(llm, logprobs: 2) end
+    end
+  end
+
   test "bad input is an exception or an error tuple", %{llm: llm} do
     assert {:error, %ArgumentError{message: m}} = LLM.load("/nonexistent.gguf")
     assert m =~ "nonexistent"

@@ -19,6 +19,8 @@ defmodule NxVulkan.LLM do
       (0.0: off), `:repeat_penalty` (1.0: off), `:repeat_last_n` (64), `:seed` (0) — a seed
       reproduces its tokens
     * `:logprobs` — the log-probabilities of this many best alternatives per token
+
+  With Nx loaded, `serving/2` builds an `Nx.Serving` over the same sessions.
   """
 
   alias NxVulkan.Native
@@ -162,25 +164,168 @@ defmodule NxVulkan.LLM do
     )
   end
 
+  @doc """
+  An `Nx.Serving` generating with `llm` (needs Nx). `Nx.Serving.run(serving, prompt)` answers
+  one result map (`generate/3`'s `:text`, `:tokens`, `:finish_reason` and `:usage`), a list
+  of prompts a list of them; started under a supervisor, `Nx.Serving.batched_run/2` gathers
+  concurrent callers' prompts into batches. A batch's prompts run as concurrent sessions that
+  the runtime decodes together, so each prompt gets the tokens `generate/3` gives it alone.
+
+  A prompt is a string (special tokens parsed, as in `generate/3`), a list of token ids, or
+  with `chat: true` a list of chat messages. Options: `:batch_size` (default: the model's
+  session slots), `:chat` (default false), and `generate/3`'s options but `:logprobs`, fixed
+  for the serving.
+  """
+  def serving(%__MODULE__{} = llm, opts \\ []) do
+    {serving_opts, gen} = Keyword.split(opts, [:batch_size, :chat])
+    serving_opts = Keyword.validate!(serving_opts, batch_size: llm.info.slots, chat: false)
+    # Checked here, not in the serving process.
+    native = native_options(Keyword.validate!(gen, Keyword.delete(@gen_defaults, :logprobs)))
+    nx_serving = Module.concat([Nx, Serving])
+    nx!()
+
+    nx_serving.new(Module.concat(__MODULE__, Serving), {llm, native})
+    |> nx_serving.batch_size(pos!(serving_opts[:batch_size], :batch_size))
+    |> nx_serving.client_preprocessing(&serving_preprocess(llm, serving_opts[:chat], &1))
+    |> nx_serving.client_postprocessing(&serving_postprocess/2)
+  end
+
+  @doc false
+  # Prompts → {ids, lengths}: each prompt's ids padded with zeros to the context (Nx.Batch
+  # concatenates equal-shaped rows across callers); lengths say where each one ends.
+  def serving_preprocess(llm, chat?, input) do
+    {prompts, single?} = serving_prompts(input, chat?)
+    width = llm.info.context
+
+    ids =
+      for prompt <- prompts do
+        ids = if chat?, do: tokenize(llm, chat_prompt(llm, prompt), add_special: false, parse_special: true), else: prompt_ids(llm, prompt)
+
+        if length(ids) >= width or ids == [],
+          do: raise(ArgumentError, "a prompt of #{length(ids)} tokens does not fit the context of #{width} (one token at least, and room to generate)")
+
+        ids
+      end
+
+    nx = nx!()
+    n = length(ids)
+    padded = for row <- ids, into: <<>>, do: <<u32s(row)::binary, 0::size((width - length(row)) * 32)>>
+    lengths = nx.from_binary(u32s(Enum.map(ids, &length/1)), :u32)
+    batch = Module.concat([Nx, Batch]).concatenate([{padded |> nx.from_binary(:u32) |> nx.reshape({n, width}), lengths}])
+    {batch, single?}
+  end
+
+  defp serving_prompts(input, false) when is_binary(input), do: {[input], true}
+  defp serving_prompts([i | _] = input, false) when is_integer(i), do: {[input], true}
+  defp serving_prompts([m | _] = input, true) when is_map(m) or (is_list(m) and is_tuple(hd(m))), do: {[input], true}
+  defp serving_prompts([_ | _] = input, _chat?), do: {input, false}
+  defp serving_prompts(input, _), do: raise(ArgumentError, "expected a prompt or a non-empty list of prompts, got #{inspect(input)}")
+
+  defp u32s(list), do: for(v <- list, into: <<>>, do: <<v::little-unsigned-32>>)
+
+  @finish [:stop, :length, :cancelled]
+
+  @doc false
+  # One batch, in the serving process: a session per prompt (padding rows have length 0 and
+  # start none), all started before any is waited for, so they share decode steps. Per row:
+  # generated ids [n, max_tokens], their count, the text's bytes [n, longest], its length,
+  # finish reason (index in @finish), prompt, completion and cached token counts.
+  def serving_run(%__MODULE__{} = llm, native, ids, lengths) do
+    nx = nx!()
+    {n, width} = nx.shape(ids)
+    ids_bin = nx.to_binary(ids)
+    lengths = for <<l::little-unsigned-32 <- nx.to_binary(lengths)>>, do: l
+
+    started =
+      for {len, i} <- Enum.with_index(lengths) do
+        if len > 0 do
+          row = for <<id::little-unsigned-32 <- :binary.part(ids_bin, i * width * 4, len * 4)>>, do: id
+          {:ok, tag, session} = start_ids(llm, row, native) |> ok!()
+          {tag, session}
+        end
+      end
+
+    results =
+      Enum.map(started, fn
+        nil -> %{text: "", tokens: [], finish_reason: :stop, usage: %{prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0}}
+        {tag, session} -> collect(tag, session, [], [], []) |> ok!() |> elem(1)
+      end)
+
+    max_tokens = native.max_tokens
+    longest = results |> Enum.map(&byte_size(&1.text)) |> Enum.max(fn -> 0 end) |> max(1)
+    tensor = fn bin, type, shape -> bin |> nx.from_binary(type) |> nx.reshape(shape) end
+    tokens = for r <- results, into: <<>>, do: <<u32s(r.tokens)::binary, 0::size((max_tokens - length(r.tokens)) * 32)>>
+    texts = for r <- results, into: <<>>, do: <<r.text::binary, 0::size((longest - byte_size(r.text)) * 8)>>
+    column = fn f -> tensor.(u32s(Enum.map(results, f)), :u32, {n}) end
+
+    {tensor.(tokens, :u32, {n, max_tokens}), column.(&length(&1.tokens)), tensor.(texts, :u8, {n, longest}), column.(&byte_size(&1.text)),
+     column.(&Enum.find_index(@finish, fn r -> r == &1.finish_reason end)), column.(& &1.usage.prompt_tokens), column.(& &1.usage.completion_tokens),
+     column.(& &1.usage.cached_tokens)}
+  end
+
+  @doc false
+  def serving_postprocess({{tokens, counts, texts, text_lengths, finish, prompt, completion, cached}, _metadata}, single?) do
+    nx = nx!()
+    {_, max_tokens} = nx.shape(tokens)
+    {_, longest} = nx.shape(texts)
+    u32 = fn t -> for <<v::little-unsigned-32 <- nx.to_binary(t)>>, do: v end
+    tokens_bin = nx.to_binary(tokens)
+    texts_bin = nx.to_binary(texts)
+
+    results =
+      [u32.(counts), u32.(text_lengths), u32.(finish), u32.(prompt), u32.(completion), u32.(cached)]
+      |> Enum.zip()
+      |> Enum.with_index()
+      |> Enum.map(fn {{count, text_length, f, p, c, k}, i} ->
+        %{
+          text: :binary.part(texts_bin, i * longest, text_length),
+          tokens: for(<<id::little-unsigned-32 <- :binary.part(tokens_bin, i * max_tokens * 4, count * 4)>>, do: id),
+          finish_reason: Enum.at(@finish, f),
+          usage: %{prompt_tokens: p, completion_tokens: c, cached_tokens: k}
+        }
+      end)
+
+    if single?, do: hd(results), else: results
+  end
+
+  defp ok!({:ok, _} = ok), do: ok
+  defp ok!({:ok, _, _} = ok), do: ok
+  defp ok!({:error, e}), do: raise(e)
+
+  defp nx! do
+    if Code.ensure_loaded?(Nx), do: Nx, else: raise(ArgumentError, "this needs Nx, which is not loaded")
+  end
+
   @doc "Runtime counters: steps, rows fed, the largest batch, cached prompt tokens, ..."
   def stats(%__MODULE__{ref: ref}), do: Native.llm_stats(ref) |> unwrap!()
 
   # The session's messages carry a tag unique in this VM, so a process can run several.
-  defp start(llm, prompt, opts) do
+  defp start(llm, prompt, opts), do: start_ids(llm, prompt_ids(llm, prompt), native_options(opts))
+
+  defp prompt_ids(llm, prompt) do
+    cond do
+      is_binary(prompt) -> tokenize(llm, prompt, add_special: true, parse_special: true)
+      is_list(prompt) and Enum.all?(prompt, &(is_integer(&1) and &1 >= 0)) -> prompt
+      true -> raise ArgumentError, "the prompt must be a string or a list of token ids, got #{inspect(prompt)}"
+    end
+  end
+
+  defp start_ids(llm, ids, native) do
+    tag = System.unique_integer([:positive])
+
+    case Native.llm_start(llm.ref, ids, native, self(), tag) do
+      {:ok, session} -> {:ok, tag, session}
+      {:error, reason} -> {:error, exception(reason)}
+    end
+  end
+
+  defp native_options(opts) do
     opts = Keyword.validate!(opts, @gen_defaults)
-
-    ids =
-      cond do
-        is_binary(prompt) -> tokenize(llm, prompt, add_special: true, parse_special: true)
-        is_list(prompt) and Enum.all?(prompt, &(is_integer(&1) and &1 >= 0)) -> prompt
-        true -> raise ArgumentError, "the prompt must be a string or a list of token ids, got #{inspect(prompt)}"
-      end
-
     stop = List.wrap(opts[:stop])
 
     unless Enum.all?(stop, &is_binary/1), do: raise(ArgumentError, ":stop must be a string or a list of strings")
 
-    native = %{
+    %{
       max_tokens: pos!(opts[:max_tokens], :max_tokens),
       temperature: num!(opts[:temperature], :temperature),
       top_k: non_neg!(opts[:top_k], :top_k),
@@ -193,13 +338,6 @@ defmodule NxVulkan.LLM do
       stop: stop,
       ignore_eos: opts[:ignore_eos] == true
     }
-
-    tag = System.unique_integer([:positive])
-
-    case Native.llm_start(llm.ref, ids, native, self(), tag) do
-      {:ok, session} -> {:ok, tag, session}
-      {:error, reason} -> {:error, exception(reason)}
-    end
   end
 
   defp collect(tag, session, text, ids, lps) do
@@ -262,4 +400,25 @@ defmodule NxVulkan.LLM do
 
   defp exception({:argument, message}), do: %ArgumentError{message: message}
   defp exception({kind, message}), do: %NxVulkan.Error{kind: kind, message: message}
+end
+
+if Code.ensure_loaded?(Nx.Serving) do
+  defmodule NxVulkan.LLM.Serving do
+    @moduledoc false
+    # The Nx.Serving behaviour over a loaded model: each batch's prompts run as concurrent
+    # sessions of the runtime.
+    @behaviour Nx.Serving
+
+    @impl true
+    def init(_type, {llm, native}, _defn_options), do: {:ok, {llm, native}}
+
+    @impl true
+    def handle_batch(batch, _partition, {llm, native} = state) do
+      {:execute,
+       fn ->
+         {ids, lengths} = Nx.Defn.jit_apply(&Function.identity/1, [batch], compiler: Nx.Defn.Evaluator)
+         {NxVulkan.LLM.serving_run(llm, native, ids, lengths), :ok}
+       end, state}
+    end
+  end
 end
