@@ -133,8 +133,8 @@ defmodule NxVulkan.LLMTest do
       assert one.finish_reason == :length
       assert one.usage.prompt_tokens == length(prompt) and one.usage.completion_tokens == 32
 
-      # Prompts of different lengths in one batch, as strings, token ids and (chat) messages:
-      # each gets generate/3's answer, and the runtime decoded them together.
+      # Prompts of different lengths in one batch, as strings and token ids: each gets
+      # generate/3's answer, and the runtime decoded them together.
       texts = ["Once upon a time", "The three primary colors are"]
       before = LLM.stats(llm)
       many = Nx.Serving.run(LLM.serving(llm, max_tokens: 12, ignore_eos: true), texts ++ [prompt])
