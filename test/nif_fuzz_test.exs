@@ -452,8 +452,10 @@ defmodule NxVulkan.NifFuzzTest do
 
       {:raised, %ErlangError{original: orig} = e} ->
         st = outcome(st, {:erlang_error, short(orig)})
-        # Rustler's list decoder panics on an improper list (reported as :nif_panicked).
+        # List arguments are decoded without rustler's list iterator (native/nif/src/list.rs),
+        # which panicked on an improper list: an improper list must be an ArgumentError now.
         why = if Enum.any?(args, &improper_inside?/1), do: :improper_list_arg, else: :other_args
+        st = if why == :improper_list_arg, do: violation(st, {name, :improper_list_not_argument_error}, call_text(st, name, args, {:raised, e})), else: st
 
         described =
           for a <- args, is_reference(a) do

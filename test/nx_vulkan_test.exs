@@ -116,6 +116,23 @@ defmodule NxVulkanTest do
       assert_raise ArgumentError, fn -> NxVulkan.Native.transpose(make_ref(), [0]) end
       assert_raise ArgumentError, fn -> NxVulkan.upload(<<0::32>>, {:f, 32}, {-1}) end
     end
+
+    test "improper lists are argument errors, not caught panics" do
+      # (rustler's own list decoder panicked on them: :nif_panicked, an ErlangError)
+      a = NxVulkan.upload(f32s([1.0, 2.0, 3.0, 4.0]), {:f, 32}, {4})
+      assert_raise ArgumentError, fn -> NxVulkan.Native.upload(f32s([1.0, 2.0]), "f32", [1 | 2]) end
+      assert_raise ArgumentError, fn -> NxVulkan.Native.reshape(a, [2 | 2]) end
+      assert_raise ArgumentError, fn -> NxVulkan.Native.slice(a, [0], [2 | 1], [1]) end
+      assert_raise ArgumentError, fn -> NxVulkan.Native.pad(a, a, [{0, 1, 0} | :tail]) end
+      assert_raise ArgumentError, fn -> NxVulkan.Native.concatenate([a | a], 0, "f32") end
+      # inside a plan node's attribute (decoded from a term after the call)
+      nodes = [{"parameter", [], [4], "f32", 0}, {"sum", [0], [], "f32", [0 | 1]}]
+      assert {:error, {:argument, m}} = NxVulkan.Native.plan_compile([{"f32", [4]}], nodes, [1], "exact")
+      assert m =~ "improper list"
+      # the proper lists still work
+      b = NxVulkan.Native.reshape(a, [2, 2]) |> elem(1)
+      assert NxVulkan.Native.describe(b) == {:ok, {"f32", [2, 2]}}
+    end
   end
 
   test "buffers return to the pool when handles are garbage-collected" do

@@ -2,6 +2,7 @@
 //! (`encoder_load`), texts embedded in one batch (`encoder_embed`), what was loaded
 //! (`encoder_info`). Translation only.
 
+use crate::list::List;
 use crate::encode_result;
 use nx_vulkan_engine::encoder::{Embedding, Encoder, EncoderOptions, Precision};
 use nx_vulkan_engine::{self as engine, Context, EngineError};
@@ -41,7 +42,7 @@ fn encoder_info(env: Env<'_>, encoder: ResourceArc<EncoderRef>) -> Term<'_> {
 /// Embeds `texts` (binaries, UTF-8) as one batch: `{:ok, [{vector_f32_binary, tokens,
 /// truncated}]}` in input order.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn encoder_embed<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: Vec<Binary<'a>>) -> Term<'a> {
+fn encoder_embed<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: List<Binary<'a>>) -> Term<'a> {
     let r = (|| {
         let texts = texts
             .iter()
@@ -63,7 +64,7 @@ fn encoder_embed<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: Vec<
 
 /// The token ids the model sees for each text: `{:ok, [{ids_u32_binary, truncated}]}`.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn encoder_tokenize<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: Vec<Binary<'a>>) -> Term<'a> {
+fn encoder_tokenize<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: List<Binary<'a>>) -> Term<'a> {
     let r = texts
         .iter()
         .enumerate()
@@ -85,7 +86,7 @@ fn encoder_tokenize<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, texts: V
 /// Embeds already tokenized inputs (u32 little-endian id binaries, token type 0), as
 /// `encoder_embed` does.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn encoder_embed_tokens<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, ids: Vec<Binary<'a>>) -> Term<'a> {
+fn encoder_embed_tokens<'a>(env: Env<'a>, encoder: ResourceArc<EncoderRef>, ids: List<Binary<'a>>) -> Term<'a> {
     let r = (|| {
         let tokens = ids
             .iter()

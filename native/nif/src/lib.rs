@@ -10,8 +10,10 @@ use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, Fl
 use parking_lot::RwLock;
 use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, Term};
 use std::panic::RefUnwindSafe;
+use list::List;
 
 mod complex;
+mod list;
 mod encoder;
 mod indexing;
 mod llm;
@@ -210,7 +212,7 @@ fn trim_pool(env: Env<'_>) -> Term<'_> {
 /// Copies the binary into a new device tensor: straight from the Erlang binary into device
 /// (or staging) memory when the device is open; the copy is queued, not waited for.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn upload<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: Vec<usize>) -> Term<'a> {
+fn upload<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: List<usize>) -> Term<'a> {
     let r = dtype(&dtype_name).and_then(|t| match Context::try_global() {
         Some(ctx) => ctx.upload(t, &shape, data.as_slice()),
         None => {
@@ -403,14 +405,14 @@ fn clip(env: Env<'_>, x: Handle, lo: Handle, hi: Handle, out: String) -> Term<'_
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn iota(env: Env<'_>, dtype_name: String, shape: Vec<usize>, axis: Option<usize>) -> Term<'_> {
+fn iota(env: Env<'_>, dtype_name: String, shape: List<usize>, axis: Option<usize>) -> Term<'_> {
     let r = dtype(&dtype_name).and_then(|t| on_engine(move |ctx| ctx.iota(t, &shape, axis)));
     tensor_result(env, r)
 }
 
 /// Reshape is a view when the tensor is contiguous, a copy otherwise.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn reshape(env: Env<'_>, x: Handle, shape: Vec<usize>) -> Term<'_> {
+fn reshape(env: Env<'_>, x: Handle, shape: List<usize>) -> Term<'_> {
     let r = get(&x).and_then(|x| {
         if x.is_contiguous() {
             x.reshape(&shape)
@@ -422,22 +424,22 @@ fn reshape(env: Env<'_>, x: Handle, shape: Vec<usize>) -> Term<'_> {
 }
 
 #[rustler::nif]
-fn transpose(env: Env<'_>, x: Handle, perm: Vec<usize>) -> Term<'_> {
+fn transpose(env: Env<'_>, x: Handle, perm: List<usize>) -> Term<'_> {
     tensor_result(env, get(&x).and_then(|x| x.transpose(&perm)))
 }
 
 #[rustler::nif]
-fn broadcast(env: Env<'_>, x: Handle, shape: Vec<usize>, axes: Vec<usize>) -> Term<'_> {
+fn broadcast(env: Env<'_>, x: Handle, shape: List<usize>, axes: List<usize>) -> Term<'_> {
     tensor_result(env, get(&x).and_then(|x| x.broadcast(&shape, &axes)))
 }
 
 #[rustler::nif]
-fn slice(env: Env<'_>, x: Handle, start: Vec<usize>, lengths: Vec<usize>, steps: Vec<usize>) -> Term<'_> {
+fn slice(env: Env<'_>, x: Handle, start: List<usize>, lengths: List<usize>, steps: List<usize>) -> Term<'_> {
     tensor_result(env, get(&x).and_then(|x| x.slice(&start, &lengths, &steps)))
 }
 
 #[rustler::nif]
-fn reverse(env: Env<'_>, x: Handle, axes: Vec<usize>) -> Term<'_> {
+fn reverse(env: Env<'_>, x: Handle, axes: List<usize>) -> Term<'_> {
     tensor_result(env, get(&x).and_then(|x| x.reverse(&axes)))
 }
 
@@ -448,7 +450,7 @@ fn contiguous(env: Env<'_>, x: Handle) -> Term<'_> {
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn pad(env: Env<'_>, x: Handle, value: Handle, config: Vec<(i64, i64, u64)>) -> Term<'_> {
+fn pad(env: Env<'_>, x: Handle, value: Handle, config: List<(i64, i64, u64)>) -> Term<'_> {
     let r = (|| {
         let (x, v) = (get(&x)?, get(&value)?);
         on_engine(move |ctx| ctx.pad(&x, &v, &config))
@@ -457,7 +459,7 @@ fn pad(env: Env<'_>, x: Handle, value: Handle, config: Vec<(i64, i64, u64)>) -> 
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn put_slice(env: Env<'_>, x: Handle, start: Vec<usize>, update: Handle) -> Term<'_> {
+fn put_slice(env: Env<'_>, x: Handle, start: List<usize>, update: Handle) -> Term<'_> {
     let r = (|| {
         let (x, u) = (get(&x)?, get(&update)?);
         on_engine(move |ctx| ctx.put_slice(&x, &start, &u))
@@ -466,7 +468,7 @@ fn put_slice(env: Env<'_>, x: Handle, start: Vec<usize>, update: Handle) -> Term
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn concatenate(env: Env<'_>, parts: Vec<Handle>, axis: usize, out: String) -> Term<'_> {
+fn concatenate(env: Env<'_>, parts: List<Handle>, axis: usize, out: String) -> Term<'_> {
     let r = (|| {
         let parts = parts.iter().map(get).collect::<engine::Result<Vec<_>>>()?;
         let out = dtype(&out)?;
@@ -476,7 +478,7 @@ fn concatenate(env: Env<'_>, parts: Vec<Handle>, axis: usize, out: String) -> Te
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn reduce(env: Env<'_>, op: String, x: Handle, axes: Vec<usize>, keep_axes: bool, out: String) -> Term<'_> {
+fn reduce(env: Env<'_>, op: String, x: Handle, axes: List<usize>, keep_axes: bool, out: String) -> Term<'_> {
     use engine::reduce::ReduceOp;
     let r = (|| {
         let x = get(&x)?;
@@ -514,7 +516,7 @@ fn arg_reduce(env: Env<'_>, op: String, x: Handle, axis: Option<usize>, keep_axi
 
 /// Nx.dot/6.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn dot(env: Env<'_>, a: Handle, contract_a: Vec<usize>, batch_a: Vec<usize>, b: Handle, contract_b: Vec<usize>, batch_b: Vec<usize>, out: String) -> Term<'_> {
+fn dot(env: Env<'_>, a: Handle, contract_a: List<usize>, batch_a: List<usize>, b: Handle, contract_b: List<usize>, batch_b: List<usize>, out: String) -> Term<'_> {
     let r = (|| {
         let (a, b) = (get(&a)?, get(&b)?);
         let out = dtype(&out)?;
@@ -524,9 +526,9 @@ fn dot(env: Env<'_>, a: Handle, contract_a: Vec<usize>, batch_a: Vec<usize>, b: 
 }
 
 /// Panics in this library are caught (by rustler, or by the engine's threads) and raised as
-/// Elixir errors; print one line for each instead of a backtrace, so that a caller's bad
-/// argument (an improper list, say) does not flood the log. The hook is this library's own:
-/// every Rust NIF library links its own copy of std.
+/// Elixir errors; print one line for each instead of a backtrace, so that one bad call does
+/// not flood the log. The hook is this library's own: every Rust NIF library links its own
+/// copy of std.
 fn load(_env: Env, _info: Term) -> bool {
     std::panic::set_hook(Box::new(|info| eprintln!("nx_vulkan: caught a panic, raised as an Elixir error: {info}")));
     true

@@ -2,6 +2,7 @@
 //! tokenizer and chat template, and generations whose events are sent to an Elixir process as
 //! messages `{:nx_vulkan_llm, tag, event}` from the runtime's worker thread. Translation only.
 
+use crate::list::List;
 use crate::encode_result;
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::model::LlmOptions;
@@ -93,7 +94,7 @@ fn llm_tokenize(env: Env<'_>, llm: ResourceArc<LlmRef>, text: String, add_specia
 }
 
 #[rustler::nif(schedule = "DirtyCpu")]
-fn llm_detokenize(env: Env<'_>, llm: ResourceArc<LlmRef>, ids: Vec<u32>, skip_special: bool) -> Term<'_> {
+fn llm_detokenize(env: Env<'_>, llm: ResourceArc<LlmRef>, ids: List<u32>, skip_special: bool) -> Term<'_> {
     let n = llm.runtime.tokenizer.vocab_size();
     let r = match ids.iter().find(|&&i| i as usize >= n) {
         Some(i) => Err(EngineError::InvalidArgument(format!("token id {i} is outside the vocabulary of {n}"))),
@@ -104,7 +105,7 @@ fn llm_detokenize(env: Env<'_>, llm: ResourceArc<LlmRef>, ids: Vec<u32>, skip_sp
 
 /// Renders `messages` (`[{role, content}]`) with the model's chat template.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn llm_chat_prompt(env: Env<'_>, llm: ResourceArc<LlmRef>, messages: Vec<(String, String)>, add_generation_prompt: bool) -> Term<'_> {
+fn llm_chat_prompt(env: Env<'_>, llm: ResourceArc<LlmRef>, messages: List<(String, String)>, add_generation_prompt: bool) -> Term<'_> {
     let r = match &llm.template {
         None => Err(EngineError::InvalidArgument("the model has no chat template; load it with template: \"chatml\" or \"llama3\"".into())),
         Some(t) => {
@@ -126,7 +127,7 @@ struct GenOptions {
     repeat_last_n: usize,
     seed: u64,
     logprobs: usize,
-    stop: Vec<String>,
+    stop: List<String>,
     ignore_eos: bool,
 }
 
@@ -134,9 +135,9 @@ struct GenOptions {
 /// `{:nx_vulkan_llm, tag, {:token, id, text, logprob, top} | {:done, reason, prompt_tokens,
 /// completion_tokens, cached_tokens} | {:error, message}}`. `{:ok, session}`.
 #[rustler::nif]
-fn llm_start(env: Env<'_>, llm: ResourceArc<LlmRef>, prompt: Vec<u32>, opts: GenOptions, pid: LocalPid, tag: u64) -> Term<'_> {
+fn llm_start(env: Env<'_>, llm: ResourceArc<LlmRef>, prompt: List<u32>, opts: GenOptions, pid: LocalPid, tag: u64) -> Term<'_> {
     let req = GenRequest {
-        prompt,
+        prompt: prompt.0,
         sampling: SamplingParams {
             temperature: opts.temperature as f32,
             top_k: opts.top_k,
@@ -148,7 +149,7 @@ fn llm_start(env: Env<'_>, llm: ResourceArc<LlmRef>, prompt: Vec<u32>, opts: Gen
             logprobs: opts.logprobs,
         },
         max_tokens: opts.max_tokens,
-        stop: opts.stop,
+        stop: opts.stop.0,
         ignore_eos: opts.ignore_eos,
     };
     // Armed once the runtime has accepted the request: a refused request's sink is dropped

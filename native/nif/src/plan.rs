@@ -5,6 +5,7 @@
 //! topological order (`args` are indices of earlier nodes); `op` is the Nx op name and `attr`
 //! depends on it (see `translate`); `outputs` is `[index]`.
 
+use crate::list::List;
 use crate::{dtype, get, handle, on_engine, Handle};
 use nx_vulkan_engine::matmul::DotPrecision;
 use nx_vulkan_engine::plan::{scalar_from_bytes, Graph, Plan, PlanNode, PlanOp, PlanOptions};
@@ -22,13 +23,16 @@ pub struct PlanRef {
 #[rustler::resource_impl]
 impl rustler::Resource for PlanRef {}
 
-type NodeTerm<'a> = (String, Vec<usize>, Vec<usize>, String, Term<'a>);
+type NodeTerm<'a> = (String, List<usize>, List<usize>, String, Term<'a>);
 
 fn bad(msg: String) -> EngineError {
     EngineError::InvalidArgument(msg)
 }
 
 fn attr<'a, T: rustler::Decoder<'a>>(op: &str, t: Term<'a>) -> engine::Result<T> {
+    if !crate::list::lists_are_proper(t) {
+        return Err(bad(format!("plan node {op}: malformed attribute {t:?} (an improper list)")));
+    }
     t.decode().map_err(|_| bad(format!("plan node {op}: malformed attribute {t:?}")))
 }
 
@@ -95,16 +99,16 @@ fn translate(name: &str, a: Term<'_>, t: DType) -> engine::Result<PlanOp> {
 /// (Nx.BinaryBackend's bits), `"f32"` (dots accumulate in f32; f16/bf16 on tensor cores) or
 /// `"fast"` (that, and f32/f16/bf16 elementwise math in f32: `FloatMath::Fast`).
 #[rustler::nif(schedule = "DirtyCpu")]
-fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<NodeTerm<'a>>, outputs: Vec<usize>, precision: String) -> Term<'a> {
+fn plan_compile<'a>(env: Env<'a>, params: List<(String, List<usize>)>, nodes: List<NodeTerm<'a>>, outputs: List<usize>, precision: String) -> Term<'a> {
     let r = (|| {
-        let params = params.into_iter().map(|(t, s)| Ok((dtype(&t)?, s))).collect::<engine::Result<Vec<_>>>()?;
+        let params = params.into_iter().map(|(t, s)| Ok((dtype(&t)?, s.0))).collect::<engine::Result<Vec<_>>>()?;
         let nodes = nodes
             .into_iter()
             .enumerate()
             .map(|(i, (op, args, shape, t, a))| {
                 let dtype = dtype(&t)?;
                 let op = translate(&op, a, dtype).map_err(|e| bad(format!("plan node {i}: {e}")))?;
-                Ok(PlanNode { op, args, shape, dtype })
+                Ok(PlanNode { op, args: args.0, shape: shape.0, dtype })
             })
             .collect::<engine::Result<Vec<_>>>()?;
         let options = match precision.as_str() {
@@ -116,7 +120,7 @@ fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<
             "fast" => PlanOptions { dot: DotPrecision::TensorCore, math: FloatMath::Fast },
             other => return Err(bad(format!("unknown precision {other:?} (exact, f32, fast)"))),
         };
-        let plan = Plan::new(Graph { params, nodes, outputs }, options)?;
+        let plan = Plan::new(Graph { params, nodes, outputs: outputs.0 }, options)?;
         let s = plan.summary();
         Ok((ResourceArc::new(PlanRef { plan: Arc::new(plan) }), (s.nodes, s.fused_kernels, s.inlined_nodes, s.family_steps, s.fused_prologues, s.fused_epilogues)))
     })();
@@ -125,7 +129,7 @@ fn plan_compile<'a>(env: Env<'a>, params: Vec<(String, Vec<usize>)>, nodes: Vec<
 
 /// Runs a plan on new inputs: one recording, committed without waiting; `{:ok, [handle]}`.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn plan_run(env: Env<'_>, plan: ResourceArc<PlanRef>, inputs: Vec<Handle>) -> Term<'_> {
+fn plan_run(env: Env<'_>, plan: ResourceArc<PlanRef>, inputs: List<Handle>) -> Term<'_> {
     let r = (|| {
         let inputs = inputs.iter().map(get).collect::<engine::Result<Vec<_>>>()?;
         let plan = plan.plan.clone();
