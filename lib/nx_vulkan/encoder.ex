@@ -18,7 +18,7 @@ defmodule NxVulkan.Encoder do
   builds an `Nx.Serving` (batching across callers and nodes comes from Nx.Serving).
   """
 
-  alias NxVulkan.Native
+  alias NxVulkan.{Native, ServingRows}
 
   @enforce_keys [:ref, :model, :device, :precision, :dimensions, :max_tokens]
   defstruct [:ref, :path, :model, :device, :precision, :dimensions, :max_tokens, :pooling, :normalize, :weight_bytes]
@@ -174,37 +174,16 @@ defmodule NxVulkan.Encoder do
   def serving_preprocess(encoder, text) when is_binary(text), do: serving_preprocess(encoder, [text])
 
   def serving_preprocess(%__MODULE__{} = encoder, texts) when is_list(texts) do
-    nx = nx!()
-    tokens = tokenize(encoder, texts)
-    width = encoder.max_tokens
-
-    ids =
-      for {ids, _} <- tokens, into: <<>> do
-        pad = width - length(ids)
-        <<for(id <- ids, into: <<>>, do: <<id::little-unsigned-32>>)::binary, 0::size(pad * 32)>>
-      end
-
-    lengths = for {ids, _} <- tokens, into: <<>>, do: <<length(ids)::little-unsigned-32>>
-    n = length(texts)
-    ids = ids |> nx.from_binary(:u32) |> nx.reshape({n, width})
-    lengths = nx.from_binary(lengths, :u32)
-    batch = Module.concat([Nx, Batch]).concatenate([{ids, lengths}])
-    {batch, :ok}
+    rows = for {ids, _} <- tokenize(encoder, texts), do: ids
+    {ServingRows.batch(rows, encoder.max_tokens), :ok}
   end
 
   @doc false
   # Runs one Nx.Batch of {ids, lengths} (padding rows have length 0 and give zero vectors).
   def serving_run(%__MODULE__{} = encoder, ids, lengths) do
     nx = nx!()
-    {n, width} = nx.shape(ids)
-    ids_bin = nx.to_binary(ids)
-    lengths = for <<l::little-unsigned-32 <- nx.to_binary(lengths)>>, do: l
-
-    rows =
-      for {len, i} <- Enum.with_index(lengths) do
-        :binary.part(ids_bin, i * width * 4, len * 4)
-      end
-
+    rows = ServingRows.rows(ids, lengths)
+    n = length(rows)
     real = Enum.filter(rows, &(byte_size(&1) > 0))
     vectors = if real == [], do: [], else: Native.encoder_embed_tokens(encoder.ref, real) |> unwrap!()
     zero = <<0::size(encoder.dimensions * 32)>>
@@ -218,13 +197,7 @@ defmodule NxVulkan.Encoder do
     out |> IO.iodata_to_binary() |> nx.from_binary(:f32) |> nx.reshape({n, encoder.dimensions})
   end
 
-  defp nx! do
-    if Code.ensure_loaded?(Nx) do
-      Nx
-    else
-      raise ArgumentError, "this needs Nx, which is not loaded"
-    end
-  end
+  defp nx!, do: ServingRows.nx!()
 
   defp unwrap!({:ok, value}), do: value
   defp unwrap!({:error, {:argument, message}}), do: raise(ArgumentError, message)

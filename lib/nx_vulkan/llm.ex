@@ -23,7 +23,7 @@ defmodule NxVulkan.LLM do
   With Nx loaded, `serving/2` builds an `Nx.Serving` over the same sessions.
   """
 
-  alias NxVulkan.Native
+  alias NxVulkan.{Native, ServingRows}
 
   @enforce_keys [:ref]
   defstruct [:ref, :path, :info]
@@ -207,12 +207,7 @@ defmodule NxVulkan.LLM do
         ids
       end
 
-    nx = nx!()
-    n = length(ids)
-    padded = for row <- ids, into: <<>>, do: <<u32s(row)::binary, 0::size((width - length(row)) * 32)>>
-    lengths = nx.from_binary(u32s(Enum.map(ids, &length/1)), :u32)
-    batch = Module.concat([Nx, Batch]).concatenate([{padded |> nx.from_binary(:u32) |> nx.reshape({n, width}), lengths}])
-    {batch, single?}
+    {ServingRows.batch(ids, width), single?}
   end
 
   defp serving_prompts(input, false) when is_binary(input), do: {[input], true}
@@ -220,8 +215,6 @@ defmodule NxVulkan.LLM do
   defp serving_prompts([m | _] = input, true) when is_map(m) or (is_list(m) and is_tuple(hd(m))), do: {[input], true}
   defp serving_prompts([_ | _] = input, _chat?), do: {input, false}
   defp serving_prompts(input, _), do: raise(ArgumentError, "expected a prompt or a non-empty list of prompts, got #{inspect(input)}")
-
-  defp u32s(list), do: for(v <- list, into: <<>>, do: <<v::little-unsigned-32>>)
 
   @finish [:stop, :length, :cancelled]
 
@@ -232,15 +225,13 @@ defmodule NxVulkan.LLM do
   # finish reason (index in @finish), prompt, completion and cached token counts.
   def serving_run(%__MODULE__{} = llm, native, ids, lengths) do
     nx = nx!()
-    {n, width} = nx.shape(ids)
-    ids_bin = nx.to_binary(ids)
-    lengths = for <<l::little-unsigned-32 <- nx.to_binary(lengths)>>, do: l
+    rows = ServingRows.rows(ids, lengths)
+    n = length(rows)
 
     started =
-      for {len, i} <- Enum.with_index(lengths) do
-        if len > 0 do
-          row = for <<id::little-unsigned-32 <- :binary.part(ids_bin, i * width * 4, len * 4)>>, do: id
-          {:ok, tag, session} = start_ids(llm, row, native) |> ok!()
+      for row <- rows do
+        if row != <<>> do
+          {:ok, tag, session} = start_ids(llm, ServingRows.u32_list(row), native) |> ok!()
           {tag, session}
         end
       end
@@ -254,9 +245,9 @@ defmodule NxVulkan.LLM do
     max_tokens = native.max_tokens
     longest = results |> Enum.map(&byte_size(&1.text)) |> Enum.max(fn -> 0 end) |> max(1)
     tensor = fn bin, type, shape -> bin |> nx.from_binary(type) |> nx.reshape(shape) end
-    tokens = for r <- results, into: <<>>, do: <<u32s(r.tokens)::binary, 0::size((max_tokens - length(r.tokens)) * 32)>>
+    tokens = for r <- results, into: <<>>, do: <<ServingRows.u32s(r.tokens)::binary, 0::size((max_tokens - length(r.tokens)) * 32)>>
     texts = for r <- results, into: <<>>, do: <<r.text::binary, 0::size((longest - byte_size(r.text)) * 8)>>
-    column = fn f -> tensor.(u32s(Enum.map(results, f)), :u32, {n}) end
+    column = fn f -> tensor.(ServingRows.u32s(Enum.map(results, f)), :u32, {n}) end
 
     {tensor.(tokens, :u32, {n, max_tokens}), column.(&length(&1.tokens)), tensor.(texts, :u8, {n, longest}), column.(&byte_size(&1.text)),
      column.(&Enum.find_index(@finish, fn r -> r == &1.finish_reason end)), column.(& &1.usage.prompt_tokens), column.(& &1.usage.completion_tokens),
@@ -268,7 +259,7 @@ defmodule NxVulkan.LLM do
     nx = nx!()
     {_, max_tokens} = nx.shape(tokens)
     {_, longest} = nx.shape(texts)
-    u32 = fn t -> for <<v::little-unsigned-32 <- nx.to_binary(t)>>, do: v end
+    u32 = fn t -> ServingRows.u32_list(nx.to_binary(t)) end
     tokens_bin = nx.to_binary(tokens)
     texts_bin = nx.to_binary(texts)
 
@@ -279,7 +270,7 @@ defmodule NxVulkan.LLM do
       |> Enum.map(fn {{count, text_length, f, p, c, k}, i} ->
         %{
           text: :binary.part(texts_bin, i * longest, text_length),
-          tokens: for(<<id::little-unsigned-32 <- :binary.part(tokens_bin, i * max_tokens * 4, count * 4)>>, do: id),
+          tokens: ServingRows.u32_list(:binary.part(tokens_bin, i * max_tokens * 4, count * 4)),
           finish_reason: Enum.at(@finish, f),
           usage: %{prompt_tokens: p, completion_tokens: c, cached_tokens: k}
         }
@@ -292,9 +283,7 @@ defmodule NxVulkan.LLM do
   defp ok!({:ok, _, _} = ok), do: ok
   defp ok!({:error, e}), do: raise(e)
 
-  defp nx! do
-    if Code.ensure_loaded?(Nx), do: Nx, else: raise(ArgumentError, "this needs Nx, which is not loaded")
-  end
+  defp nx!, do: ServingRows.nx!()
 
   @doc "Runtime counters: steps, rows fed, the largest batch, cached prompt tokens, ..."
   def stats(%__MODULE__{ref: ref}), do: Native.llm_stats(ref) |> unwrap!()
