@@ -47,8 +47,9 @@ enum Command {
     /// matrices where the device has them), f32 as SGEMM (f32 accumulation). JSON lines; the
     /// PyTorch side is bench/torch_gemm.py.
     Gemm {
-        /// Types: f16, bf16, f32 (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "f16,bf16,f32")]
+        /// Types: f16, bf16, f32, split-f32 (f32 through DotPrecision::SplitF32: two f16
+        /// parts per operand on the tensor cores) (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "f16,bf16,f32,split-f32")]
         types: Vec<String>,
         /// Problems as batch:m:n:k (comma-separated).
         #[arg(long, value_delimiter = ',', default_value = "1:4096:4096:4096,1:2048:2048:2048,1:1024:1024:1024,32:512:512:512")]
@@ -200,11 +201,12 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
 /// back to back and waits once (the device's sustained rate, as a peer's loop of launches and
 /// one synchronize measures it); the median of `reps` runs after a warm-up.
 fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: usize, coopmat_all: bool, b_transposed: bool) -> Result<()> {
-    use nx_vulkan_engine::matmul::{choose_kernel, coopmat2_kernel, coopmat_runs_here, tensor_core_kernel, CoopStaging, MatmulKernel};
+    use nx_vulkan_engine::matmul::{choose_kernel, coopmat2_kernel, coopmat_runs_here, split_f32_kernel, tensor_core_kernel, CoopStaging, MatmulKernel};
     let bad = |what: String| nx_vulkan_engine::EngineError::InvalidArgument(what);
     let dev = &ctx.caps.name;
     for ty in types {
-        let t = DType::parse(ty).map_err(|_| bad(format!("unknown type {ty}")))?;
+        let split = ty == "split-f32";
+        let t = if split { DType::F32 } else { DType::parse(ty).map_err(|_| bad(format!("unknown type {ty}")))? };
         for spec in sizes {
             let d: Vec<usize> = spec.split(':').map(|x| x.parse::<usize>()).collect::<std::result::Result<_, _>>().map_err(|_| bad(format!("size {spec}: want b:m:n:k")))?;
             let [bsz, m, n, k] = d[..] else { return Err(bad(format!("size {spec}: want b:m:n:k"))) };
@@ -217,7 +219,9 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
             };
             // (label, forced kernel): None runs the precision's own choice
             let mut variants: Vec<(String, Option<MatmulKernel>)> = vec![];
-            if t == DType::F32 {
+            if split {
+                variants.push((format!("SplitF32 over {:?}", split_f32_kernel(&ctx.caps)), None));
+            } else if t == DType::F32 {
                 variants.push((format!("{:?}", choose_kernel(&ctx.caps, t, bsz, m, n, k)), None));
             } else {
                 let chosen = tensor_core_kernel(&ctx.caps, t);
@@ -251,7 +255,11 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                 }
             }
             for (kernel, forced) in variants {
-                let precision = if t == DType::F32 { DotPrecision::F32Accumulate } else { DotPrecision::TensorCore };
+                let precision = match t {
+                    DType::F32 if split => DotPrecision::SplitF32,
+                    DType::F32 => DotPrecision::F32Accumulate,
+                    _ => DotPrecision::TensorCore,
+                };
                 let run = || -> Result<()> {
                     for _ in 0..calls {
                         match forced {
@@ -279,7 +287,7 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                 let med = times[times.len() / 2];
                 let tflops = 2.0 * (bsz * m * n * k) as f64 / med / 1e12;
                 println!(
-                    "{{\"bench\":\"gemm\",\"type\":\"{t}\",\"batch\":{bsz},\"m\":{m},\"n\":{n},\"k\":{k},\"median_ms\":{:.4},\"tflops\":{tflops:.2},\"kernel\":{kernel:?},\"forced\":{},\"b_transposed\":{b_transposed},\"device\":{dev:?},\"reps\":{reps},\"calls\":{calls}}}",
+                    "{{\"bench\":\"gemm\",\"type\":\"{ty}\",\"batch\":{bsz},\"m\":{m},\"n\":{n},\"k\":{k},\"median_ms\":{:.4},\"tflops\":{tflops:.2},\"kernel\":{kernel:?},\"forced\":{},\"b_transposed\":{b_transposed},\"device\":{dev:?},\"reps\":{reps},\"calls\":{calls}}}",
                     med * 1e3,
                     forced.is_some()
                 );

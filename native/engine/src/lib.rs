@@ -32,6 +32,7 @@ pub mod plan;
 pub mod reduce;
 pub mod scan;
 pub mod sort;
+mod split_f32;
 pub mod stream;
 pub mod submit;
 pub mod tensor;

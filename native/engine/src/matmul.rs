@@ -61,8 +61,9 @@
 //! leaves through a per-subgroup shared scratch with bounds checks and the exact encoder of the
 //! output type (f32, or one rounding to f16/bf16 — Nx.dot of two f16 tensors is f16; NaN
 //! canonical). The fallback widens both operands to f32 (exact), runs the f32 tiled kernel (f32
-//! accumulation) and rounds once. Measurements: bench/README.md. Split-f32 and int8
-//! tensor-core paths are not built yet.
+//! accumulation) and rounds once. [`DotPrecision::SplitF32`] runs f32 products on the f16
+//! kernel (operands split into two scaled f16 parts, three products: `split_f32.rs`).
+//! Measurements: bench/README.md. The int8 tensor-core path is not built yet.
 
 use crate::device::DeviceCaps;
 use crate::dtype::{DType, Kind};
@@ -89,8 +90,16 @@ pub enum DotPrecision {
     /// the f32 shared-memory kernel ([`MatmulKernel::HalfFallback`]); one rounding to the output
     /// type. The summation order is the hardware's, so results are not bit-identical across
     /// devices (error bound: see `tests/coopmat.rs`). Other operand types: as `F32Accumulate`
-    /// for f32 outputs (split-f32 is not built yet), exact otherwise. Never the default.
+    /// for f32 outputs (split-f32 is [`DotPrecision::SplitF32`]), exact otherwise. Never the
+    /// default.
     TensorCore,
+    /// f32×f32 → f32 on f16 tensor cores: each operand scaled per row/column and split into
+    /// two f16 parts, three products accumulated in f32 (`split_f32.rs`); on devices without
+    /// cooperative matrices the same parts go through the f32 tiled kernel. Error about the
+    /// SGEMM's (measured in `tests/split_f32.rs`), not bit-identical across devices. Other
+    /// operand or output types: as `F32Accumulate`. Never the default, and `:fast` does not
+    /// use it (it costs five more dispatches than an SGEMM: for large products only).
+    SplitF32,
 }
 
 /// Which kernel computes a `[B, M, K] × [B, K, N]` product.
@@ -183,6 +192,16 @@ pub fn coopmat2_kernel(caps: &DeviceCaps, input: DType, bm: u32, bn: u32, bk: u3
         .map(|workgroup| MatmulKernel::CoopMat2 { input, bm, bn, bk, workgroup })
 }
 
+/// The GEMM [`DotPrecision::SplitF32`] multiplies its parts with on `caps`: the f16
+/// tensor-core kernel ([`tensor_core_kernel`]) where the device has cooperative matrices, else
+/// the f32 tiled kernel (the parts then stored as f32: the same values).
+pub fn split_f32_kernel(caps: &DeviceCaps) -> MatmulKernel {
+    match tensor_core_kernel(caps, DType::F16) {
+        kernel @ MatmulKernel::CoopMat { .. } => kernel,
+        _ => choose_kernel(caps, DType::F32, 1, 1, 1, 1),
+    }
+}
+
 fn coopmat_type(input: DType) -> Option<crate::device::CoopMatType> {
     use crate::device::CoopMatType;
     match input {
@@ -260,10 +279,10 @@ fn unit_axis(v: &View3, rows: usize, cols: usize) -> Option<usize> {
 
 /// An operand seen as three strided axes.
 #[derive(Clone, Copy, Debug)]
-struct View3 {
-    offset: usize,
+pub(crate) struct View3 {
+    pub(crate) offset: usize,
     /// strides of (batch, rows, cols); a size-1 or empty group has stride 0
-    s: [isize; 3],
+    pub(crate) s: [isize; 3],
 }
 
 /// Views `t` (already permuted to `[batch..., rows..., cols...]` with the given group lengths)
@@ -406,6 +425,15 @@ impl Context {
                     self.record_dot_rounded(batch, f32_kernel, DType::F32, a, contract_a, batch_a, b, contract_b, batch_b, out)
                 }
             };
+        }
+        if precision == DotPrecision::SplitF32 && a.dtype == DType::F32 && b.dtype == DType::F32 && out.dtype == DType::F32 {
+            let DotPlan { shape, bsz, m, n, k, free_a, free_b } = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+            check_dense_output(out, out.dtype, &shape, "dot")?;
+            let perm_a: Vec<usize> = batch_a.iter().chain(&free_a).chain(contract_a).copied().collect();
+            let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&free_b).copied().collect();
+            let va = self.operand(batch, a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
+            let vb = self.operand(batch, b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
+            return self.record_split_f32_gemm(batch, &va, &vb, out, [bsz, m, n, k]);
         }
         if out.dtype == DType::F32 && precision == DotPrecision::Exact {
             return self.record_dot_rounded(batch, None, DType::F64, a, contract_a, batch_a, b, contract_b, batch_b, out);
@@ -660,7 +688,7 @@ impl Context {
         linear_cfgs(tensor_core_kernel(&self.caps, dtype), self.caps.subgroup_size, self.caps.max_shared_memory as usize)
     }
 
-    fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4], may_split: bool) -> Result<()> {
+    pub(crate) fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4], may_split: bool) -> Result<()> {
         let [bsz, m, n, k] = dims;
         let (ta, va) = a;
         let (tb, vb) = b;
