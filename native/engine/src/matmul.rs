@@ -667,6 +667,36 @@ impl Context {
         self.dispatch_coop(batch, &cfg, p.bytes(), [1, t, n])
     }
 
+    /// The split-f32 product on cooperative matrices with both parts staged per K step
+    /// (`CoopCfg::split`): `parts_a` `[bsz, m, 3·kp]` f16 (`hi` in the first kp columns, `lo`
+    /// in the next), `parts_b` `[bsz, 3·kp, n]` (`lo` in the first kp rows, `hi` in the next),
+    /// `out` a dense `[bsz, m, n]` f32 tensor; `accumulators` 1 or 2 (see `CoopCfg::split`).
+    /// An error where the device's f16 kernel cannot take both parts (no cooperative matrices,
+    /// or too little shared memory at a K step of 32).
+    pub(crate) fn record_coop_split(&self, batch: &mut Batch<'_>, parts_a: &Tensor, parts_b: &Tensor, out: &Tensor, [bsz, m, n, kp]: [usize; 4], accumulators: u8) -> Result<()> {
+        let MatmulKernel::CoopMat { m: tm, n: tn, k: tk, bm, bn, staging, .. } = tensor_core_kernel(&self.caps, DType::F16) else {
+            return Err(invalid!("split-f32 dot: no f16 cooperative-matrix kernel on {}", self.caps.name));
+        };
+        let aligned = |t: &Tensor| t.buffer.address().is_multiple_of(16) && t.offset == 0;
+        let cfg = CoopCfg {
+            a_v8: aligned(parts_a) && kp.is_multiple_of(8),
+            b_v8: aligned(parts_b) && n.is_multiple_of(8),
+            checked: m % bm as usize != 0 || n % bn as usize != 0 || kp % 32 != 0,
+            split: accumulators,
+            ..CoopCfg::probe(DType::F16, tm, tn, tk, bm, bn, 32, staging, self.caps.subgroup_size)
+        };
+        if !cfg.fits() || cfg.shared_bytes() > self.caps.max_shared_memory as usize {
+            return Err(invalid!("split-f32 dot: {cfg:?} does not fit on {}", self.caps.name));
+        }
+        let mut p = ParamBlock::new("dot");
+        p.addrs([parts_a, parts_b, out].map(|t| t.buffer.address()));
+        p.i32s([m, n, kp, bsz, 0, m * 3 * kp, 3 * kp, 1, 0, 3 * kp * n, n, 1])?;
+        for t in [parts_a, parts_b, out] {
+            batch.keep(&t.buffer);
+        }
+        self.dispatch_coop(batch, &cfg, p.bytes(), [bsz, m, n])
+    }
+
     /// Whether [`Context::record_coopmat_linear`] can run `dtype` weights here.
     pub fn coopmat_linear_available(&self, dtype: DType) -> bool {
         !self.coopmat_linear_tiles(dtype).is_empty()
@@ -1184,6 +1214,13 @@ struct CoopCfg {
     a_f32: bool,
     /// Applied to the f32 sum before the store (f32 output only).
     epilogue: CoopEpilogue,
+    /// Split-f32 parts (`split_f32.rs`): 0 = a plain product; 1 or 2 = A holds two f16
+    /// parts per element (`hi` at column k, `lo` at column K + k) and B two (`lo` at row k,
+    /// `hi` at row K + k), and each K step multiplies `hi·lo + lo·hi + hi·hi` from one staging
+    /// of the four tiles — into one accumulator (1), or (2) with each step's `hi·hi` computed
+    /// from zero and added to an accumulator of its own outside the tensor cores (which
+    /// truncate as they accumulate), the two sums added at the end.
+    split: u8,
 }
 
 /// A projection's epilogue fused into the cooperative-matrix kernel's store:
@@ -1285,6 +1322,7 @@ impl CoopCfg {
             b_kmajor: false,
             a_f32: false,
             epilogue: CoopEpilogue::default(),
+            split: 0,
         }
     }
 
@@ -1324,11 +1362,21 @@ impl CoopCfg {
         let (tm, tn, tk, bk) = (self.tm, self.tn, self.tk, self.bk);
         let global_ok = self.staging != CoopStaging::Global || !(self.b_kmajor || self.a_f32);
         let epilogue_ok = !self.epilogue.any() || self.out == DType::F32;
+        // split parts: plain f16 parts staged in shared memory, f32 out, nothing fused
+        let split_ok = self.split == 0
+            || (self.split <= 2
+                && self.input == DType::F16
+                && self.out == DType::F32
+                && !self.epilogue.any()
+                && !self.a_f32
+                && !self.b_kmajor
+                && matches!(self.staging, CoopStaging::SharedTyped | CoopStaging::SharedWords));
         // each invocation stages the same whole number of 8-element words of A and of B
         let inv = self.invocations();
         let loads_ok = [self.bm, self.bn].iter().all(|&rows| rows * bk / 8 >= inv && (rows * bk / 8) % inv == 0);
         global_ok
             && epilogue_ok
+            && split_ok
             && loads_ok
             && matches!((self.bm, self.bn), (128, 128) | (256, 128) | (128, 256) | (64, 64) | (32, 32) | (16, 16))
             && matches!(bk, 32 | 64)
@@ -1347,8 +1395,9 @@ impl CoopCfg {
             _ if self.b_kmajor => (self.bm * (self.bk / 8 + 1) * 16, self.bn * (self.bk / 8 + 1) * 16),
             _ => (self.bm * (self.bk / 8 + 1) * 16, self.bk * (self.bn / 8 + 1) * 16),
         };
+        let parts = if self.split > 0 { 2 } else { 1 };
         let c = wr * wc * self.tm * self.tn * 4;
-        (a + b + c) as usize
+        (parts * (a + b) + c) as usize
     }
 
     fn source(&self) -> String {
@@ -1387,8 +1436,11 @@ impl CoopCfg {
         // A k-major B is staged as [BN][BK + 8], like A.
         let (sb, b_rows) = if self.b_kmajor { ("(BK / 8 + 1)", "BN") } else { ("(BN / 8 + 1)", "BK") };
         writeln!(s, "#define W {w}\n#define SA ((BK / 8 + 1) * W)\n#define SB ({sb} * W)").unwrap();
+        // split parts: both parts' tiles, part 1 AP / BP elements after part 0
+        let parts = if self.split > 0 { 2 } else { 1 };
+        writeln!(s, "#define P {parts}\n#define AP (BM * SA)\n#define BP ({b_rows} * SB)").unwrap();
         if self.staging != CoopStaging::Global {
-            writeln!(s, "shared {word} As[BM * SA];\nshared {word} Bs[{b_rows} * SB];").unwrap();
+            writeln!(s, "shared {word} As[P * BM * SA];\nshared {word} Bs[P * {b_rows} * SB];").unwrap();
         }
         if self.a_f32 || self.epilogue.gelu {
             s.push_str(include_str!("kernels/encoder_math.glsl"));
@@ -1467,12 +1519,29 @@ impl CoopCfg {
         for j in 0..fn_ {
             writeln!(frag_decl, "        coopmat<T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb{j};").unwrap();
         }
+        // split parts: A's lo fragments (faNx) and B's hi fragments (fbNx) beside A's hi and
+        // B's lo
+        let split = self.split > 0;
+        if split {
+            for i in 0..fm {
+                writeln!(frag_decl, "        coopmat<T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa{i}x;").unwrap();
+            }
+            for j in 0..fn_ {
+                writeln!(frag_decl, "        coopmat<T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb{j}x;").unwrap();
+            }
+        }
         let from_shared = |kk: u32| {
             let mut x = String::new();
             for i in 0..fm {
                 writeln!(x, "            coopMatLoad(fa{i}, As, uint((wm0 + {i} * TM) * SA + {kk} * W / 8), uint(SA), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                if split {
+                    writeln!(x, "            coopMatLoad(fa{i}x, As, uint(AP + (wm0 + {i} * TM) * SA + {kk} * W / 8), uint(SA), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                }
             }
             for j in 0..fn_ {
+                if split {
+                    writeln!(x, "            coopMatLoad(fb{j}x, Bs, uint(BP + {kk} * SB + (wn0 + {j} * TN) * W / 8), uint(SB), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                }
                 if self.b_kmajor {
                     writeln!(x, "            coopMatLoad(fb{j}, Bs, uint((wn0 + {j} * TN) * SB + {kk} * W / 8), uint(SB), gl_CooperativeMatrixLayoutColumnMajor);").unwrap();
                 } else {
@@ -1496,13 +1565,30 @@ impl CoopCfg {
         for i in 0..fm {
             for j in 0..fn_ {
                 writeln!(mma, "            acc{i}_{j} = coopMatMulAdd(fa{i}, fb{j}, acc{i}_{j});").unwrap();
+                if split {
+                    // hi·lo (above), lo·hi, then hi·hi: into the same accumulator, or the
+                    // large products into one of their own
+                    writeln!(mma, "            acc{i}_{j} = coopMatMulAdd(fa{i}x, fb{j}x, acc{i}_{j});").unwrap();
+                    if self.split == 2 {
+                        // each step's hi·hi from zero, added outside the tensor cores
+                        writeln!(mma, "            big{i}_{j} = big{i}_{j} + coopMatMulAdd(fa{i}, fb{j}x, czero);").unwrap();
+                    } else {
+                        writeln!(mma, "            acc{i}_{j} = coopMatMulAdd(fa{i}, fb{j}x, acc{i}_{j});").unwrap();
+                    }
+                }
             }
         }
         let multiply_tile = |load: &dyn Fn(u32) -> String| (0..steps).map(|st| format!("{}{mma}", load(st * self.tk))).collect::<String>();
         let mut acc_decl = String::new();
+        if self.split == 2 {
+            acc_decl.push_str("        const coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> czero = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);\n");
+        }
         for i in 0..fm {
             for j in 0..fn_ {
                 writeln!(acc_decl, "        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc{i}_{j} = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);").unwrap();
+                if self.split == 2 {
+                    writeln!(acc_decl, "        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> big{i}_{j} = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);").unwrap();
+                }
             }
         }
         // Loads of the next tile into registers (LDA / LDB words per invocation).
@@ -1518,7 +1604,7 @@ impl CoopCfg {
                 "putB((q / (BN / 8)) * SB + (q % (BN / 8)) * W, rb[i]);",
             )
         };
-        let fetch = format!(
+        let mut fetch = format!(
             "[[unroll]] for (int i = 0; i < LDA; i++) {{
                 int q = tid + i * {inv};
                 ra[i] = octA(addrA, baseA, m0 + q / (BK / 8), k0 + (q % (BK / 8)) * 8, M, K, sAm, sAk);
@@ -1528,7 +1614,7 @@ impl CoopCfg {
                 {fetch_b}
             }}\n"
         );
-        let put = format!(
+        let mut put = format!(
             "[[unroll]] for (int i = 0; i < LDA; i++) {{
                 int q = tid + i * {inv};
                 putA((q / (BK / 8)) * SA + (q % (BK / 8)) * W, ra[i]);
@@ -1538,10 +1624,24 @@ impl CoopCfg {
                 {put_b}
             }}\n"
         );
+        if split {
+            // part 1 of each operand: K columns (A) / K rows (B) after part 0, staged AP / BP
+            // elements after it, its registers LDA / LDB after part 0's
+            let second = |x: &str, fetching: bool| {
+                let x = x.replace("ra[i]", "ra[LDA + i]").replace("rb[i]", "rb[LDB + i]");
+                if fetching {
+                    x.replace("(addrA, baseA,", "(addrA, baseA + K * sAk,").replace("(addrB, baseB,", "(addrB, baseB + K * sBk,")
+                } else {
+                    x.replace("putA(", "putA(AP + ").replace("putB(", "putB(BP + ")
+                }
+            };
+            fetch = format!("{fetch}            {}", second(&fetch, true));
+            put = format!("{put}            {}", second(&put, false));
+        }
         let main_loop = match self.staging {
             CoopStaging::SharedTyped | CoopStaging::SharedWords => format!(
                 "        // the next tile's loads are in flight while the current one is multiplied
-        uvec4 ra[LDA]; uvec4 rb[LDB];
+        uvec4 ra[P * LDA]; uvec4 rb[P * LDB];
         int k0 = 0;
         {fetch}        for (int kt = 0; kt < nt; kt++) {{
             barrier();
@@ -1591,6 +1691,10 @@ impl CoopCfg {
         let mut epilogue = String::new();
         for i in 0..fm {
             for j in 0..fn_ {
+                if self.split == 2 {
+                    // the small products' sum, then the large ones': one rounding
+                    writeln!(epilogue, "        acc{i}_{j} = acc{i}_{j} + big{i}_{j};").unwrap();
+                }
                 write!(
                     epilogue,
                     "        coopMatStore(acc{i}_{j}, Cs, uint(warp * TM * TN), uint(TN), gl_CooperativeMatrixLayoutRowMajor);
@@ -1656,7 +1760,7 @@ mod tests {
                 ] {
                     for (a_v8, b_v8, checked) in [(true, true, false), (false, false, true), (true, false, true)] {
                       for staging in [CoopStaging::SharedTyped, CoopStaging::SharedWords, CoopStaging::Global, CoopStaging::ProbeMultiplyOnly] {
-                        let plain = CoopCfg { input, out, tm, tn, tk, bm, bn, bk, staging, subgroup: 32, a_v8, b_v8, checked, b_kmajor: false, a_f32: false, epilogue: CoopEpilogue::default() };
+                        let plain = CoopCfg { input, out, tm, tn, tk, bm, bn, bk, staging, subgroup: 32, a_v8, b_v8, checked, b_kmajor: false, a_f32: false, epilogue: CoopEpilogue::default(), split: 0 };
                         let linear = CoopCfg {
                             b_kmajor: true,
                             a_f32: true,
@@ -1664,9 +1768,14 @@ mod tests {
                             epilogue: CoopEpilogue { bias: true, gelu: checked, residual: !checked },
                             ..plain
                         };
-                        for cfg in [plain, CoopCfg { b_kmajor: true, ..plain }, linear] {
+                        let split_ok = input == DType::F16 && out == DType::F32 && matches!(staging, CoopStaging::SharedTyped | CoopStaging::SharedWords);
+                        for cfg in [plain, CoopCfg { b_kmajor: true, ..plain }, linear, CoopCfg { split: 1, ..plain }, CoopCfg { split: 2, ..plain }] {
                             if cfg.staging == CoopStaging::Global && (cfg.b_kmajor || cfg.a_f32) {
                                 assert!(!cfg.fits());
+                                continue;
+                            }
+                            if cfg.split > 0 && !split_ok {
+                                assert!(!cfg.fits(), "{cfg:?}");
                                 continue;
                             }
                             assert!(cfg.fits());

@@ -25,15 +25,23 @@
 //! |x| per row of A / column of B, as bits, by atomic max), the split pass over each
 //! operand, the GEMM, and the unscaling of the output in place.
 //!
-//! Special values: ±Inf and NaN are written only into the last block (the large products),
-//! zero in the other two, so an Inf never meets a zero or opposite-signed part of the other
-//! operand (Inf·hi + Inf·lo would be NaN); they never set a scale. A finite element whose
-//! scaled value is below f16's range (under 2^-39 of its row's largest) becomes zero, so
-//! Inf times it gives NaN where f32 would give ±Inf. A row or column without a finite
-//! non-zero value keeps scale 1.
-//! Scales are clamped to 2^±126: a row whose largest magnitude is below 2^-112 loses
-//! precision (its parts become f16 subnormals). As in the SGEMM, devices that flush f32
-//! denormals (the H200) may read denormal inputs as zero.
+//! On cooperative matrices the default multiplies both parts of each operand from one
+//! staging per K step (`CoopCfg::split`, a K step of 32): `hi·lo + lo·hi` accumulate on the
+//! tensor cores, while each step's `hi·hi` is summed into an accumulator of its own outside
+//! them (round to nearest: NVIDIA's tensor cores truncate as they accumulate, which on the
+//! H200 gave ten times the SGEMM's error when the large products stayed inside).
+//! `NX_VULKAN_SPLIT_F32=fused1` (all three in one tensor-core accumulator) and `concat` (one
+//! f16 GEMM over the threefold K) are the variants measured against it (bench/README.md).
+//!
+//! Special values: parts cannot carry ±Inf or NaN (Inf·hi + Inf·lo is NaN where lo is zero or
+//! of the other sign), so the max pass also flags each row of A and column of B holding one,
+//! their parts are zero, and the unscaling pass computes every output a flagged row or column
+//! reaches as a plain f32 dot of the operands (IEEE's rules; one invocation walks K: slow,
+//! and only where such values are). They never set a scale; a row or column without a finite
+//! non-zero value keeps scale 1. Scales are clamped to 2^±126: a row whose largest magnitude
+//! is below 2^-112 keeps fewer bits (its parts become f16 subnormals). Denormal inputs are
+//! scaled from their bits (not read as floats), so devices that flush f32 denormals (the
+//! H200) keep them, unlike their SGEMM; a denormal output may still be flushed there.
 
 use crate::dtype::DType;
 use crate::elementwise::Scalar;
@@ -71,12 +79,14 @@ float pow2(int e) { return uintBitsToFloat(uint(e + 127) << 23); }
 ";
 
 /// The operand's view and the parameters both passes read: addresses (x, parts, scale
-/// words), then B, D1, D2, offset, strides (b, 1, 2), Kp, the scale words' base index.
+/// words), then B, D1, D2, offset, strides (b, 1, 2), Kp, the scale words' base index, and
+/// where the non-finite flags start (a flag per scale word, set where the row or column
+/// holds an Inf or NaN).
 const PARAMS: &str = "
     ParamsI32 p = ParamsI32(pc.params + 24ul);
     int Bt = p.v[0]; int D1 = p.v[1]; int D2 = p.v[2];
     int off = p.v[3]; int s0 = p.v[4]; int s1 = p.v[5]; int s2 = p.v[6];
-    int KP = p.v[7]; int ebase = p.v[8];
+    int KP = p.v[7]; int ebase = p.v[8]; int fbase = p.v[9];
     uint64_t addrX = ParamsU64(pc.params).v[0];
     uint64_t addrP = ParamsU64(pc.params).v[1];
     uint64_t addrE = ParamsU64(pc.params).v[2];
@@ -108,6 +118,7 @@ fn max_source(side: Side) -> String {
             if (r < D1 && c < D2) {
                 uint a = BufU32(addrX).v[off + b * s0 + r * s1 + c * s2] & 0x7FFFFFFFu;
                 if (a < 0x7F800000u) mx = max(mx, a);
+                else BufU32(addrE).v[fbase + ebase + b * D1 + r] = 1u;
             }
         }
         if (mx != 0u) atomicMax(smax[tid >> 4], mx);
@@ -123,6 +134,7 @@ fn max_source(side: Side) -> String {
             if (r < D1 && c < D2) {
                 uint a = BufU32(addrX).v[off + b * s0 + r * s1 + c * s2] & 0x7FFFFFFFu;
                 if (a < 0x7F800000u) mx = max(mx, a);
+                else BufU32(addrE).v[fbase + ebase + b * D2 + c] = 1u;
             }
         }
         if (mx != 0u) atomicMax(BufU32(addrE).v[ebase + b * D2 + c], mx);
@@ -161,21 +173,29 @@ fn split_source(side: Side, f32_parts: bool) -> String {
     for (uint i = gl_GlobalInvocationID.x; i < total; i += gl_NumWorkGroups.x * 256u) {{
         int i2 = int(i % E2); int i1 = int((i / E2) % E1); int b = int(i / (E1 * E2));
         uint hi = 0u, lo = 0u;
-        bool finite = true;
         if (i1 < D1 && i2 < D2) {{
-            float scale = pow2(split_exp(BufU32(addrE).v[ebase + {scale_at}]));
-            precise float xs = uintBitsToFloat(BufU32(addrX).v[off + b * s0 + i1 * s1 + i2 * s2]) * scale;
+            int e = split_exp(BufU32(addrE).v[ebase + {scale_at}]);
+            uint xb = BufU32(addrX).v[off + b * s0 + i1 * s1 + i2 * s2];
+            precise float xs;
+            if ((xb & 0x7F800000u) != 0u) {{
+                xs = uintBitsToFloat(xb) * pow2(e);
+            }} else {{
+                // a denormal (or zero) input scaled from its bits, not read as a float: devices
+                // that flush denormal operands (the H200) would read it as zero
+                precise float mag = e >= -37 ? float(xb & 0x7FFFFFu) * pow2(e - 89) * pow2(-60) : 0.0;
+                xs = (xb >> 31) != 0u ? -mag : mag;
+            }}
             hi = enc_f32_to_f16(floatBitsToUint(xs));
-            finite = (hi & 0x7C00u) != 0x7C00u;
-            if (finite) {{
+            if ((xb & 0x7F800000u) != 0x7F800000u) {{
                 precise float rem = xs - enc_f16_to_f32(hi);
                 lo = enc_f32_to_f16(floatBitsToUint(rem));
+            }} else {{
+                // Inf and NaN: zero parts; the unscaling pass computes the outputs they reach
+                hi = 0u;
             }}
         }}
         [[unroll]] for (int blk = 0; blk < 3; blk++) {{
-            // Inf and NaN only in the last block (hi times hi): 0 elsewhere, so no Inf meets
-            // a zero or an opposite-signed part of the other operand
-            uint v = !finite ? (blk == 2 ? hi : 0u) : (blk == {lo_block} ? lo : hi);
+            uint v = blk == {lo_block} ? lo : hi;
             uint o = uint({out_at});
             {store}
         }}
@@ -194,12 +214,28 @@ fn unscale_source() -> String {
     s.push_str(
         "layout(local_size_x = 256) in;
 void main() {
-    ParamsI32 p = ParamsI32(pc.params + 16ul);
-    int Bt = p.v[0]; int M = p.v[1]; int N = p.v[2]; int eb = p.v[3];
+    ParamsI32 p = ParamsI32(pc.params + 32ul);
+    int Bt = p.v[0]; int M = p.v[1]; int N = p.v[2]; int eb = p.v[3]; int fl = p.v[4]; int K = p.v[5];
+    int offA = p.v[6]; int sAb = p.v[7]; int sAm = p.v[8]; int sAk = p.v[9];
+    int offB = p.v[10]; int sBb = p.v[11]; int sBk = p.v[12]; int sBn = p.v[13];
     uint64_t addrC = ParamsU64(pc.params).v[0];
     uint64_t addrE = ParamsU64(pc.params).v[1];
+    uint64_t addrA = ParamsU64(pc.params).v[2];
+    uint64_t addrB = ParamsU64(pc.params).v[3];
     for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {
-        uint n = i % uint(N); uint bm = i / uint(N); uint b = bm / uint(M);
+        uint n = i % uint(N); uint bm = i / uint(N); uint b = bm / uint(M); uint m = bm % uint(M);
+        if ((BufU32(addrE).v[uint(fl) + bm] | BufU32(addrE).v[uint(fl + eb) + b * uint(N) + n]) != 0u) {
+            // an Inf or NaN in the row or column: this output as a plain f32 dot of the
+            // operands (IEEE's rules for Inf and NaN; rare, so one invocation walks K)
+            precise float acc = 0.0;
+            for (int k = 0; k < K; k++) {
+                precise float pr = uintBitsToFloat(BufU32(addrA).v[offA + int(b) * sAb + int(m) * sAm + k * sAk])
+                    * uintBitsToFloat(BufU32(addrB).v[offB + int(b) * sBb + k * sBk + int(n) * sBn]);
+                acc = acc + pr;
+            }
+            BufU32(addrC).v[i] = isnan(acc) ? 0x7FC00000u : floatBitsToUint(acc);
+            continue;
+        }
         precise float x = uintBitsToFloat(BufU32(addrC).v[i]);
         // 2^-(ea + eb) in two equal steps: no intermediate overflow or underflow that the
         // result itself does not have
@@ -213,6 +249,18 @@ void main() {
 ",
     );
     s
+}
+
+/// How the parts meet on cooperative matrices: `Some(1 | 2)` multiplies both parts of each
+/// operand from one staging per K step (`hi·lo + lo·hi + hi·hi`; 2 keeps the large products
+/// in accumulators of their own), `None` runs one f16 GEMM over the threefold K.
+/// `NX_VULKAN_SPLIT_F32` = `concat`, `fused1` or `fused2` chooses (for measurements).
+fn fused_accumulators() -> Option<u8> {
+    match std::env::var("NX_VULKAN_SPLIT_F32").as_deref() {
+        Ok("concat") => None,
+        Ok("fused1") => Some(1),
+        _ => Some(2),
+    }
 }
 
 impl Context {
@@ -232,8 +280,8 @@ impl Context {
         let parts_type = if matches!(gemm, MatmulKernel::CoopMat { .. }) { DType::F16 } else { DType::F32 };
         let parts_a = self.empty(parts_type, &[bsz, m, 3 * kp])?;
         let parts_b = self.empty(parts_type, &[bsz, 3 * kp, n])?;
-        // scale words: A's (b, m) then B's (b, n)
-        let words = self.empty(DType::U32, &[bsz * (m + n)])?;
+        // scale words: A's (b, m) then B's (b, n); then as many non-finite flags
+        let words = self.empty(DType::U32, &[2 * bsz * (m + n)])?;
         for t in [&a.0, &b.0, &parts_a, &parts_b, &words, out] {
             batch.keep(&t.buffer);
         }
@@ -244,7 +292,7 @@ impl Context {
             .map(|(_, (t, v), parts, dims, s, ebase)| {
                 let mut p = ParamBlock::new("split-f32 dot");
                 p.addrs([t.buffer.address(), parts.buffer.address(), words.buffer.address()]);
-                p.i32s(*dims)?.i32(v.offset)?.i32s(*s)?.i32s([kp, *ebase])?;
+                p.i32s(*dims)?.i32(v.offset)?.i32s(*s)?.i32s([kp, *ebase, bsz * (m + n)])?;
                 Ok(p.bytes().to_vec())
             })
             .collect::<Result<_>>()?;
@@ -273,13 +321,23 @@ impl Context {
                 batch.dispatch_grid_concurrent(&kern, &params[i], count, groups)?;
             }
         }
+        if let (MatmulKernel::CoopMat { .. }, Some(accumulators)) = (gemm, fused_accumulators()) {
+            if self.record_coop_split(batch, &parts_a, &parts_b, out, [bsz, m, n, kp], accumulators).is_ok() {
+                return self.record_unscale(batch, out, &words, a, b, [bsz, m, n, k]);
+            }
+        }
         let va = View3 { offset: 0, s: [(m * 3 * kp) as isize, (3 * kp) as isize, 1] };
         let vb = View3 { offset: 0, s: [(3 * kp * n) as isize, n as isize, 1] };
         // (the f32 fallback may split K across workgroups as the SGEMM does for few tiles)
         self.record_gemm(batch, gemm, &(parts_a, va), &(parts_b, vb), out, [bsz, m, n, 3 * kp], true)?;
+        self.record_unscale(batch, out, &words, a, b, [bsz, m, n, k])
+    }
+
+    /// The unscaling (and the outputs an Inf or NaN reaches, from the operands `a` and `b`).
+    fn record_unscale(&self, batch: &mut Batch<'_>, out: &Tensor, words: &Tensor, a: &(Tensor, View3), b: &(Tensor, View3), [bsz, m, n, k]: [usize; 4]) -> Result<()> {
         let mut p = ParamBlock::new("split-f32 dot");
-        p.addrs([out.buffer.address(), words.buffer.address()]);
-        p.i32s([bsz, m, n, bsz * m])?;
+        p.addrs([out.buffer.address(), words.buffer.address(), a.0.buffer.address(), b.0.buffer.address()]);
+        p.i32s([bsz, m, n, bsz * m, bsz * (m + n), k])?.i32(a.1.offset)?.i32s(a.1.s)?.i32(b.1.offset)?.i32s(b.1.s)?;
         let kern = self.kernels.get("split-f32 unscale", 256, 1, unscale_source)?;
         batch.dispatch(&kern, p.bytes(), (bsz * m * n) as u64)
     }
