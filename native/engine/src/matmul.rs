@@ -89,16 +89,18 @@ pub enum DotPrecision {
     /// on cooperative matrices ([`MatmulKernel::CoopMat`]) where the device has them, else on
     /// the f32 shared-memory kernel ([`MatmulKernel::HalfFallback`]); one rounding to the output
     /// type. The summation order is the hardware's, so results are not bit-identical across
-    /// devices (error bound: see `tests/coopmat.rs`). Other operand types: as `F32Accumulate`
-    /// for f32 outputs (split-f32 is [`DotPrecision::SplitF32`]), exact otherwise. Never the
-    /// default.
+    /// devices (error bound: see `tests/coopmat.rs`). f32×f32→f32: split-f32
+    /// ([`DotPrecision::SplitF32`]) for large products on devices with f16 cooperative
+    /// matrices ([`tensor_core_f32_uses_split`]), else as `F32Accumulate`. Other operand types:
+    /// as `F32Accumulate` for f32 outputs, exact otherwise. Never the default (`:fast` is
+    /// this).
     TensorCore,
     /// f32×f32 → f32 on f16 tensor cores: each operand scaled per row/column and split into
     /// two f16 parts, three products accumulated in f32 (`split_f32.rs`); on devices without
     /// cooperative matrices the same parts go through the f32 tiled kernel. Error about the
     /// SGEMM's (measured in `tests/split_f32.rs`), not bit-identical across devices. Other
-    /// operand or output types: as `F32Accumulate`. Never the default, and `:fast` does not
-    /// use it (it costs five more dispatches than an SGEMM: for large products only).
+    /// operand or output types: as `F32Accumulate`. Never the default; `TensorCore` (`:fast`)
+    /// takes it for large f32 products only (it costs six more dispatches than an SGEMM).
     SplitF32,
 }
 
@@ -200,6 +202,16 @@ pub fn split_f32_kernel(caps: &DeviceCaps) -> MatmulKernel {
         kernel @ MatmulKernel::CoopMat { .. } => kernel,
         _ => choose_kernel(caps, DType::F32, 1, 1, 1, 1),
     }
+}
+
+/// Whether [`DotPrecision::TensorCore`] runs an f32×f32→f32 product of `m × k` by `k × n`
+/// matrices as split-f32 on `caps`: where the device has f16 cooperative matrices and the
+/// product is large (m·n·k ≥ 2048³); smaller ones stay on the SGEMM, faster there (H200,
+/// bench/README.md "Stop 28": 1024³ 20 TFLOP/s split against 27 SGEMM, 2048³ 46 against 31,
+/// 4096³ 59 against 32), with errors of the SGEMM's size or smaller at those sizes.
+pub fn tensor_core_f32_uses_split(caps: &DeviceCaps, m: usize, n: usize, k: usize) -> bool {
+    const LARGE: u128 = 1 << 33;
+    matches!(split_f32_kernel(caps), MatmulKernel::CoopMat { .. }) && (m as u128) * (n as u128) * (k as u128) >= LARGE
 }
 
 fn coopmat_type(input: DType) -> Option<crate::device::CoopMatType> {
@@ -426,8 +438,15 @@ impl Context {
                 }
             };
         }
-        if precision == DotPrecision::SplitF32 && a.dtype == DType::F32 && b.dtype == DType::F32 && out.dtype == DType::F32 {
-            let DotPlan { shape, bsz, m, n, k, free_a, free_b } = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+        let all_f32 = a.dtype == DType::F32 && b.dtype == DType::F32 && out.dtype == DType::F32;
+        let plan = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+        let split = match precision {
+            DotPrecision::SplitF32 => all_f32,
+            DotPrecision::TensorCore => all_f32 && tensor_core_f32_uses_split(&self.caps, plan.m, plan.n, plan.k),
+            _ => false,
+        };
+        if split {
+            let DotPlan { shape, bsz, m, n, k, free_a, free_b } = plan;
             check_dense_output(out, out.dtype, &shape, "dot")?;
             let perm_a: Vec<usize> = batch_a.iter().chain(&free_a).chain(contract_a).copied().collect();
             let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&free_b).copied().collect();
@@ -670,10 +689,10 @@ impl Context {
     /// The split-f32 product on cooperative matrices with both parts staged per K step
     /// (`CoopCfg::split`): `parts_a` `[bsz, m, 3·kp]` f16 (`hi` in the first kp columns, `lo`
     /// in the next), `parts_b` `[bsz, 3·kp, n]` (`lo` in the first kp rows, `hi` in the next),
-    /// `out` a dense `[bsz, m, n]` f32 tensor; `accumulators` 1 or 2 (see `CoopCfg::split`).
+    /// `out` a dense `[bsz, m, n]` f32 tensor; `variant` 1, 2 or 3 (`CoopCfg::split`).
     /// An error where the device's f16 kernel cannot take both parts (no cooperative matrices,
     /// or too little shared memory at a K step of 32).
-    pub(crate) fn record_coop_split(&self, batch: &mut Batch<'_>, parts_a: &Tensor, parts_b: &Tensor, out: &Tensor, [bsz, m, n, kp]: [usize; 4], accumulators: u8) -> Result<()> {
+    pub(crate) fn record_coop_split(&self, batch: &mut Batch<'_>, parts_a: &Tensor, parts_b: &Tensor, out: &Tensor, [bsz, m, n, kp]: [usize; 4], variant: u8) -> Result<()> {
         let MatmulKernel::CoopMat { m: tm, n: tn, k: tk, bm, bn, staging, .. } = tensor_core_kernel(&self.caps, DType::F16) else {
             return Err(invalid!("split-f32 dot: no f16 cooperative-matrix kernel on {}", self.caps.name));
         };
@@ -682,7 +701,7 @@ impl Context {
             a_v8: aligned(parts_a) && kp.is_multiple_of(8),
             b_v8: aligned(parts_b) && n.is_multiple_of(8),
             checked: m % bm as usize != 0 || n % bn as usize != 0 || kp % 32 != 0,
-            split: accumulators,
+            split: variant,
             ..CoopCfg::probe(DType::F16, tm, tn, tk, bm, bn, 32, staging, self.caps.subgroup_size)
         };
         if !cfg.fits() || cfg.shared_bytes() > self.caps.max_shared_memory as usize {
@@ -1219,7 +1238,9 @@ struct CoopCfg {
     /// `hi` at row K + k), and each K step multiplies `hi·lo + lo·hi + hi·hi` from one staging
     /// of the four tiles — into one accumulator (1), or (2) with each step's `hi·hi` computed
     /// from zero and added to an accumulator of its own outside the tensor cores (which
-    /// truncate as they accumulate), the two sums added at the end.
+    /// truncate as they accumulate), the two sums added at the end, or (3) with all of a K
+    /// tile's products summed from zero on the tensor cores and each tile's sum added to the
+    /// accumulator outside them.
     split: u8,
 }
 
@@ -1364,7 +1385,7 @@ impl CoopCfg {
         let epilogue_ok = !self.epilogue.any() || self.out == DType::F32;
         // split parts: plain f16 parts staged in shared memory, f32 out, nothing fused
         let split_ok = self.split == 0
-            || (self.split <= 2
+            || (self.split <= 3
                 && self.input == DType::F16
                 && self.out == DType::F32
                 && !self.epilogue.any()
@@ -1578,15 +1599,35 @@ impl CoopCfg {
                 }
             }
         }
-        let multiply_tile = |load: &dyn Fn(u32) -> String| (0..steps).map(|st| format!("{}{mma}", load(st * self.tk))).collect::<String>();
+        // split 3: the tile's products (all three, small first) summed on the tensor cores
+        // from zero, the tile's sum added to the accumulator outside them
+        let mut tile_mma = vec![mma.clone(); steps as usize];
+        if self.split == 3 {
+            for (st, text) in tile_mma.iter_mut().enumerate() {
+                let mut x = String::new();
+                for i in 0..fm {
+                    for j in 0..fn_ {
+                        let first = if st == 0 { "czero".to_string() } else { format!("big{i}_{j}") };
+                        writeln!(x, "            big{i}_{j} = coopMatMulAdd(fa{i}, fb{j}, {first});").unwrap();
+                        writeln!(x, "            big{i}_{j} = coopMatMulAdd(fa{i}x, fb{j}x, big{i}_{j});").unwrap();
+                        writeln!(x, "            big{i}_{j} = coopMatMulAdd(fa{i}, fb{j}x, big{i}_{j});").unwrap();
+                        if st + 1 == steps as usize {
+                            writeln!(x, "            acc{i}_{j} = acc{i}_{j} + big{i}_{j};").unwrap();
+                        }
+                    }
+                }
+                *text = x;
+            }
+        }
+        let multiply_tile = |load: &dyn Fn(u32) -> String| (0..steps).map(|st| format!("{}{}", load(st * self.tk), tile_mma[st as usize])).collect::<String>();
         let mut acc_decl = String::new();
-        if self.split == 2 {
+        if self.split >= 2 {
             acc_decl.push_str("        const coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> czero = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);\n");
         }
         for i in 0..fm {
             for j in 0..fn_ {
                 writeln!(acc_decl, "        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc{i}_{j} = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);").unwrap();
-                if self.split == 2 {
+                if self.split >= 2 {
                     writeln!(acc_decl, "        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> big{i}_{j} = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);").unwrap();
                 }
             }
@@ -1769,7 +1810,7 @@ mod tests {
                             ..plain
                         };
                         let split_ok = input == DType::F16 && out == DType::F32 && matches!(staging, CoopStaging::SharedTyped | CoopStaging::SharedWords);
-                        for cfg in [plain, CoopCfg { b_kmajor: true, ..plain }, linear, CoopCfg { split: 1, ..plain }, CoopCfg { split: 2, ..plain }] {
+                        for cfg in [plain, CoopCfg { b_kmajor: true, ..plain }, linear, CoopCfg { split: 1, ..plain }, CoopCfg { split: 2, ..plain }, CoopCfg { split: 3, ..plain }] {
                             if cfg.staging == CoopStaging::Global && (cfg.b_kmajor || cfg.a_f32) {
                                 assert!(!cfg.fits());
                                 continue;

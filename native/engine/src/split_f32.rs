@@ -26,12 +26,13 @@
 //! operand, the GEMM, and the unscaling of the output in place.
 //!
 //! On cooperative matrices the default multiplies both parts of each operand from one
-//! staging per K step (`CoopCfg::split`, a K step of 32): `hi·lo + lo·hi` accumulate on the
-//! tensor cores, while each step's `hi·hi` is summed into an accumulator of its own outside
-//! them (round to nearest: NVIDIA's tensor cores truncate as they accumulate, which on the
-//! H200 gave ten times the SGEMM's error when the large products stayed inside).
-//! `NX_VULKAN_SPLIT_F32=fused1` (all three in one tensor-core accumulator) and `concat` (one
-//! f16 GEMM over the threefold K) are the variants measured against it (bench/README.md).
+//! staging per K step (`CoopCfg::split`, a K tile of 32): a tile's products (small first)
+//! are summed on the tensor cores from zero and each tile's sum is added to the accumulator
+//! outside them, rounding to nearest — NVIDIA's tensor cores truncate as they accumulate,
+//! which on the H200 gave ten times the SGEMM's error when the whole sum stayed inside.
+//! `NX_VULKAN_SPLIT_F32` = `fused1` (one tensor-core accumulator throughout), `fused2` (each
+//! 16-step's large products added outside) and `concat` (one f16 GEMM over the threefold K)
+//! are the variants measured against it (bench/README.md "Stop 28").
 //!
 //! Special values: parts cannot carry ±Inf or NaN (Inf·hi + Inf·lo is NaN where lo is zero or
 //! of the other sign), so the max pass also flags each row of A and column of B holding one,
@@ -251,15 +252,19 @@ void main() {
     s
 }
 
-/// How the parts meet on cooperative matrices: `Some(1 | 2)` multiplies both parts of each
-/// operand from one staging per K step (`hi·lo + lo·hi + hi·hi`; 2 keeps the large products
-/// in accumulators of their own), `None` runs one f16 GEMM over the threefold K.
-/// `NX_VULKAN_SPLIT_F32` = `concat`, `fused1` or `fused2` chooses (for measurements).
-fn fused_accumulators() -> Option<u8> {
+/// How the parts meet on cooperative matrices: `Some(1 | 2 | 3)` multiplies both parts of
+/// each operand from one staging per K step (`hi·lo + lo·hi + hi·hi`; `CoopCfg::split` says
+/// where each sum runs; 3, the default, sums a K tile on the tensor cores from zero and adds
+/// the tiles outside them), `None` runs one f16 GEMM over the threefold K.
+/// `NX_VULKAN_SPLIT_F32` = `concat`, `fused1`, `fused2` or `fused3` chooses (for measurements;
+/// see `CoopCfg::split` for 3).
+fn fused_variant() -> Option<u8> {
     match std::env::var("NX_VULKAN_SPLIT_F32").as_deref() {
         Ok("concat") => None,
         Ok("fused1") => Some(1),
-        _ => Some(2),
+        Ok("fused3") => Some(3),
+        Ok("fused2") => Some(2),
+        _ => Some(3),
     }
 }
 
@@ -321,8 +326,8 @@ impl Context {
                 batch.dispatch_grid_concurrent(&kern, &params[i], count, groups)?;
             }
         }
-        if let (MatmulKernel::CoopMat { .. }, Some(accumulators)) = (gemm, fused_accumulators()) {
-            if self.record_coop_split(batch, &parts_a, &parts_b, out, [bsz, m, n, kp], accumulators).is_ok() {
+        if let (MatmulKernel::CoopMat { .. }, Some(variant)) = (gemm, fused_variant()) {
+            if self.record_coop_split(batch, &parts_a, &parts_b, out, [bsz, m, n, kp], variant).is_ok() {
                 return self.record_unscale(batch, out, &words, a, b, [bsz, m, n, k]);
             }
         }

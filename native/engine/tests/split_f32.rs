@@ -302,3 +302,29 @@ fn error_table() {
         }
     }
 }
+
+/// `DotPrecision::TensorCore` (`:fast`) takes split-f32 for large f32 products on devices
+/// with f16 cooperative matrices only: the rule, and on such a device one 2048³ product run
+/// both ways (the same bits, seven dispatches); elsewhere the SGEMM's bits.
+#[test]
+fn tensor_core_precision_splits_large_f32_products_only() {
+    use nx_vulkan_engine::matmul::tensor_core_f32_uses_split;
+    let ctx = Context::open(&DeviceSelector::from_env()).unwrap();
+    let coop = matches!(split_f32_kernel(&ctx.caps), MatmulKernel::CoopMat { .. });
+    assert_eq!(tensor_core_f32_uses_split(&ctx.caps, 2048, 2048, 2048), coop);
+    assert_eq!(tensor_core_f32_uses_split(&ctx.caps, 4096, 4096, 512), coop);
+    assert!(!tensor_core_f32_uses_split(&ctx.caps, 1024, 1024, 1024));
+    assert!(!tensor_core_f32_uses_split(&ctx.caps, 2048, 2048, 2047));
+    let (m, n, k) = if coop { (2048, 2048, 2048) } else { (64, 48, 40) };
+    let (a, b) = (upload(&ctx, &[m, k], &data(m * k, 31)), upload(&ctx, &[k, n], &data(k * n, 32)));
+    ctx.synchronize().unwrap();
+    let before = ctx.stats().dispatches;
+    let tc = ctx.download(&ctx.dot_with(DotPrecision::TensorCore, &a, &[1], &[], &b, &[0], &[], DType::F32).unwrap()).unwrap();
+    let dispatches = ctx.stats().dispatches - before;
+    let other = if coop { DotPrecision::SplitF32 } else { DotPrecision::F32Accumulate };
+    let want = ctx.download(&ctx.dot_with(other, &a, &[1], &[], &b, &[0], &[], DType::F32).unwrap()).unwrap();
+    assert_eq!(tc, want, "TensorCore gives {other:?}'s bits here");
+    if coop {
+        assert_eq!(dispatches, 7);
+    }
+}
