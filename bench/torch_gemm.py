@@ -2,7 +2,9 @@
 
 Each timed run queues `calls` matmuls back to back and synchronizes once; the median of `reps`
 runs after a warm-up, as nx-vulkan measures. f32 is SGEMM (TF32 off).
-Usage: python3 bench/torch_gemm.py [--types f16,bf16,f32] [--sizes 1:4096:4096:4096,...]
+s8 is int8 x int8 -> int32 through torch._int_mm (no batched form: a batch runs as that many
+calls; B column-major, as cuBLASLt's int8 GEMM wants it); its "tflops" are tera-ops.
+Usage: python3 bench/torch_gemm.py [--types f16,bf16,f32,s8] [--sizes 1:4096:4096:4096,...]
 """
 import argparse, json, statistics, time
 import torch
@@ -22,13 +24,23 @@ dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 for ty in args.types.split(","):
     for spec in args.sizes.split(","):
         b, m, n, k = (int(x) for x in spec.split(":"))
-        x = torch.randn(b, m, k, device=dev).to(dtypes[ty])
-        y = torch.randn(b, k, n, device=dev).to(dtypes[ty])
+        if ty == "s8":
+            x = torch.randint(-128, 128, (b, m, k), device=dev, dtype=torch.int8)
+            y = torch.randint(-128, 128, (b, n, k), device=dev, dtype=torch.int8).transpose(1, 2)
 
-        def run():
-            for _ in range(args.calls):
-                torch.bmm(x, y) if b > 1 else torch.mm(x[0], y[0])
-            torch.cuda.synchronize()
+            def run():
+                for _ in range(args.calls):
+                    for z in range(b):
+                        torch._int_mm(x[z], y[z])
+                torch.cuda.synchronize()
+        else:
+            x = torch.randn(b, m, k, device=dev).to(dtypes[ty])
+            y = torch.randn(b, k, n, device=dev).to(dtypes[ty])
+
+            def run():
+                for _ in range(args.calls):
+                    torch.bmm(x, y) if b > 1 else torch.mm(x[0], y[0])
+                torch.cuda.synchronize()
 
         # at least 0.3 s of warm-up, as nx-vulkan gemm (the GPU leaves its idle clocks)
         w0 = time.perf_counter()

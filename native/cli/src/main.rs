@@ -48,7 +48,8 @@ enum Command {
     /// PyTorch side is bench/torch_gemm.py.
     Gemm {
         /// Types: f16, bf16, f32, split-f32 (f32 through DotPrecision::SplitF32: two f16
-        /// parts per operand on the tensor cores) (comma-separated).
+        /// parts per operand on the tensor cores), s8 (int8 × int8 → int32 through
+        /// DotPrecision::TensorCore; its "tflops" are tera-ops) (comma-separated).
         #[arg(long, value_delimiter = ',', default_value = "f16,bf16,f32,split-f32")]
         types: Vec<String>,
         /// Problems as batch:m:n:k (comma-separated).
@@ -225,17 +226,22 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                 variants.push((format!("{:?}", choose_kernel(&ctx.caps, t, bsz, m, n, k)), None));
             } else {
                 let chosen = tensor_core_kernel(&ctx.caps, t);
-                variants.push((format!("{chosen:?}"), None));
+                // (int8 without cooperative matrices runs the exact integer kernel)
+                let label = if t == DType::S8 && !matches!(chosen, MatmulKernel::CoopMat { .. }) { "Simple".to_string() } else { format!("{chosen:?}") };
+                variants.push((label, None));
                 // With --coopmat-all: the KHR kernel's workgroup tiles, K steps and its
                 // multiply-only probe, and the coopmat2 kernel's tiles.
                 let khr_shape = ctx.caps.coopmat_shape(match t {
                     DType::BF16 => nx_vulkan_engine::device::CoopMatType::BF16,
+                    DType::S8 => nx_vulkan_engine::device::CoopMatType::I8,
                     _ => nx_vulkan_engine::device::CoopMatType::F16,
                 });
+                // (int8: raw-word staging, K steps of 64 and 128)
+                let (steps, staged) = if t == DType::S8 { ([64, 128], CoopStaging::SharedWords) } else { ([32, 64], CoopStaging::SharedTyped) };
                 if let (true, Some(shape)) = (coopmat_all, khr_shape) {
                     for (bm, bn) in [(128, 128), (256, 128), (128, 256)] {
-                        for bk in [32, 64] {
-                            for staging in [CoopStaging::SharedTyped, CoopStaging::ProbeMultiplyOnly] {
+                        for bk in steps {
+                            for staging in [staged, CoopStaging::ProbeMultiplyOnly] {
                                 let forced = MatmulKernel::CoopMat { input: t, m: shape.m, n: shape.n, k: shape.k, bm, bn, bk, staging };
                                 if forced != chosen && coopmat_runs_here(&ctx.caps, forced) {
                                     variants.push((format!("{forced:?}"), Some(forced)));
@@ -244,7 +250,7 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                         }
                     }
                 }
-                if coopmat_all {
+                if coopmat_all && t != DType::S8 {
                     for (bm, bn, bk) in [(128, 128, 32), (128, 128, 64), (128, 256, 32), (128, 256, 64), (256, 128, 32), (256, 128, 64), (64, 128, 64)] {
                         if let Some(forced) = coopmat2_kernel(&ctx.caps, t, bm, bn, bk) {
                             if forced != chosen {
@@ -260,13 +266,15 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                     DType::F32 => DotPrecision::F32Accumulate,
                     _ => DotPrecision::TensorCore,
                 };
+                // (int8 products are int32)
+                let out_t = if t == DType::S8 { DType::S32 } else { t };
                 let run = || -> Result<()> {
                     for _ in 0..calls {
                         match forced {
-                            None => ctx.dot_with(precision, &a, &[2], &[0], &b, &[cb], &[0], t)?,
+                            None => ctx.dot_with(precision, &a, &[2], &[0], &b, &[cb], &[0], out_t)?,
                             // coopmat2 writes f32 (DotPrecision::TensorCore adds the rounding pass)
                             Some(kf @ MatmulKernel::CoopMat2 { .. }) => ctx.dot_using(Some(kf), &a, &[2], &[0], &b, &[cb], &[0], DType::F32)?,
-                            Some(kf) => ctx.dot_using(Some(kf), &a, &[2], &[0], &b, &[cb], &[0], t)?,
+                            Some(kf) => ctx.dot_using(Some(kf), &a, &[2], &[0], &b, &[cb], &[0], out_t)?,
                         };
                     }
                     ctx.synchronize()

@@ -168,7 +168,7 @@ impl DeviceCaps {
     }
 
     /// The best subgroup-scope cooperative-matrix shape for `input`×`input` products
-    /// accumulated in f32 (largest M·N·K; ties: larger K), if the device has one and can
+    /// accumulated in f32 — int32 for int8 — (largest M·N·K; ties: larger K), if the device has one and can
     /// compile for it (bf16 needs `shaderBFloat16CooperativeMatrix`, f16 `shaderFloat16`).
     pub fn coopmat_shape(&self, input: CoopMatType) -> Option<CoopMatShape> {
         if !self.cooperative_matrix || !self.vulkan_memory_model || !self.float16 {
@@ -177,11 +177,11 @@ impl DeviceCaps {
         if input == CoopMatType::BF16 && !(self.bfloat16 && self.bfloat16_coopmat) {
             return None;
         }
+        // int8 products accumulate in int32, the float ones in f32
+        let acc = if input == CoopMatType::I8 { CoopMatType::I32 } else { CoopMatType::F32 };
         self.coopmat_shapes
             .iter()
-            .filter(|s| {
-                s.a == input && s.b == input && s.c == CoopMatType::F32 && s.result == CoopMatType::F32 && s.scope == "subgroup"
-            })
+            .filter(|s| s.a == input && s.b == input && s.c == acc && s.result == acc && s.scope == "subgroup")
             // shapes the kernel's 2×4 / 2×2 subgroup grid can tile (at most 64×64 per subgroup)
             .filter(|s| (8..=32).contains(&s.m) && (8..=32).contains(&s.n) && (8..=32).contains(&s.k))
             .max_by_key(|s| (s.m * s.n * s.k, s.k))

@@ -63,7 +63,10 @@
 //! canonical). The fallback widens both operands to f32 (exact), runs the f32 tiled kernel (f32
 //! accumulation) and rounds once. [`DotPrecision::SplitF32`] runs f32 products on the f16
 //! kernel (operands split into two scaled f16 parts, three products: `split_f32.rs`).
-//! Measurements: bench/README.md. The int8 tensor-core path is not built yet.
+//! int8 × int8 → int32 under [`DotPrecision::TensorCore`] runs on the device's int8
+//! cooperative matrices (int32 accumulation, raw 16-byte-word staging, 128×128 tiles, K step
+//! 128), else on the exact integer kernel: both exact, so the same bits.
+//! Measurements: bench/README.md.
 
 use crate::device::DeviceCaps;
 use crate::dtype::{DType, Kind};
@@ -93,7 +96,8 @@ pub enum DotPrecision {
     /// ([`DotPrecision::SplitF32`]) for large products on devices with f16 cooperative
     /// matrices ([`tensor_core_f32_uses_split`]), else as `F32Accumulate`. Other operand types:
     /// as `F32Accumulate` for f32 outputs, exact otherwise. Never the default (`:fast` is
-    /// this).
+    /// this). int8×int8→int32: int8 cooperative matrices where listed, else the exact
+    /// integer kernel — exact either way.
     TensorCore,
     /// f32×f32 → f32 on f16 tensor cores: each operand scaled per row/column and split into
     /// two f16 parts, three products accumulated in f32 (`split_f32.rs`); on devices without
@@ -113,7 +117,8 @@ pub enum MatmulKernel {
     Simple,
     /// Cooperative-matrix (tensor core) GEMM: `input`×`input` (f16 or bf16) products
     /// accumulated in f32 on `m × n × k` cooperative matrices (a shape from the device's
-    /// property list), written as f32, f16 or bf16. Chosen only by `DotPrecision::TensorCore`.
+    /// property list), written as f32, f16 or bf16; or int8 products accumulated and written
+    /// as int32. Chosen only by `DotPrecision::TensorCore` (and split-f32).
     CoopMat { input: DType, m: u32, n: u32, k: u32, bm: u32, bn: u32, bk: u32, staging: CoopStaging },
     /// Workgroup-scope tensor-core GEMM (VK_NV_cooperative_matrix2): one `bm × bn` f32
     /// accumulator per workgroup of `workgroup` invocations, `bk` per step, tiles loaded through
@@ -152,10 +157,14 @@ pub enum CoopStaging {
 pub fn tensor_core_kernel(caps: &DeviceCaps, input: DType) -> MatmulKernel {
     let Some(t) = coopmat_type(input) else { return MatmulKernel::HalfFallback };
     let Some(s) = caps.coopmat_shape(t) else { return MatmulKernel::HalfFallback };
-    // K step: 64 where shared memory allows (fewer barriers per multiply), else 32.
-    [64, 32]
+    // int8 tiles are staged as raw 16-byte words (no 2-vector type of int8 to stage them as)
+    let staging = if input == DType::S8 { CoopStaging::SharedWords } else { CoopStaging::SharedTyped };
+    // K step: 64 where shared memory allows (fewer barriers per multiply), else 32 (int8: 128
+    // and 64, the same bytes per step).
+    let steps = if input == DType::S8 { [128, 64] } else { [64, 32] };
+    steps
         .into_iter()
-        .map(|bk| MatmulKernel::CoopMat { input, m: s.m, n: s.n, k: s.k, bm: 128, bn: 128, bk, staging: CoopStaging::SharedTyped })
+        .map(|bk| MatmulKernel::CoopMat { input, m: s.m, n: s.n, k: s.k, bm: 128, bn: 128, bk, staging })
         .find(|k| coopmat_runs_here(caps, *k))
         .unwrap_or(MatmulKernel::HalfFallback)
 }
@@ -219,7 +228,18 @@ fn coopmat_type(input: DType) -> Option<crate::device::CoopMatType> {
     match input {
         DType::F16 => Some(CoopMatType::F16),
         DType::BF16 => Some(CoopMatType::BF16),
+        DType::S8 => Some(CoopMatType::I8),
         _ => None,
+    }
+}
+
+/// The accumulator (and result) type of `input`'s cooperative-matrix products: f32, or
+/// int32 for int8.
+fn coopmat_acc(input: DType) -> crate::device::CoopMatType {
+    if input == DType::S8 {
+        crate::device::CoopMatType::I32
+    } else {
+        crate::device::CoopMatType::F32
     }
 }
 
@@ -229,16 +249,10 @@ fn coopmat_type(input: DType) -> Option<crate::device::CoopMatType> {
 pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
     let MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging } = kernel else { return false };
     let Some(t) = coopmat_type(input) else { return false };
+    let acc = coopmat_acc(input);
     let listed = caps.coopmat_shape(t).is_some()
-        && caps.coopmat_shapes.iter().any(|s| {
-            (s.m, s.n, s.k) == (m, n, k)
-                && s.a == t
-                && s.b == t
-                && s.c == crate::device::CoopMatType::F32
-                && s.result == crate::device::CoopMatType::F32
-                && s.scope == "subgroup"
-        });
-    let cfg = CoopCfg::probe(input, m, n, k, bm, bn, bk, staging, caps.subgroup_size);
+        && caps.coopmat_shapes.iter().any(|s| (s.m, s.n, s.k) == (m, n, k) && s.a == t && s.b == t && s.c == acc && s.result == acc && s.scope == "subgroup");
+    let cfg = CoopCfg { out: if input == DType::S8 { DType::S32 } else { DType::F32 }, ..CoopCfg::probe(input, m, n, k, bm, bn, bk, staging, caps.subgroup_size) };
     listed && cfg.fits() && cfg.shared_bytes() <= caps.max_shared_memory as usize
 }
 
@@ -425,6 +439,14 @@ impl Context {
         batch_b: &[usize],
         out: &Tensor,
     ) -> Result<()> {
+        if precision == DotPrecision::TensorCore && a.dtype == DType::S8 && b.dtype == DType::S8 && out.dtype == DType::S32 {
+            // int8 × int8 → int32: exact on either path (no overflow below K = 2^17)
+            let kernel = match tensor_core_kernel(&self.caps, DType::S8) {
+                k @ MatmulKernel::CoopMat { .. } => Some(k),
+                _ => None,
+            };
+            return self.record_dot_using(batch, kernel, a, contract_a, batch_a, b, contract_b, batch_b, out);
+        }
         let half_in = a.dtype == b.dtype && matches!(a.dtype, DType::F16 | DType::BF16);
         if precision == DotPrecision::TensorCore && half_in && matches!(out.dtype, DType::F32 | DType::F16 | DType::BF16) {
             return match tensor_core_kernel(&self.caps, a.dtype) {
@@ -528,7 +550,8 @@ impl Context {
         let may_split = kernel.is_none();
         let kernel = kernel.unwrap_or_else(|| choose_kernel(&self.caps, out_t, bsz, m, n, k));
         if let MatmulKernel::CoopMat { input, .. } = kernel {
-            if !coopmat_runs_here(&self.caps, kernel) || a.dtype != input || b.dtype != input || !matches!(out_t, DType::F32 | DType::F16 | DType::BF16) {
+            let out_ok = if input == DType::S8 { out_t == DType::S32 } else { matches!(out_t, DType::F32 | DType::F16 | DType::BF16) };
+            if !coopmat_runs_here(&self.caps, kernel) || a.dtype != input || b.dtype != input || !out_ok {
                 return Err(invalid!("dot: kernel {kernel:?} cannot compute {}x{}->{out_t} here", a.dtype, b.dtype));
             }
         }
@@ -813,12 +836,14 @@ impl Context {
                 batch.dispatch(&kern, params, (bsz * m * n) as u64)?;
             }
             MatmulKernel::CoopMat { input, m: tm, n: tn, k: tk, bm, bn, bk, staging } => {
+                // (whole 16-byte words: 8 halves or 16 int8)
+                let e = if input == DType::S8 { 16 } else { 8 };
                 let v8 = |addr: u64, v: &View3, contiguous_axis: usize, len: usize| {
                     addr.is_multiple_of(16)
                         && v.s[contiguous_axis] == 1
-                        && len.is_multiple_of(8)
-                        && v.offset.is_multiple_of(8)
-                        && (0..3).all(|d| d == contiguous_axis || v.s[d] % 8 == 0)
+                        && len.is_multiple_of(e)
+                        && v.offset.is_multiple_of(e)
+                        && (0..3).all(|d| d == contiguous_axis || v.s[d] % e as isize == 0)
                 };
                 // B contiguous along k only (a transposed operand, PyTorch's Linear weight):
                 // staged like A, loaded column-major.
@@ -1366,13 +1391,22 @@ impl CoopCfg {
         }
         // (and no more invocations than 8-element words to stage along a side: each loads the
         // same number)
-        let most = (warps / 2).min(self.bm.min(self.bn) * self.bk / 8 / self.subgroup);
+        let most = (warps / 2).min(self.bm.min(self.bn) * self.bk / self.epw() / self.subgroup);
         let rows = (self.bm / self.tm.max(1)).min(2).min(most);
         let cols = (self.bn / self.tn.max(1)).min(most / rows.max(1));
         (rows > 0 && cols > 0).then_some((rows, cols))
     }
 
     /// The workgroup's size: its subgroups times their size.
+    /// Elements per 16-byte word of the operands: 8 halves, or 16 int8.
+    fn epw(&self) -> u32 {
+        if self.input == DType::S8 {
+            16
+        } else {
+            8
+        }
+    }
+
     fn invocations(&self) -> u32 {
         self.warp_grid().map_or(256, |(wr, wc)| wr * wc * self.subgroup)
     }
@@ -1383,6 +1417,12 @@ impl CoopCfg {
         let (tm, tn, tk, bk) = (self.tm, self.tn, self.tk, self.bk);
         let global_ok = self.staging != CoopStaging::Global || !(self.b_kmajor || self.a_f32);
         let epilogue_ok = !self.epilogue.any() || self.out == DType::F32;
+        // int8: raw-word staging, int32 out, nothing fused; other inputs never write s32
+        let int8_ok = if self.input == DType::S8 {
+            self.out == DType::S32 && !self.epilogue.any() && !self.a_f32 && self.split == 0 && matches!(self.staging, CoopStaging::SharedWords | CoopStaging::ProbeMultiplyOnly)
+        } else {
+            self.out != DType::S32
+        };
         // split parts: plain f16 parts staged in shared memory, f32 out, nothing fused
         let split_ok = self.split == 0
             || (self.split <= 3
@@ -1394,13 +1434,15 @@ impl CoopCfg {
                 && matches!(self.staging, CoopStaging::SharedTyped | CoopStaging::SharedWords));
         // each invocation stages the same whole number of 8-element words of A and of B
         let inv = self.invocations();
-        let loads_ok = [self.bm, self.bn].iter().all(|&rows| rows * bk / 8 >= inv && (rows * bk / 8) % inv == 0);
+        let e = self.epw();
+        let loads_ok = [self.bm, self.bn].iter().all(|&rows| rows * bk / e >= inv && (rows * bk / e) % inv == 0);
         global_ok
             && epilogue_ok
+            && int8_ok
             && split_ok
             && loads_ok
             && matches!((self.bm, self.bn), (128, 128) | (256, 128) | (128, 256) | (64, 64) | (32, 32) | (16, 16))
-            && matches!(bk, 32 | 64)
+            && (matches!(bk, 32 | 64) || (self.input == DType::S8 && bk == 128))
             && tk % 8 == 0
             && bk % tk == 0
             && tn % 8 == 0
@@ -1413,8 +1455,8 @@ impl CoopCfg {
         let (wr, wc) = self.warp_grid().unwrap_or((2, 4));
         let (a, b) = match self.staging {
             CoopStaging::Global => (0, 0),
-            _ if self.b_kmajor => (self.bm * (self.bk / 8 + 1) * 16, self.bn * (self.bk / 8 + 1) * 16),
-            _ => (self.bm * (self.bk / 8 + 1) * 16, self.bk * (self.bn / 8 + 1) * 16),
+            _ if self.b_kmajor => (self.bm * (self.bk / self.epw() + 1) * 16, self.bn * (self.bk / self.epw() + 1) * 16),
+            _ => (self.bm * (self.bk / self.epw() + 1) * 16, self.bk * (self.bn / self.epw() + 1) * 16),
         };
         let parts = if self.split > 0 { 2 } else { 1 };
         let c = wr * wc * self.tm * self.tn * 4;
@@ -1426,7 +1468,11 @@ impl CoopCfg {
         let (wm, wn) = (self.bm / wr, self.bn / wc);
         let (fm, fn_) = (wm / self.tm, wn / self.tn);
         let inv = self.invocations();
-        let t = if self.input == DType::BF16 { "bfloat16_t" } else { "float16_t" };
+        let t = match self.input {
+            DType::BF16 => "bfloat16_t",
+            DType::S8 => "int8_t",
+            _ => "float16_t",
+        };
         let mut s = crate::kernels::numeric_prelude();
         // Extensions go right after #version (before any declaration).
         let ext = "#version 460\n#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n\
@@ -1440,12 +1486,16 @@ impl CoopCfg {
             self.bm,
             self.bn,
             self.bk,
-            self.bm * self.bk / 8 / inv,
-            self.bn * self.bk / 8 / inv
+            self.bm * self.bk / self.epw() / inv,
+            self.bn * self.bk / self.epw() / inv
         )
         .unwrap();
         writeln!(s, "#define TM {}\n#define TN {}\n#define TK {}\n#define WM {wm}\n#define WN {wn}\n#define FM {fm}\n#define FN {fn_}", self.tm, self.tn, self.tk).unwrap();
         writeln!(s, "#define WR {wr}\n#define WC {wc}\n#define SG {}", self.subgroup).unwrap();
+        // E elements per 16-byte word (8 halves, 16 int8), ESH its log2; ACC the accumulator's
+        // scalar type
+        let int8 = self.input == DType::S8;
+        writeln!(s, "#define E {}\n#define ESH {}\n#define ACC {}", self.epw(), self.epw().trailing_zeros(), if int8 { "int" } else { "float" }).unwrap();
         // Shared tiles: A [BM][BK + 8], B [BK][BN + 8] elements (16 bytes of padding per row
         // against bank conflicts), declared as uvec4 words (8 elements) or as 2-vectors of T;
         // coopMatLoad offsets and strides count the array's elements: W of them per word.
@@ -1455,8 +1505,8 @@ impl CoopCfg {
             _ => ("f16vec2", 4),
         };
         // A k-major B is staged as [BN][BK + 8], like A.
-        let (sb, b_rows) = if self.b_kmajor { ("(BK / 8 + 1)", "BN") } else { ("(BN / 8 + 1)", "BK") };
-        writeln!(s, "#define W {w}\n#define SA ((BK / 8 + 1) * W)\n#define SB ({sb} * W)").unwrap();
+        let (sb, b_rows) = if self.b_kmajor { ("(BK / E + 1)", "BN") } else { ("(BN / E + 1)", "BK") };
+        writeln!(s, "#define W {w}\n#define SA ((BK / E + 1) * W)\n#define SB ({sb} * W)").unwrap();
         // split parts: both parts' tiles, part 1 AP / BP elements after part 0
         let parts = if self.split > 0 { 2 } else { 1 };
         writeln!(s, "#define P {parts}\n#define AP (BM * SA)\n#define BP ({b_rows} * SB)").unwrap();
@@ -1474,7 +1524,7 @@ impl CoopCfg {
                 s.push_str("uint rnd16(float v) { return enc_f32_to_f16(floatBitsToUint(v)); }\n");
             }
         }
-        s.push_str("shared float Cs[WR * WC * TM * TN];\n");
+        s.push_str("shared ACC Cs[WR * WC * TM * TN];\n");
         let to_vec2 = if self.input == DType::BF16 { "uintBitsToBFloat16EXT(unpack16(x))" } else { "uint16BitsToHalf(unpack16(x))" };
         if self.staging == CoopStaging::Global {
             // no shared tiles
@@ -1485,9 +1535,13 @@ impl CoopCfg {
         } else {
             s.push_str("void putA(int at, uvec4 q) { As[at] = q; }\nvoid putB(int at, uvec4 q) { Bs[at] = q; }\n");
         }
-        let elem_buf = if self.input == DType::BF16 { "BufBF16" } else { "BufF16" };
+        let elem_buf = match self.input {
+            DType::BF16 => "BufBF16",
+            DType::S8 => "BufS8",
+            _ => "BufF16",
+        };
         writeln!(s, "layout(buffer_reference, std430, buffer_reference_align = 16) buffer {elem_buf} {{ T v[]; }};").unwrap();
-        // 8 elements at (r, c..c+7) along the contiguous axis c of an operand, as a uvec4.
+        // E elements at (r, c..c+E-1) along the contiguous axis c of an operand, as a uvec4.
         for (name, v8) in [("octA", self.a_v8), ("octB", self.b_v8)] {
             writeln!(s, "uvec4 {name}(uint64_t addr, int base, int r, int c, int R, int C, int rs, int cs) {{").unwrap();
             if name == "octA" && self.a_f32 {
@@ -1511,7 +1565,17 @@ impl CoopCfg {
             }
             if v8 {
                 let guard = if self.checked { "if (r >= R || c >= C) return uvec4(0);\n    " } else { "" };
-                writeln!(s, "    {guard}return BufV4(addr).v[(base + r * rs + c) >> 3];").unwrap();
+                writeln!(s, "    {guard}return BufV4(addr).v[(base + r * rs + c) >> ESH];").unwrap();
+            } else if int8 {
+                // 16 strided bytes, four to a word
+                s.push_str("    uint h[16];\n    int at = base + r * rs + c * cs;\n");
+                s.push_str("    [[unroll]] for (int j = 0; j < 16; j++) {\n");
+                if self.checked {
+                    s.push_str("        h[j] = (r < R && c + j < C) ? uint(BufU8(addr).v[at + j * cs]) : 0u;\n");
+                } else {
+                    s.push_str("        h[j] = uint(BufU8(addr).v[at + j * cs]);\n");
+                }
+                s.push_str("    }\n    uvec4 q;\n    [[unroll]] for (int w = 0; w < 4; w++) q[w] = h[4 * w] | (h[4 * w + 1] << 8) | (h[4 * w + 2] << 16) | (h[4 * w + 3] << 24);\n    return q;\n");
             } else {
                 s.push_str("    uint h[8];\n    int at = base + r * rs + c * cs;\n");
                 s.push_str("    [[unroll]] for (int j = 0; j < 8; j++) {\n");
@@ -1554,19 +1618,19 @@ impl CoopCfg {
         let from_shared = |kk: u32| {
             let mut x = String::new();
             for i in 0..fm {
-                writeln!(x, "            coopMatLoad(fa{i}, As, uint((wm0 + {i} * TM) * SA + {kk} * W / 8), uint(SA), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                writeln!(x, "            coopMatLoad(fa{i}, As, uint((wm0 + {i} * TM) * SA + {kk} * W / E), uint(SA), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
                 if split {
-                    writeln!(x, "            coopMatLoad(fa{i}x, As, uint(AP + (wm0 + {i} * TM) * SA + {kk} * W / 8), uint(SA), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                    writeln!(x, "            coopMatLoad(fa{i}x, As, uint(AP + (wm0 + {i} * TM) * SA + {kk} * W / E), uint(SA), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
                 }
             }
             for j in 0..fn_ {
                 if split {
-                    writeln!(x, "            coopMatLoad(fb{j}x, Bs, uint(BP + {kk} * SB + (wn0 + {j} * TN) * W / 8), uint(SB), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                    writeln!(x, "            coopMatLoad(fb{j}x, Bs, uint(BP + {kk} * SB + (wn0 + {j} * TN) * W / E), uint(SB), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
                 }
                 if self.b_kmajor {
-                    writeln!(x, "            coopMatLoad(fb{j}, Bs, uint((wn0 + {j} * TN) * SB + {kk} * W / 8), uint(SB), gl_CooperativeMatrixLayoutColumnMajor);").unwrap();
+                    writeln!(x, "            coopMatLoad(fb{j}, Bs, uint((wn0 + {j} * TN) * SB + {kk} * W / E), uint(SB), gl_CooperativeMatrixLayoutColumnMajor);").unwrap();
                 } else {
-                    writeln!(x, "            coopMatLoad(fb{j}, Bs, uint({kk} * SB + (wn0 + {j} * TN) * W / 8), uint(SB), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
+                    writeln!(x, "            coopMatLoad(fb{j}, Bs, uint({kk} * SB + (wn0 + {j} * TN) * W / E), uint(SB), gl_CooperativeMatrixLayoutRowMajor);").unwrap();
                 }
             }
             x
@@ -1622,13 +1686,13 @@ impl CoopCfg {
         let multiply_tile = |load: &dyn Fn(u32) -> String| (0..steps).map(|st| format!("{}{}", load(st * self.tk), tile_mma[st as usize])).collect::<String>();
         let mut acc_decl = String::new();
         if self.split >= 2 {
-            acc_decl.push_str("        const coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> czero = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);\n");
+            acc_decl.push_str("        const coopmat<ACC, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> czero = coopmat<ACC, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(ACC(0));\n");
         }
         for i in 0..fm {
             for j in 0..fn_ {
-                writeln!(acc_decl, "        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc{i}_{j} = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);").unwrap();
+                writeln!(acc_decl, "        coopmat<ACC, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc{i}_{j} = coopmat<ACC, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(ACC(0));").unwrap();
                 if self.split >= 2 {
-                    writeln!(acc_decl, "        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> big{i}_{j} = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);").unwrap();
+                    writeln!(acc_decl, "        coopmat<ACC, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> big{i}_{j} = coopmat<ACC, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(ACC(0));").unwrap();
                 }
             }
         }
@@ -1636,19 +1700,19 @@ impl CoopCfg {
         // A k-major B is fetched like A: 8 values along k of one column n per word.
         let (fetch_b, put_b) = if self.b_kmajor {
             (
-                "rb[i] = octB(addrB, baseB, n0 + q / (BK / 8), k0 + (q % (BK / 8)) * 8, N, K, sBn, sBk);",
-                "putB((q / (BK / 8)) * SB + (q % (BK / 8)) * W, rb[i]);",
+                "rb[i] = octB(addrB, baseB, n0 + q / (BK / E), k0 + (q % (BK / E)) * E, N, K, sBn, sBk);",
+                "putB((q / (BK / E)) * SB + (q % (BK / E)) * W, rb[i]);",
             )
         } else {
             (
-                "rb[i] = octB(addrB, baseB, k0 + q / (BN / 8), n0 + (q % (BN / 8)) * 8, K, N, sBk, sBn);",
-                "putB((q / (BN / 8)) * SB + (q % (BN / 8)) * W, rb[i]);",
+                "rb[i] = octB(addrB, baseB, k0 + q / (BN / E), n0 + (q % (BN / E)) * E, K, N, sBk, sBn);",
+                "putB((q / (BN / E)) * SB + (q % (BN / E)) * W, rb[i]);",
             )
         };
         let mut fetch = format!(
             "[[unroll]] for (int i = 0; i < LDA; i++) {{
                 int q = tid + i * {inv};
-                ra[i] = octA(addrA, baseA, m0 + q / (BK / 8), k0 + (q % (BK / 8)) * 8, M, K, sAm, sAk);
+                ra[i] = octA(addrA, baseA, m0 + q / (BK / E), k0 + (q % (BK / E)) * E, M, K, sAm, sAk);
             }}
             [[unroll]] for (int i = 0; i < LDB; i++) {{
                 int q = tid + i * {inv};
@@ -1658,7 +1722,7 @@ impl CoopCfg {
         let mut put = format!(
             "[[unroll]] for (int i = 0; i < LDA; i++) {{
                 int q = tid + i * {inv};
-                putA((q / (BK / 8)) * SA + (q % (BK / 8)) * W, ra[i]);
+                putA((q / (BK / E)) * SA + (q % (BK / E)) * W, ra[i]);
             }}
             [[unroll]] for (int i = 0; i < LDB; i++) {{
                 int q = tid + i * {inv};
@@ -1722,6 +1786,8 @@ impl CoopCfg {
             epi.push_str("x = x + uintBitsToFloat(BufU32(addrRes).v[at]); ");
         }
         let store_c_expr = match self.out {
+            // int8 products: the exact int32 sum
+            DType::S32 => "BufU32(addrC).v[at] = uint(x);".to_string(),
             // A projection's epilogue, stored as computed (as the encoder's other kernels do).
             DType::F32 if self.epilogue.any() => format!("{epi}BufU32(addrC).v[at] = floatBitsToUint(x);"),
             // NaN canonical (positive quiet), as the engine's other kernels write it
@@ -1743,7 +1809,7 @@ impl CoopCfg {
         for (int e = lane; e < TM * TN; e += SG) {{
             int m = m0 + wm0 + {i} * TM + e / TN; int n = n0 + wn0 + {j} * TN + e % TN;
             if (m < M && n < N) {{
-                precise float x = Cs[warp * TM * TN + e];
+                precise ACC x = Cs[warp * TM * TN + e];
                 int at = baseC + m * N + n;
                 {store_c}
             }}
@@ -1828,6 +1894,45 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The int8 kernel (int8 × int8 → int32 on cooperative matrices) compiles in every form
+    /// the device-side tests reach: the listed int8 shapes (16×16×32, 16×8×32), K steps 64 and
+    /// 128, the GEMM's tile and the smaller ones, raw-word staging and the probe, 16-byte and
+    /// strided loads, bounds checks, k-major B; and the forms it cannot take are refused.
+    #[test]
+    fn coopmat_int8_variants_compile() {
+        let compiler = glslang::Compiler::acquire().expect("glslang");
+        let mut compiled = 0;
+        for (tm, tn, tk) in [(16, 16, 32), (16, 8, 32)] {
+            for (bm, bn, bk) in [(128, 128, 128), (128, 128, 64), (64, 64, 64), (32, 32, 64)] {
+                for staging in [CoopStaging::SharedWords, CoopStaging::ProbeMultiplyOnly] {
+                    for (a_v8, b_v8, checked) in [(true, true, false), (false, false, true), (true, false, true)] {
+                        for b_kmajor in [false, true] {
+                            let cfg = CoopCfg { out: DType::S32, a_v8, b_v8, checked, b_kmajor, ..CoopCfg::probe(DType::S8, tm, tn, tk, bm, bn, bk, staging, 32) };
+                            assert!(cfg.fits(), "{cfg:?}");
+                            assert!(cfg.shared_bytes() <= 48 << 10, "{cfg:?}");
+                            let spirv = crate::kernel::compile_glsl(compiler, "coopmat int8 test", &cfg.source(), crate::kernel::ShaderTarget::Vulkan13)
+                                .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+                            assert_eq!(spirv[0], 0x0723_0203, "SPIR-V magic");
+                            compiled += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(compiled, 2 * 4 * 2 * 3 * 2);
+        let base = CoopCfg { out: DType::S32, ..CoopCfg::probe(DType::S8, 16, 16, 32, 128, 128, 128, CoopStaging::SharedWords, 32) };
+        for refused in [
+            CoopCfg { out: DType::F32, ..base },
+            CoopCfg { staging: CoopStaging::SharedTyped, ..base },
+            CoopCfg { staging: CoopStaging::Global, ..base },
+            CoopCfg { split: 3, ..base },
+            CoopCfg { a_f32: true, ..base },
+            CoopCfg { input: DType::F16, ..base },
+        ] {
+            assert!(!refused.fits(), "{refused:?}");
         }
     }
 

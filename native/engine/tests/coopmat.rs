@@ -437,3 +437,72 @@ fn other_types_keep_their_paths() {
         assert_eq!(tc, want, "{t}");
     }
 }
+
+/// int8 × int8 → int32 under `DotPrecision::TensorCore`: exact on cooperative matrices (int32
+/// accumulation; no overflow below K = 2^17) and on the fallback (the exact integer kernel),
+/// so every output equals the CPU's i64 sum — at sizes 1, 7, tile remainders, K = 4099,
+/// batches, transposed operands (strided loads) and the extremes (-128 · -128 over all of K).
+/// Which kernel runs is visible: the int8 cooperative-matrix kernel exactly where the device
+/// lists an int8 shape with int32 accumulation.
+#[test]
+fn int8_products_are_exact() {
+    let ctx = ctx();
+    let kernel = tensor_core_kernel(&ctx.caps, DType::S8);
+    let listed = ctx.caps.coopmat_shapes.iter().any(|s| {
+        use nx_vulkan_engine::device::CoopMatType::{I32, I8};
+        s.a == I8 && s.b == I8 && s.c == I32 && s.result == I32 && s.scope == "subgroup"
+    });
+    assert_eq!(matches!(kernel, MatmulKernel::CoopMat { input: DType::S8, .. }), listed && ctx.caps.cooperative_matrix, "{kernel:?}");
+    eprintln!("{}: int8 TensorCore dot uses {kernel:?}", ctx.caps.name);
+    let bytes = |n: usize, seed: u64, extreme: bool| -> Vec<i8> {
+        let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                if extreme {
+                    -128
+                } else {
+                    (s >> 56) as u8 as i8
+                }
+            })
+            .collect()
+    };
+    for (i, ([bsz, m, n, k], a_t, b_t, extreme)) in [
+        ([1, 1, 1, 1], false, false, false),
+        ([1, 7, 5, 3], false, false, false),
+        ([1, 129, 131, 4099], false, false, false),
+        ([3, 65, 130, 300], false, false, false),
+        ([2, 128, 128, 256], false, false, false),
+        ([2, 37, 41, 75], true, false, false),
+        ([2, 37, 41, 75], false, true, false),
+        ([1, 33, 17, 4099], false, false, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let a = bytes(bsz * m * k, 40 + i as u64, extreme);
+        let b = bytes(bsz * k * n, 50 + i as u64, extreme);
+        let a_shape = if a_t { [bsz, k, m] } else { [bsz, m, k] };
+        let b_shape = if b_t { [bsz, n, k] } else { [bsz, k, n] };
+        let ta = ctx.upload(DType::S8, &a_shape, &a.iter().map(|&x| x as u8).collect::<Vec<_>>()).unwrap();
+        let tb = ctx.upload(DType::S8, &b_shape, &b.iter().map(|&x| x as u8).collect::<Vec<_>>()).unwrap();
+        let (ca, cb) = (if a_t { 1 } else { 2 }, if b_t { 2 } else { 1 });
+        let c = ctx.dot_with(DotPrecision::TensorCore, &ta, &[ca], &[0], &tb, &[cb], &[0], DType::S32).unwrap();
+        let got: Vec<i32> = ctx.download(&c).unwrap().chunks(4).map(|x| i32::from_le_bytes(x.try_into().unwrap())).collect();
+        for z in 0..bsz {
+            for r in 0..m {
+                for col in 0..n {
+                    let mut want = 0i64;
+                    for l in 0..k {
+                        let x = if a_t { a[z * k * m + l * m + r] } else { a[z * m * k + r * k + l] } as i64;
+                        let y = if b_t { b[z * n * k + col * k + l] } else { b[z * k * n + l * n + col] } as i64;
+                        want += x * y;
+                    }
+                    assert_eq!(got[z * m * n + r * n + col] as i64, want, "[{bsz},{m},{n},{k}] a_t={a_t} b_t={b_t} at ({z},{r},{col})");
+                }
+            }
+        }
+    }
+}
