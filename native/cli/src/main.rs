@@ -241,7 +241,7 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
                 if let (true, Some(shape)) = (coopmat_all, khr_shape) {
                     for (bm, bn) in [(128, 128), (256, 128), (128, 256)] {
                         for bk in steps {
-                            for staging in [staged, CoopStaging::ProbeMultiplyOnly] {
+                            for staging in [staged, CoopStaging::SharedDouble, CoopStaging::ProbeMultiplyOnly] {
                                 let forced = MatmulKernel::CoopMat { input: t, m: shape.m, n: shape.n, k: shape.k, bm, bn, bk, staging };
                                 if forced != chosen && coopmat_runs_here(&ctx.caps, forced) {
                                     variants.push((format!("{forced:?}"), Some(forced)));
