@@ -52,7 +52,8 @@
 //! at most 128 invocations when few rows would leave 128×128 a grid of a few workgroups (same
 //! bits: see [`pick_linear_tile`]), which can also be forced for a dot. A and B
 //! tiles are staged in shared memory (typed as the element's 2-vectors by default; raw 16-byte
-//! words, direct global loads and a multiply-only ceiling probe are forced variants), loaded
+//! words, two buffers with one barrier per step, direct global loads and a multiply-only
+//! ceiling probe are forced variants), loaded
 //! with one 16-byte access per 8 elements when the operand's contraction/column axis is
 //! contiguous and aligned (else 8 strided loads), with the next tile's loads in flight while
 //! the current one is multiplied. Fragments and accumulators are separate generated variables,
