@@ -249,8 +249,8 @@ fn coopmat_acc(input: DType) -> crate::device::CoopMatType {
 }
 
 /// Whether `kernel` (a `CoopMat`) can run on `caps`: its shape is in the device's property list
-/// for its input type with f32 accumulation, the device has the features its shader needs,
-/// and its tiles fit the subgroup grid and shared memory.
+/// for its input type with f32 accumulation (int32 for int8), the device has the features its
+/// shader needs, and its tiles fit the subgroup grid and shared memory.
 pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
     let MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging } = kernel else { return false };
     let Some(t) = coopmat_type(input) else { return false };
@@ -445,7 +445,8 @@ impl Context {
         out: &Tensor,
     ) -> Result<()> {
         if precision == DotPrecision::TensorCore && a.dtype == DType::S8 && b.dtype == DType::S8 && out.dtype == DType::S32 {
-            // int8 × int8 → int32: exact on either path (no overflow below K = 2^17)
+            // int8 × int8 → int32: exact on either path (no overflow below K = 2^17; beyond it
+            // both wrap modulo 2^32 — the listed int8 shapes do not saturate — so the bits agree)
             let kernel = match tensor_core_kernel(&self.caps, DType::S8) {
                 k @ MatmulKernel::CoopMat { .. } => Some(k),
                 _ => None,

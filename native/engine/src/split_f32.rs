@@ -10,10 +10,11 @@
 //! — three f16 products accumulated in f32 on the device's cooperative matrices; the dropped
 //! `Alo·Blo` and the rounding of `lo` are each about 2^-22 of a product, below what f32
 //! accumulation over a few hundred terms already loses (tests/split_f32.rs measures the
-//! error beside the SGEMM's on the same inputs). The three products run as ONE f16 GEMM over
-//! a threefold K: A's parts are laid out `[B, M, 3·Kp]` as `[hi | lo | hi]` and B's
-//! `[B, 3·Kp, N]` as `[lo; hi; hi]` (Kp = K rounded up to 8, zero-padded, so every row is
-//! whole 16-byte words), so the existing tensor-core kernel computes them unchanged. The
+//! error beside the SGEMM's on the same inputs). The parts are laid out along a threefold K —
+//! A's `[B, M, 3·Kp]` as `[hi | lo | hi]`, B's `[B, 3·Kp, N]` as `[lo; hi; hi]` (Kp = K
+//! rounded up to 8, zero-padded, so every row is whole 16-byte words) — so that ONE plain GEMM
+//! over 3·Kp computes the three products (the `concat` form and the fallback below; the
+//! default fused kernel reads the first two blocks of the same layout). The
 //! small products come first: summed before the large ones, they lose less to the running
 //! sum's rounding (sequential f32 sums on random data, K = 4099: 8.4e-8 of Σ|ab| in this
 //! order, 2.7e-7 with the large products first, 1.1e-7 for a plain f32 sum). Where the
