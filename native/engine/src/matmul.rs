@@ -147,7 +147,9 @@ pub enum CoopStaging {
     Global,
     /// Two shared buffers (typed as `SharedTyped`'s, raw words for int8): the next tile is
     /// stored into one while the other is multiplied — one barrier per K step instead of two.
-    /// Plain products only (no split parts, f32 staging or epilogue).
+    /// Plain products only (no split parts, f32 staging or epilogue). Measured slower on the
+    /// H200 (bench/README.md, stop 28) and never chosen; its results have not been checked on
+    /// a device with cooperative matrices (only compiled in CI).
     SharedDouble,
     /// Ceiling probe: fragments loaded once, then only multiply-adds over K. Its result is
     /// NOT the product — it measures the multiply throughput this path can reach.
@@ -1264,7 +1266,7 @@ struct CoopCfg {
     a_f32: bool,
     /// Applied to the f32 sum before the store (f32 output only).
     epilogue: CoopEpilogue,
-    /// Split-f32 parts (`split_f32.rs`): 0 = a plain product; 1 or 2 = A holds two f16
+    /// Split-f32 parts (`split_f32.rs`): 0 = a plain product; 1, 2 or 3 = A holds two f16
     /// parts per element (`hi` at column k, `lo` at column K + k) and B two (`lo` at row k,
     /// `hi` at row K + k), and each K step multiplies `hi·lo + lo·hi + hi·hi` from one staging
     /// of the four tiles — into one accumulator (1), or (2) with each step's `hi·hi` computed
@@ -1403,7 +1405,6 @@ impl CoopCfg {
         (rows > 0 && cols > 0).then_some((rows, cols))
     }
 
-    /// The workgroup's size: its subgroups times their size.
     /// Elements per 16-byte word of the operands: 8 halves, or 16 int8.
     fn epw(&self) -> u32 {
         if self.input == DType::S8 {
@@ -1413,6 +1414,7 @@ impl CoopCfg {
         }
     }
 
+    /// The workgroup's size: its subgroups times their size.
     fn invocations(&self) -> u32 {
         self.warp_grid().map_or(256, |(wr, wc)| wr * wc * self.subgroup)
     }
