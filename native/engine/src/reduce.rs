@@ -1595,22 +1595,38 @@ fn row_constant(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
 /// subexpressions that read only row-constant inputs (`row_const`) and constants are hoisted
 /// to once per output (`hoist_row_constant`) and cost nothing here whatever they hold.
 fn cheap_per_element(e: &Expr, row_const: &impl Fn(usize) -> bool) -> bool {
-    if row_constant(e, row_const) {
-        return true;
-    }
-    let cheap = |e: &Expr| cheap_per_element(e, row_const);
-    match e {
-        Expr::Input(_) | Expr::Const { .. } | Expr::Iota { .. } => true,
-        Expr::Convert { arg, dtype } | Expr::Bitcast { arg, dtype } => !dtype.is_complex() && cheap(arg),
-        Expr::Unary { op, arg, dtype } => matches!(op, UnaryOp::Negate | UnaryOp::Abs) && !dtype.is_complex() && cheap(arg),
-        Expr::Binary { op, lhs, rhs, dtype } => {
-            (matches!(op, BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Max | BinaryOp::Min) || op.is_comparison())
-                && !dtype.is_complex()
-                && cheap(lhs)
-                && cheap(rhs)
+    cheap_and_row_constant(e, row_const).0
+}
+
+/// ([`cheap_per_element`], [`row_constant`]) of `e` in one walk: each node's answers come from
+/// its children's, so the cost is linear in the expression's size (asking `row_constant` of
+/// every node's subtree again was quadratic in its depth).
+fn cheap_and_row_constant(e: &Expr, row_const: &impl Fn(usize) -> bool) -> (bool, bool) {
+    let walk = |e: &Expr| cheap_and_row_constant(e, row_const);
+    let (cheap, constant) = match e {
+        Expr::Input(j) => (true, row_const(*j)),
+        Expr::Const { .. } => (true, true),
+        Expr::Iota { .. } => (true, false),
+        Expr::Convert { arg, dtype } | Expr::Bitcast { arg, dtype } => {
+            let (c, r) = walk(arg);
+            (!dtype.is_complex() && c, r)
         }
-        Expr::Select { pred, on_true, on_false, .. } => cheap(pred) && cheap(on_true) && cheap(on_false),
-    }
+        Expr::Unary { op, arg, dtype } => {
+            let (c, r) = walk(arg);
+            (matches!(op, UnaryOp::Negate | UnaryOp::Abs) && !dtype.is_complex() && c, r)
+        }
+        Expr::Binary { op, lhs, rhs, dtype } => {
+            let ((cl, rl), (cr, rr)) = (walk(lhs), walk(rhs));
+            let native = matches!(op, BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Max | BinaryOp::Min) || op.is_comparison();
+            (native && !dtype.is_complex() && cl && cr, rl && rr)
+        }
+        Expr::Select { pred, on_true, on_false, .. } => {
+            let ((cp, rp), (ct, rt), (cf, rf)) = (walk(pred), walk(on_true), walk(on_false));
+            (cp && ct && cf, rp && rt && rf)
+        }
+    };
+    // a row-constant part is hoisted: cheap whatever it holds
+    (cheap || constant, constant)
 }
 
 /// Where candidate `k` of partial `t + lanes * j` sits in its row, less `t`: partial p folds
@@ -1751,5 +1767,37 @@ mod tests {
         let mut none = vec![];
         assert_eq!(hoist_row_constant(&iota, &|j| j >= 1, &mut none, 3), iota);
         assert!(none.is_empty());
+    }
+
+    /// What counts as cheap per element (narrow workgroups): native arithmetic on varying
+    /// inputs, and library calls only where their argument is row-constant (hoisted); a library
+    /// call on a varying value, or complex arithmetic, is not. A chain 20,000 deep is
+    /// classified in one linear walk (agreeing with `row_constant` at every depth tested).
+    #[test]
+    fn cheap_per_element_classes() {
+        let f = DType::F32;
+        let rc = |j: usize| j >= 1;
+        let x = || Expr::Input(0);
+        let s = || Expr::Input(1);
+        let exp = |e: Expr| Expr::unary(UnaryOp::Exp, e, f);
+        assert!(cheap_per_element(&Expr::binary(BinaryOp::Add, x(), s(), f), &rc));
+        assert!(cheap_per_element(&Expr::binary(BinaryOp::Multiply, x(), exp(s()), f), &rc), "exp of a row constant is hoisted");
+        assert!(!cheap_per_element(&exp(Expr::binary(BinaryOp::Subtract, x(), s(), f)), &rc), "exp of a varying value");
+        assert!(cheap_per_element(&exp(exp(s())), &rc));
+        assert!(!cheap_per_element(&Expr::binary(BinaryOp::Divide, x(), s(), f), &rc), "division is a library call");
+        assert!(!cheap_per_element(&Expr::binary(BinaryOp::Add, x(), x(), DType::C64), &rc), "complex");
+        assert!(cheap_per_element(&Expr::Select { pred: Box::new(Expr::binary(BinaryOp::Greater, x(), s(), DType::U8)), on_true: Box::new(x()), on_false: Box::new(Expr::Iota { axis: None, dtype: f }), dtype: f }, &rc));
+        // deep chains: x + s + s + ... (cheap, varying) and s * s * ... (row-constant)
+        let (mut varying, mut constant) = (x(), s());
+        for depth in 1..=20_000 {
+            varying = Expr::binary(BinaryOp::Add, varying, s(), f);
+            constant = Expr::binary(BinaryOp::Multiply, constant, s(), f);
+            if depth % 5_000 == 0 {
+                assert_eq!(cheap_and_row_constant(&varying, &rc), (true, false));
+                assert_eq!(cheap_and_row_constant(&constant, &rc), (true, true));
+                assert!(!row_constant(&varying, &rc) && row_constant(&constant, &rc));
+            }
+        }
+        assert!(!cheap_per_element(&exp(varying), &rc));
     }
 }
