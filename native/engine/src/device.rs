@@ -177,8 +177,7 @@ impl DeviceCaps {
         if input == CoopMatType::BF16 && !(self.bfloat16 && self.bfloat16_coopmat) {
             return None;
         }
-        // int8 products accumulate in int32, the float ones in f32
-        let acc = if input == CoopMatType::I8 { CoopMatType::I32 } else { CoopMatType::F32 };
+        let acc = input.accumulator();
         self.coopmat_shapes
             .iter()
             .filter(|s| s.a == input && s.b == input && s.c == acc && s.result == acc && s.scope == "subgroup")
@@ -218,6 +217,16 @@ pub enum CoopMatType {
 }
 
 impl CoopMatType {
+    /// The accumulator (and result) type the engine's products of this input type use: int32
+    /// for int8, f32 for the float types.
+    pub fn accumulator(self) -> CoopMatType {
+        if self == CoopMatType::I8 {
+            CoopMatType::I32
+        } else {
+            CoopMatType::F32
+        }
+    }
+
     fn from_raw(v: i32) -> CoopMatType {
         use CoopMatType::*;
         match v {

@@ -240,23 +240,13 @@ fn coopmat_type(input: DType) -> Option<crate::device::CoopMatType> {
     }
 }
 
-/// The accumulator (and result) type of `input`'s cooperative-matrix products: f32, or
-/// int32 for int8.
-fn coopmat_acc(input: DType) -> crate::device::CoopMatType {
-    if input == DType::S8 {
-        crate::device::CoopMatType::I32
-    } else {
-        crate::device::CoopMatType::F32
-    }
-}
-
 /// Whether `kernel` (a `CoopMat`) can run on `caps`: its shape is in the device's property list
 /// for its input type with f32 accumulation (int32 for int8), the device has the features its
 /// shader needs, and its tiles fit the subgroup grid and shared memory.
 pub fn coopmat_runs_here(caps: &DeviceCaps, kernel: MatmulKernel) -> bool {
     let MatmulKernel::CoopMat { input, m, n, k, bm, bn, bk, staging } = kernel else { return false };
     let Some(t) = coopmat_type(input) else { return false };
-    let acc = coopmat_acc(input);
+    let acc = t.accumulator();
     let listed = caps.coopmat_shape(t).is_some()
         && caps.coopmat_shapes.iter().any(|s| (s.m, s.n, s.k) == (m, n, k) && s.a == t && s.b == t && s.c == acc && s.result == acc && s.scope == "subgroup");
     let cfg = CoopCfg { out: if input == DType::S8 { DType::S32 } else { DType::F32 }, ..CoopCfg::probe(input, m, n, k, bm, bn, bk, staging, caps.subgroup_size) };
@@ -469,20 +459,13 @@ impl Context {
             };
         }
         let all_f32 = a.dtype == DType::F32 && b.dtype == DType::F32 && out.dtype == DType::F32;
-        let plan = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
-        let split = match precision {
-            DotPrecision::SplitF32 => all_f32,
-            DotPrecision::TensorCore => all_f32 && tensor_core_f32_uses_split(&self.caps, plan.m, plan.n, plan.k),
-            _ => false,
-        };
-        if split {
-            let DotPlan { shape, bsz, m, n, k, free_a, free_b } = plan;
-            check_dense_output(out, out.dtype, &shape, "dot")?;
-            let perm_a: Vec<usize> = batch_a.iter().chain(&free_a).chain(contract_a).copied().collect();
-            let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&free_b).copied().collect();
-            let va = self.operand(batch, a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
-            let vb = self.operand(batch, b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
-            return self.record_split_f32_gemm(batch, &va, &vb, out, [bsz, m, n, k]);
+        if all_f32 && matches!(precision, DotPrecision::SplitF32 | DotPrecision::TensorCore) {
+            let plan = dot_plan(&a.shape, contract_a, batch_a, &b.shape, contract_b, batch_b)?;
+            if precision == DotPrecision::SplitF32 || tensor_core_f32_uses_split(&self.caps, plan.m, plan.n, plan.k) {
+                check_dense_output(out, out.dtype, &plan.shape, "dot")?;
+                let (va, vb) = self.operand_views(batch, a, contract_a, batch_a, b, contract_b, batch_b, &plan)?;
+                return self.record_split_f32_gemm(batch, &va, &vb, out, [plan.bsz, plan.m, plan.n, plan.k]);
+            }
         }
         if out.dtype == DType::F32 && precision == DotPrecision::Exact {
             return self.record_dot_rounded(batch, None, DType::F64, a, contract_a, batch_a, b, contract_b, batch_b, out);
@@ -589,10 +572,8 @@ impl Context {
             MatmulKernel::Tiled { dtype, .. } => (self.as_type_in(batch, a, dtype)?, self.as_type_in(batch, b, dtype)?),
             _ => (a.clone(), b.clone()),
         };
-        let perm_a: Vec<usize> = batch_a.iter().chain(&free_a).chain(contract_a).copied().collect();
-        let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&free_b).copied().collect();
-        let mut va = self.operand(batch, &a, &perm_a, [batch_a.len(), free_a.len(), contract_a.len()])?;
-        let mut vb = self.operand(batch, &b, &perm_b, [batch_b.len(), contract_b.len(), free_b.len()])?;
+        let plan = DotPlan { shape, bsz, m, n, k, free_a, free_b };
+        let (mut va, mut vb) = self.operand_views(batch, &a, contract_a, batch_a, &b, contract_b, batch_b, &plan)?;
         if matches!(kernel, MatmulKernel::CoopMat2 { .. }) {
             // Tensor layouts read rows with unit stride along one of the two axes.
             for (v, rows, cols) in [(&mut va, m, k), (&mut vb, k, n)] {
@@ -604,6 +585,26 @@ impl Context {
             }
         }
         self.record_gemm(batch, kernel, &va, &vb, out, [bsz, m, n, k], may_split)
+    }
+
+    /// Both operands of a dot as `[B, M, K]` and `[B, K, N]` views ([`Context::operand`]).
+    #[allow(clippy::too_many_arguments)]
+    fn operand_views(
+        &self,
+        batch: &mut Batch<'_>,
+        a: &Tensor,
+        contract_a: &[usize],
+        batch_a: &[usize],
+        b: &Tensor,
+        contract_b: &[usize],
+        batch_b: &[usize],
+        plan: &DotPlan,
+    ) -> Result<((Tensor, View3), (Tensor, View3))> {
+        let perm_a: Vec<usize> = batch_a.iter().chain(&plan.free_a).chain(contract_a).copied().collect();
+        let perm_b: Vec<usize> = batch_b.iter().chain(contract_b).chain(&plan.free_b).copied().collect();
+        let va = self.operand(batch, a, &perm_a, [batch_a.len(), plan.free_a.len(), contract_a.len()])?;
+        let vb = self.operand(batch, b, &perm_b, [batch_b.len(), contract_b.len(), plan.free_b.len()])?;
+        Ok((va, vb))
     }
 
     /// `t` permuted and seen as three axes, copied (into `batch`) where its layout cannot be.
@@ -1405,6 +1406,15 @@ impl CoopCfg {
         (rows > 0 && cols > 0).then_some((rows, cols))
     }
 
+    /// Shared A/B tile sets: two for split parts (hi and lo) or double buffering, else one.
+    fn tile_sets(&self) -> u32 {
+        if self.split > 0 || self.staging == CoopStaging::SharedDouble {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Elements per 16-byte word of the operands: 8 halves, or 16 int8.
     fn epw(&self) -> u32 {
         if self.input == DType::S8 {
@@ -1472,9 +1482,8 @@ impl CoopCfg {
             _ if self.b_kmajor => (self.bm * (self.bk / self.epw() + 1) * 16, self.bn * (self.bk / self.epw() + 1) * 16),
             _ => (self.bm * (self.bk / self.epw() + 1) * 16, self.bk * (self.bn / self.epw() + 1) * 16),
         };
-        let parts = if self.split > 0 || self.staging == CoopStaging::SharedDouble { 2 } else { 1 };
         let c = wr * wc * self.tm * self.tn * 4;
-        (parts * (a + b) + c) as usize
+        (self.tile_sets() * (a + b) + c) as usize
     }
 
     fn source(&self) -> String {
@@ -1522,9 +1531,8 @@ impl CoopCfg {
         // A k-major B is staged as [BN][BK + 8], like A.
         let (sb, b_rows) = if self.b_kmajor { ("(BK / E + 1)", "BN") } else { ("(BN / E + 1)", "BK") };
         writeln!(s, "#define W {w}\n#define SA ((BK / E + 1) * W)\n#define SB ({sb} * W)").unwrap();
-        // split parts: both parts' tiles, part 1 AP / BP elements after part 0
-        let parts = if self.split > 0 || self.staging == CoopStaging::SharedDouble { 2 } else { 1 };
-        writeln!(s, "#define P {parts}\n#define AP (BM * SA)\n#define BP ({b_rows} * SB)").unwrap();
+        // tile sets (split parts, or double buffers): set 1 AP / BP elements after set 0
+        writeln!(s, "#define P {}\n#define AP (BM * SA)\n#define BP ({b_rows} * SB)", self.tile_sets()).unwrap();
         if self.staging != CoopStaging::Global {
             writeln!(s, "shared {word} As[P * BM * SA];\nshared {word} Bs[P * {b_rows} * SB];").unwrap();
         }
@@ -1653,7 +1661,6 @@ impl CoopCfg {
             }
             x
         };
-        let elem_buf = if self.input == DType::BF16 { "BufBF16" } else { "BufF16" };
         let from_global = |kk: u32| {
             let mut x = String::new();
             for i in 0..fm {

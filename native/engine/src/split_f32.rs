@@ -292,18 +292,18 @@ impl Context {
             batch.keep(&t.buffer);
         }
         self.record_full(batch, Scalar::U(0), &words)?;
-        let sides = [(Side::Rows, a, &parts_a, [bsz, m, k], a.1.s, 0), (Side::Cols, b, &parts_b, [bsz, k, n], b.1.s, bsz * m)];
+        let sides = [(Side::Rows, a, &parts_a, [bsz, m, k], 0), (Side::Cols, b, &parts_b, [bsz, k, n], bsz * m)];
         let params: Vec<Vec<u8>> = sides
             .iter()
-            .map(|(_, (t, v), parts, dims, s, ebase)| {
+            .map(|(_, (t, v), parts, dims, ebase)| {
                 let mut p = ParamBlock::new("split-f32 dot");
                 p.addrs([t.buffer.address(), parts.buffer.address(), words.buffer.address()]);
-                p.i32s(*dims)?.i32(v.offset)?.i32s(*s)?.i32s([kp, *ebase, bsz * (m + n)])?;
+                p.i32s(*dims)?.i32(v.offset)?.i32s(v.s)?.i32s([kp, *ebase, bsz * (m + n)])?;
                 Ok(p.bytes().to_vec())
             })
             .collect::<Result<_>>()?;
         let max = self.caps.max_workgroup_count[0].min(65535) as usize;
-        for (i, (side, _, _, [bt, d1, d2], _, _)) in sides.iter().enumerate() {
+        for (i, (side, _, _, [bt, d1, d2], _)) in sides.iter().enumerate() {
             let kern = self.kernels.get(&format!("split-f32 max {side:?}"), 256, 1, || max_source(*side))?;
             let tiles = bt * d1.div_ceil(TILE_ROWS) * d2.div_ceil(TILE_COLS);
             let groups = [tiles.min(max) as u32, 1, 1];

@@ -42,14 +42,22 @@ fn dec(t: DType, b: &[u8]) -> f64 {
     }
 }
 
+/// A xorshift stream from `seed` (the tests' inputs; fixed, so failures repeat).
+fn xorshift(seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    std::iter::repeat_with(move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    })
+}
+
 /// Values in [-2, 2) with full f16/bf16 precision (so sums are inexact), stored and re-read.
 fn data(t: DType, n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+    xorshift(seed)
+        .take(n)
+        .map(|s| {
             let u = (s >> 11) as f64 / (1u64 << 53) as f64;
             dec(t, &enc(t, 4.0 * u - 2.0))
         })
@@ -454,21 +462,7 @@ fn int8_products_are_exact() {
     });
     assert_eq!(matches!(kernel, MatmulKernel::CoopMat { input: DType::S8, .. }), listed && ctx.caps.cooperative_matrix, "{kernel:?}");
     eprintln!("{}: int8 TensorCore dot uses {kernel:?}", ctx.caps.name);
-    let bytes = |n: usize, seed: u64, extreme: bool| -> Vec<i8> {
-        let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                if extreme {
-                    -128
-                } else {
-                    (s >> 56) as u8 as i8
-                }
-            })
-            .collect()
-    };
+    let bytes = |n: usize, seed: u64, extreme: bool| -> Vec<i8> { xorshift(seed).take(n).map(|s| if extreme { -128 } else { (s >> 56) as u8 as i8 }).collect() };
     for (i, ([bsz, m, n, k], a_t, b_t, extreme)) in [
         ([1, 1, 1, 1], false, false, false),
         ([1, 7, 5, 3], false, false, false),
