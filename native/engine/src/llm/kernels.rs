@@ -388,6 +388,20 @@ impl Context {
     }
 }
 
+/// Rows from which a step's attention runs [`AttnWay::Blocked`] (fewer: [`AttnWay::Wide`]).
+pub const ATTN_BLOCKED_FROM: usize = 32;
+
+/// How [`Context::record_llm_attention_as`] runs a step's chunks (llm_attention_split.glsl).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttnWay {
+    /// A workgroup of 64 per (`rows_per_group` rows, kv head, chunk) computes all the kv
+    /// head's query heads: steps of many rows.
+    Blocked { rows_per_group: usize },
+    /// 64 invocations per query head, the chunk's values staged for the kv head's heads: steps
+    /// of few rows (decode), where the blocked way leaves most of a GPU idle.
+    Wide,
+}
+
 /// The attention block's fixed shape, shared by [`Context::record_llm_rope_store`] and
 /// [`Context::record_llm_attention`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -408,6 +422,8 @@ impl AttnShape {
         let ok = self.n_head > 0
             && self.n_head_kv > 0
             && self.n_head % self.n_head_kv == 0
+            // the split attention keeps a chain per query head of a kv head in registers
+            && self.n_head / self.n_head_kv <= 16
             && self.head_dim > 0
             && self.head_dim <= 256
             && self.rope_dims % 2 == 0
@@ -427,6 +443,18 @@ impl AttnShape {
     /// The shape of one layer's K (or V) cache.
     pub fn cache_shape(&self) -> [usize; 3] {
         [self.slots, self.ctx, self.n_head_kv * self.head_dim]
+    }
+
+    /// Keys whose values the WIDE split attention stages in shared memory at once (its `SK`):
+    /// 64 (a whole chunk, kept across rows of one slot) where that fits beside each query
+    /// head's query, probabilities and tree (lavapipe's 32 KiB: up to head_dim 64 with 4 heads
+    /// per kv head), else 32, 16 or 8.
+    fn staged_keys(&self, max_shared: usize) -> Result<usize> {
+        let fixed = self.n_head / self.n_head_kv * (self.head_dim + 128) * 4;
+        [64, 32, 16, 8]
+            .into_iter()
+            .find(|sk| fixed + sk * self.head_dim * 4 <= max_shared)
+            .ok_or_else(|| invalid!("llm attention: head_dim {} needs more shared memory than the device's {max_shared} bytes", self.head_dim))
     }
 
     fn defines(&self) -> Vec<String> {
@@ -534,6 +562,27 @@ impl Context {
 
     #[allow(clippy::too_many_arguments)]
     pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, partials: &Tensor, out: &Tensor) -> Result<()> {
+        // Decode steps (few rows) run 64 invocations per query head, the chunk's values staged
+        // for a kv head's heads; steps of many rows (a prompt chunk) one workgroup of 64 for
+        // all of a kv head's heads, a row at a time (rows per workgroup 1 unless
+        // NX_VULKAN_LLM_ATTN_ROWS says otherwise, for measurements). Same bits either way.
+        let t = rows.shape().first().copied().unwrap_or(0);
+        let way = if t >= ATTN_BLOCKED_FROM {
+            let r = match std::env::var("NX_VULKAN_LLM_ATTN_ROWS") {
+                Ok(v) => v.parse::<usize>().map_err(|_| invalid!("NX_VULKAN_LLM_ATTN_ROWS={v:?}: expected a positive integer"))?,
+                Err(_) => 1,
+            };
+            AttnWay::Blocked { rows_per_group: r }
+        } else {
+            AttnWay::Wide
+        };
+        self.record_llm_attention_as(batch, shape, q, rows, cache_k, cache_v, scale, partials, out, way)
+    }
+
+    /// [`Context::record_llm_attention`] run the given way: a performance choice only — the
+    /// tests check that every way gives the same bits.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_llm_attention_as(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, partials: &Tensor, out: &Tensor, way: AttnWay) -> Result<()> {
         const OP: &str = "llm attention";
         shape.check(OP)?;
         let t = check_rows(rows, OP)?;
@@ -560,20 +609,31 @@ impl Context {
             other => return Err(invalid!("{OP}: scratch is {other:?}, expected [{t}, {}, chunks, {}] f32 (llm_attention_scratch)", shape.n_head, shape.head_dim + 2)),
         };
         let mut defines = shape.defines();
+        let (rows_per_group, group) = match way {
+            AttnWay::Blocked { rows_per_group: 0 } => return Err(invalid!("{OP}: rows_per_group must be at least 1")),
+            AttnWay::Blocked { rows_per_group } => (rows_per_group, 64),
+            AttnWay::Wide => {
+                defines.push("WIDE".into());
+                defines.push(format!("SK {}", shape.staged_keys(self.caps.max_shared_memory as usize)?));
+                (1, 64 * (shape.n_head / shape.n_head_kv) as u32)
+            }
+        };
         let key = format!("llm attention split {}", defines.join(" "));
-        let split = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
+        let split = self.kernels.get(&key, group, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
+        defines.retain(|d| d != "WIDE" && !d.starts_with("SK "));
         defines.push("COMBINE".into());
         let key = format!("llm attention combine {}", defines.join(" "));
         let combine = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
         let all = [q, rows, cache_k, cache_v, partials, out];
         let mut p = ParamBlock::new(OP);
         p.addrs(all.map(|t| t.buffer.address()));
-        p.i32s([t, shape.ctx, shape.slots])?.i32(scale.to_bits() as i32)?.i32s([chunks])?;
+        p.i32s([t, shape.ctx, shape.slots])?.i32(scale.to_bits() as i32)?.i32s([chunks, rows_per_group])?;
         for b in all {
             batch.keep(&b.buffer);
         }
+        let blocks_x = t.div_ceil(rows_per_group).min(65535) as u32;
+        batch.dispatch_grid(&split, p.bytes(), (t * shape.n_head * chunks) as u32, [blocks_x, shape.n_head_kv as u32, chunks as u32])?;
         let rows_x = t.min(65535) as u32;
-        batch.dispatch_grid(&split, p.bytes(), (t * shape.n_head * chunks) as u32, [rows_x, shape.n_head as u32, chunks as u32])?;
         batch.dispatch_grid(&combine, p.bytes(), (t * shape.n_head) as u32, [rows_x, shape.n_head as u32, 1])
     }
 }
