@@ -39,6 +39,7 @@ defmodule NxVulkan.LLMTest do
     assert info.layers == 30
     assert info.context == 256
     assert info.chat_template == "gguf"
+    assert info.prefill_precision == "split"
     assert is_binary(info.device) and info.device != ""
     assert 2 in info.eog_ids
   end
@@ -179,5 +180,6 @@ defmodule NxVulkan.LLMTest do
     assert_raise ArgumentError, fn -> LLM.chat_prompt(llm, [%{role: :user}]) end
     assert_raise ArgumentError, fn -> LLM.load(@gguf, kv_type: :q8) |> elem(1) |> raise() end
     assert_raise ArgumentError, ~r/int8_activations/, fn -> LLM.load(@gguf, int8_activations: :yes) end
+    assert_raise ArgumentError, ~r/prefill_precision/, fn -> LLM.load(@gguf, prefill_precision: :bf16) end
   end
 end

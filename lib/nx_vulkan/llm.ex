@@ -53,13 +53,16 @@ defmodule NxVulkan.LLM do
   (prompt rows per step, default 512), `:int8_activations` (default `false`; opt-in: decode
   products of Q4_K weights quantize their activations to int8 per 32 values and take integer
   dot products, llama.cpp's precision — faster on some models, and logits further from the
-  reference; see bench/README.md).
+  reference; see bench/README.md), `:prefill_precision` (`nil`: `:split`, or the
+  `NX_VULKAN_LLM_GEMM_PRECISION` environment variable; on devices with tensor cores, prompt
+  chunks run on a GEMM whose operands are f16 hi + lo parts, `:split`, within the runtime's
+  stated tolerances, or plain f16, `:f16`, llama.cpp's precision and about twice as fast).
 
   Returns `{:ok, llm}` or `{:error, exception}`: a missing, damaged or truncated file, an
   unsupported architecture or tensor type, a tokenizer this runtime cannot read.
   """
   def load(path, opts \\ []) do
-    opts = Keyword.validate!(opts, context: nil, slots: 4, kv_type: :f16, template: nil, prefill_chunk: 512, int8_activations: false)
+    opts = Keyword.validate!(opts, context: nil, slots: 4, kv_type: :f16, template: nil, prefill_chunk: 512, int8_activations: false, prefill_precision: nil)
 
     native = %{
       context: non_neg!(opts[:context] || 0, :context),
@@ -67,7 +70,8 @@ defmodule NxVulkan.LLM do
       kv_type: to_string(opts[:kv_type]),
       template: to_string(opts[:template] || ""),
       prefill_chunk: pos!(opts[:prefill_chunk], :prefill_chunk),
-      int8_activations: bool!(opts[:int8_activations], :int8_activations)
+      int8_activations: bool!(opts[:int8_activations], :int8_activations),
+      prefill_precision: prefill_precision!(opts[:prefill_precision])
     }
 
     path = Path.expand(to_string(path))
@@ -381,6 +385,10 @@ defmodule NxVulkan.LLM do
   defp non_neg!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a non-negative integer, got #{inspect(n)}")
   defp bool!(b, _) when is_boolean(b), do: b
   defp bool!(b, name), do: raise(ArgumentError, "#{inspect(name)} must be true or false, got #{inspect(b)}")
+  defp prefill_precision!(nil), do: ""
+  defp prefill_precision!(p) when p in [:split, :f16], do: Atom.to_string(p)
+  defp prefill_precision!(p), do: raise(ArgumentError, ":prefill_precision must be nil, :split or :f16, got #{inspect(p)}")
+
   defp num!(n, _) when is_number(n), do: n / 1
   defp num!(n, name), do: raise(ArgumentError, "#{inspect(name)} must be a number, got #{inspect(n)}")
 

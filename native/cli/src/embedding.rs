@@ -87,6 +87,9 @@ pub struct ServeArgs {
     /// less accurate — bench/README.md states how much), as `generate --int8-activations`.
     #[arg(long)]
     int8_activations: bool,
+    /// The prompt GEMM on tensor cores: split (default) or f16 (llama.cpp's precision).
+    #[arg(long)]
+    prefill_precision: Option<String>,
 }
 
 /// Opens the device (on an engine thread: it may compile) and loads the checkpoint.
@@ -160,7 +163,7 @@ pub fn serve(device: Option<String>, args: ServeArgs) -> Result<()> {
     };
     let generator = match &gguf {
         Some(path) => {
-            let margs = crate::llm::ModelArgs { model: path.clone(), context: args.context, kv_type: args.kv_type.clone(), template: args.template.clone(), int8_activations: args.int8_activations };
+            let margs = crate::llm::ModelArgs { model: path.clone(), context: args.context, kv_type: args.kv_type.clone(), template: args.template.clone(), int8_activations: args.int8_activations, prefill_precision: args.prefill_precision.clone() };
             let (runtime, template) = {
                 let ctx = ctx.clone();
                 exec::run(move || crate::llm::load(ctx, &margs, args.slots))?

@@ -5,6 +5,7 @@ use clap::Args;
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::gguf::Gguf;
 use nx_vulkan_engine::llm::model::{LlmOptions, Row};
+use nx_vulkan_engine::llm::prefill::LlmGemmPrecision;
 use nx_vulkan_engine::llm::runtime::{GenEvent, GenRequest, LlmRuntime, RuntimeOptions};
 use nx_vulkan_engine::llm::sample::SamplingParams;
 use nx_vulkan_engine::llm::tokenizer::LlmTokenizer;
@@ -35,6 +36,10 @@ pub struct ModelArgs {
     /// accurate — bench/README.md states how much).
     #[arg(long)]
     pub int8_activations: bool,
+    /// The prompt GEMM on tensor cores: split (default; f16 hi + lo operands, within the
+    /// runtime's stated tolerances) or f16 (llama.cpp's precision, about twice as fast).
+    #[arg(long)]
+    pub prefill_precision: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -189,7 +194,9 @@ pub fn load(ctx: Arc<Context>, args: &ModelArgs, slots: usize) -> Result<(LlmRun
         bar.set_length(total);
         bar.set_position(done);
     };
-    let m = LlmRuntime::open(ctx, &args.model, &LlmOptions { context: args.context, slots, kv_f16, int8_activations: args.int8_activations }, args.template.as_deref(), RuntimeOptions::default(), &progress)?;
+    let prefill_precision = args.prefill_precision.as_deref().map(LlmGemmPrecision::parse).transpose()?;
+    let opts = LlmOptions { context: args.context, slots, kv_f16, int8_activations: args.int8_activations, prefill_precision };
+    let m = LlmRuntime::open(ctx, &args.model, &opts, args.template.as_deref(), RuntimeOptions::default(), &progress)?;
     bar.finish_and_clear();
     Ok((m.runtime, m.template))
 }
@@ -338,6 +345,9 @@ pub struct LlmBenchArgs {
     /// Opt-in: decode matvecs on int8-quantized activations (Q4_K weights).
     #[arg(long)]
     pub int8_activations: bool,
+    /// The prompt GEMM on tensor cores: split (default) or f16 (llama.cpp's precision).
+    #[arg(long)]
+    pub prefill_precision: Option<String>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -417,6 +427,7 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
     let mut report = serde_json::json!({
         "model": llm.config.name, "file": model.model.display().to_string(), "device": ctx.caps.name,
         "weight_bytes": llm.weight_bytes, "load_s": load_s, "kv_type": model.kv_type, "int8_activations": model.int8_activations,
+        "prefill_precision": llm.prefill_precision.name(),
         "pp_tokens": args.pp, "pp_tok_s": median(pp.clone()), "pp_runs": pp,
         "tg_tokens": args.tg, "tg_tok_s": median(tg.clone()), "tg_runs": tg,
         "decode_record_us": median(record_us), "copy_gbs": copy_gbs, "roofline_tok_s_at_copy": copy_gbs * 1e9 / weights,

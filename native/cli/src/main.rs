@@ -168,7 +168,7 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
                 ctx.stream.profile_start()?;
             }
             if let Some(path) = model {
-                let margs = llm::ModelArgs { model: path, context: None, kv_type, template: None, int8_activations: llm_args.int8_activations };
+                let margs = llm::ModelArgs { model: path, context: None, kv_type, template: None, int8_activations: llm_args.int8_activations, prefill_precision: llm_args.prefill_precision.clone() };
                 llm::bench(ctx.clone(), &margs, &llm_args)?;
             } else if ops {
                 let sizes = sizes.unwrap_or(if quick { vec![1 << 10, 1 << 16] } else { vec![1 << 10, 1 << 20, 1 << 24] });

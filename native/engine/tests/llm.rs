@@ -283,7 +283,7 @@ fn int8_activations_stay_near_the_reference() {
         }
         for name in ["llama-q4_k", "qwen2-q4_k"] {
             let f = fixture(name);
-            let m = load_with(name, &LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: true });
+            let m = load_with(name, &LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: true, ..LlmOptions::default() });
             let (prompt_logits, decode) = run_fixture(&m, &f, 0);
             let (prompt_err, decode_err, picks) = score(&f, &prompt_logits, &decode);
             let clear = (0..32).filter(|&k| f.margins[k] > INT8_TOLERANCE).collect::<Vec<_>>();

@@ -6,6 +6,7 @@ use crate::list::List;
 use crate::encode_result;
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::model::LlmOptions;
+use nx_vulkan_engine::llm::prefill::LlmGemmPrecision;
 use nx_vulkan_engine::llm::runtime::{GenEvent, GenRequest, LlmRuntime, RuntimeOptions, SessionHandle};
 use nx_vulkan_engine::llm::sample::SamplingParams;
 use nx_vulkan_engine::{self as engine, Context, EngineError};
@@ -42,6 +43,7 @@ struct LoadOptions {
     template: String,
     prefill_chunk: usize,
     int8_activations: bool,
+    prefill_precision: String,
 }
 
 /// Loads `path` on the process-wide device. `context` 0: the model's (at most 4096);
@@ -52,7 +54,8 @@ fn llm_load(env: Env<'_>, path: String, opts: LoadOptions) -> Term<'_> {
         let kv_f16 = LlmOptions::parse_kv_type(&opts.kv_type)?;
         engine::exec::run(move || {
             let ctx = Context::global()?;
-            let model = LlmOptions { context: (opts.context > 0).then_some(opts.context), slots: opts.slots, kv_f16, int8_activations: opts.int8_activations };
+            let prefill_precision = (!opts.prefill_precision.is_empty()).then(|| LlmGemmPrecision::parse(&opts.prefill_precision)).transpose()?;
+            let model = LlmOptions { context: (opts.context > 0).then_some(opts.context), slots: opts.slots, kv_f16, int8_activations: opts.int8_activations, prefill_precision };
             let template = (!opts.template.is_empty()).then_some(opts.template.as_str());
             let runtime = RuntimeOptions { prefill_chunk: opts.prefill_chunk.max(1), ..Default::default() };
             let m = LlmRuntime::open(ctx.clone(), &path, &model, template, runtime, &|_, _| {})?;
@@ -78,6 +81,7 @@ fn llm_info(env: Env<'_>, llm: ResourceArc<LlmRef>) -> Term<'_> {
         ("trained_context", c.context_length.encode(env)),
         ("slots", m.attn.slots.encode(env)),
         ("kv_type", (if m.attn.kv_f16 { "f16" } else { "f32" }).encode(env)),
+        ("prefill_precision", m.prefill_precision.name().encode(env)),
         ("weight_bytes", m.weight_bytes.encode(env)),
         ("cache_bytes", m.cache_bytes.encode(env)),
         ("chat_template", llm.template.as_ref().map(|t| t.name().to_string()).encode(env)),

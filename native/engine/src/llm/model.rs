@@ -31,6 +31,10 @@ pub struct LlmOptions {
     /// further from the reference than the default f32 activations (bench/README.md). Prefill
     /// GEMMs are unaffected.
     pub int8_activations: bool,
+    /// The prompt GEMM's operands on tensor cores ([`LlmGemmPrecision`]); `None`:
+    /// `NX_VULKAN_LLM_GEMM_PRECISION`, else `Split` (the runtime's stated tolerances). `F16`
+    /// is llama.cpp's precision and about twice as fast at prefill.
+    pub prefill_precision: Option<LlmGemmPrecision>,
 }
 
 impl LlmOptions {
@@ -46,7 +50,7 @@ impl LlmOptions {
 
 impl Default for LlmOptions {
     fn default() -> Self {
-        LlmOptions { context: None, slots: 4, kv_f16: true, int8_activations: false }
+        LlmOptions { context: None, slots: 4, kv_f16: true, int8_activations: false, prefill_precision: None }
     }
 }
 
@@ -93,6 +97,8 @@ pub struct Llm {
     /// Decode steps run from kept command buffers (off with NX_VULKAN_LLM_KEPT=0 at load,
     /// for comparisons: it cannot change a bit).
     kept_command_buffers: bool,
+    /// The prompt GEMM's precision (from [`LlmOptions::prefill_precision`]).
+    pub prefill_precision: LlmGemmPrecision,
 }
 
 /// A 1-D tensor of the file as f32 values (norm weights and biases), length checked.
@@ -201,7 +207,25 @@ impl Llm {
         let cos_sin = upload_f32(&ctx, &rope_table(&cfg, context))?.reshape(&[context, cfg.rope_dims / 2, 2])?;
         let weight_bytes = done.get();
         ctx.synchronize()?;
-        Ok(Llm { ctx, config: cfg, attn, token_embd, output, output_norm, layers, cos_sin, weight_bytes, cache_bytes, programs: Mutex::new(vec![]), kept_command_buffers: std::env::var("NX_VULKAN_LLM_KEPT").as_deref() != Ok("0") })
+        let prefill_precision = match opts.prefill_precision {
+            Some(p) => p,
+            None => LlmGemmPrecision::from_env()?,
+        };
+        Ok(Llm {
+            ctx,
+            config: cfg,
+            attn,
+            token_embd,
+            output,
+            output_norm,
+            layers,
+            cos_sin,
+            weight_bytes,
+            cache_bytes,
+            programs: Mutex::new(vec![]),
+            kept_command_buffers: std::env::var("NX_VULKAN_LLM_KEPT").as_deref() != Ok("0"),
+            prefill_precision,
+        })
     }
 
     pub fn output_matrix(&self) -> &QMatrix {
@@ -313,7 +337,7 @@ impl Llm {
         let gemm = match (gemm_rows, self.layers.first()) {
             (Some(rows), Some(l)) => {
                 let products = [(&l.wq, false), (&l.wk, false), (&l.wv, false), (&l.wo, false), (&l.gate, true), (&l.down, false)];
-                Some(ctx.llm_gemm_scratch(rows, &products, LlmGemmPrecision::from_env()?)?)
+                Some(ctx.llm_gemm_scratch(rows, &products, self.prefill_precision)?)
             }
             _ => None,
         };

@@ -5,10 +5,11 @@
 //! steps of many rows, where the matvec would read the weights once per 8 rows. Three steps,
 //! recorded into the caller's batch:
 //! 1. `llm_gemm.glsl` dequantizes W with ggml's formulas (`dq_unit`, the matvec's own) and
-//!    writes it transposed as f16 into a scratch `Wt [K, cols]` — gate and up side by side for
-//!    SwiGLU; N padded to a multiple of 8 so the GEMM loads 16-byte vectors — and rounds x to
-//!    f16 (round to nearest even, integer operations: the same bits on every device);
-//! 2. `record_dot` with [`DotPrecision::TensorCore`]: `x16 [T, K] · Wt [K, cols]` on
+//!    writes it as f16 rows into a scratch `W16 [cols, K]` — up's rows after gate's for
+//!    SwiGLU; rows as stored, so the writes and the reads of the quantized blocks both run
+//!    along k (a transposed copy wrote 32 rows apart: 1.9× slower on the H200) — and rounds x
+//!    to f16 (round to nearest even, integer operations: the same bits on every device);
+//! 2. `record_dot` with [`DotPrecision::TensorCore`]: `x16 [T, K] · W16ᵀ` on
 //!    cooperative matrices (f32 accumulation), or on devices without them the f32 tiled SGEMM
 //!    over the widened f16 operands (`HalfFallback`, what lavapipe runs in CI);
 //! 3. `llm_gemm.glsl` (EPILOGUE): SwiGLU / bias / residual as the matvec applies them (skipped
@@ -94,6 +95,23 @@ impl LlmGemmPrecision {
         }
     }
 
+    /// By name: "split" or "f16" (the CLI's `--prefill-precision`, Elixir's
+    /// `:prefill_precision`).
+    pub fn parse(name: &str) -> Result<LlmGemmPrecision> {
+        match name {
+            "split" => Ok(LlmGemmPrecision::Split),
+            "f16" => Ok(LlmGemmPrecision::F16),
+            other => Err(invalid!("prefill precision {other:?}: expected \"split\" or \"f16\"")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LlmGemmPrecision::Split => "split",
+            LlmGemmPrecision::F16 => "f16",
+        }
+    }
+
     /// The GEMM's contraction length for a product over `k`.
     fn k(self, k: usize) -> Option<usize> {
         match self {
@@ -104,7 +122,7 @@ impl LlmGemmPrecision {
 }
 
 /// Scratch buffers for [`Context::record_llm_gemm_in`], flat, sized for the largest product
-/// they serve: the f16 weights `[K', cols]`, the f16 activations `[T, K']` (K' = K, or 3K
+/// they serve: the f16 weights `[cols, K']`, the f16 activations `[T, K']` (K' = K, or 3K
 /// split) and the f32 sums `[T, cols]`.
 pub struct LlmGemmScratch {
     precision: LlmGemmPrecision,
@@ -113,10 +131,9 @@ pub struct LlmGemmScratch {
     acc: Tensor,
 }
 
-/// f16 columns of `w`'s transposed copy: N padded to 8 (16-byte rows for the GEMM's vector
-/// loads), twice that with an up matrix.
+/// Rows of `w`'s f16 copy (the GEMM's output columns): N, twice that with an up matrix.
 fn gemm_cols(w: &QMatrix, swiglu: bool) -> usize {
-    w.rows.next_multiple_of(8) * if swiglu { 2 } else { 1 }
+    w.rows * if swiglu { 2 } else { 1 }
 }
 
 /// The first `numel(shape)` elements of a flat scratch tensor, as a contiguous `shape`.
@@ -127,7 +144,7 @@ fn prefix(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
 
 
 /// Kernel source: the matvec kernels' assembly (`kernels::source`: prelude, defines, f16
-/// conversions, for DEQUANT_T the dequantizer of `ty`) around `llm_gemm.glsl`.
+/// conversions, for DEQUANT the dequantizer of `ty`) around `llm_gemm.glsl`.
 fn source(ty: Option<GgmlType>, defines: &[&str]) -> String {
     super::kernels::source(ty, defines, include_str!("kernels/llm_gemm.glsl"))
 }
@@ -184,23 +201,22 @@ impl Context {
         if !(fits(&scratch.weights, kx.checked_mul(cols)) && fits(&scratch.x, t.checked_mul(kx)) && fits(&scratch.acc, t.checked_mul(cols))) {
             return Err(invalid!("{OP}: the scratch is too small for [{n}, {k}] over {t} rows (llm_gemm_scratch)"));
         }
-        let wt = prefix(&scratch.weights, &[kx, cols])?;
+        let w16 = prefix(&scratch.weights, &[cols, kx])?;
         let x16 = prefix(&scratch.x, &[t, kx])?;
-        // Without an epilogue or padding the dot writes out itself (from its buffer's start).
-        let direct = up.is_none() && epi.bias.is_none() && epi.residual.is_none() && cols == n && out.offset == 0;
+        // Without an epilogue the dot writes out itself (from its buffer's start).
+        let direct = up.is_none() && epi.bias.is_none() && epi.residual.is_none() && out.offset == 0;
         let acc = if direct { out.clone() } else { prefix(&scratch.acc, &[t, cols])? };
-        // 1. Weights, transposed to f16 (gate at column 0, up at N padded), and x to f16.
-        let pairs = n.next_multiple_of(8) / 2;
+        // 1. Weights to f16 rows (gate's from row 0, up's from row N), and x to f16.
         let with_split = |d: &'static str| if split { vec![d, "SPLIT"] } else { vec![d] };
-        for (m, col0) in std::iter::once((w, 0)).chain(up.map(|u| (u, pairs))) {
-            let defines = with_split("DEQUANT_T");
+        for (m, row0) in std::iter::once((w, 0)).chain(up.map(|u| (u, n))) {
+            let defines = with_split("DEQUANT");
             let key = format!("llm gemm dequant {} {}", m.ty.name(), defines.join(" "));
             let kernel = self.kernels.get(&key, 256, 1, || source(Some(m.ty), &defines))?;
             let mut p = ParamBlock::new(OP);
-            p.addrs([&m.data, &wt].map(|t| t.buffer.address()));
-            p.i32s([n, k, m.row_bytes(), cols / 2, col0, pairs])?;
+            p.addrs([&m.data, &w16].map(|t| t.buffer.address()));
+            p.i32s([n, k, m.row_bytes(), kx, row0])?;
             batch.keep(&m.data.buffer);
-            batch.dispatch(&kernel, p.bytes(), (pairs * (k / 32)) as u64)?;
+            batch.dispatch(&kernel, p.bytes(), (n * (k / 32)) as u64)?;
         }
         let defines = with_split("X_F16");
         let kernel = self.kernels.get(&format!("llm gemm {}", defines.join(" ")), 256, 1, || source(None, &defines))?;
@@ -209,8 +225,8 @@ impl Context {
         p.i32s([t, k, x.offset, kx])?;
         batch.keep(&x.buffer);
         batch.dispatch(&kernel, p.bytes(), (t * k / 2) as u64)?;
-        // 2. acc = x16 · Wt on tensor cores (or the f32 fallback of the same dot).
-        self.record_dot(batch, DotPrecision::TensorCore, &x16, &[1], &[], &wt, &[0], &[], &acc)?;
+        // 2. acc = x16 · W16ᵀ on tensor cores (or the f32 fallback of the same dot).
+        self.record_dot(batch, DotPrecision::TensorCore, &x16, &[1], &[], &w16, &[1], &[], &acc)?;
         if direct {
             batch.keep(&scratch.weights.buffer);
             batch.keep(&scratch.x.buffer);
@@ -229,7 +245,7 @@ impl Context {
         let res = epi.residual.unwrap_or(out);
         let mut p = ParamBlock::new(OP);
         p.addrs([&acc, bias, res, out].map(|t| t.buffer.address()));
-        p.i32s([t, n, cols, cols / 2, bias.offset, res.offset, out.offset])?;
+        p.i32s([t, n, cols, n, bias.offset, res.offset, out.offset])?;
         for b in [&scratch.weights, &scratch.x, &scratch.acc, bias, res, out] {
             batch.keep(&b.buffer);
         }
@@ -241,6 +257,15 @@ impl Context {
 mod tests {
     use super::*;
 
+    #[test]
+    fn precision_names_round_trip() {
+        for p in [LlmGemmPrecision::Split, LlmGemmPrecision::F16] {
+            assert_eq!(LlmGemmPrecision::parse(p.name()).unwrap(), p);
+        }
+        let err = LlmGemmPrecision::parse("bf16").unwrap_err().to_string();
+        assert!(err.contains("\"split\" or \"f16\""), "{err}");
+    }
+
     /// Every kernel variant compiles with the linked glslang, including those the integration
     /// tests do not run (the split dequantizer of every weight type): each type × plain/split,
     /// the activation conversion, every epilogue combination.
@@ -251,7 +276,7 @@ mod tests {
             crate::kernel::compile_glsl(compiler, "llm gemm test", &src, crate::kernel::ShaderTarget::Vulkan12).unwrap_or_else(|e| panic!("{what}: {e}"));
         };
         for ty in GgmlType::ALL.into_iter().filter(|t| t.is_weight_type()) {
-            for defines in [&["DEQUANT_T"][..], &["DEQUANT_T", "SPLIT"]] {
+            for defines in [&["DEQUANT"][..], &["DEQUANT", "SPLIT"]] {
                 compile(format!("{ty:?} {defines:?}"), source(Some(ty), defines));
             }
         }

@@ -1,18 +1,18 @@
 // The small kernels around the prefill GEMM (prefill.rs); one is selected by a define.
 //
-// DEQUANT_T: a quantized W [N, K] (row n's bytes at W + n · ROW_BYTES, dq_unit from
-// llm_dequant.glsl, so the values are ggml's bit for bit) written transposed as f16 into
-// Wt [K, ld · 2] at column offset col0: the [K, N] layout the cooperative-matrix GEMM loads
-// with 16-byte vectors. Each value is rounded to f16 once (round to nearest even, with integer
-// operations: the same bits on every device). One invocation per (pair of rows, unit of 32
-// k): it writes 32 words, each the f16 pair (n, n + 1) at one k, so neighbouring invocations
-// write neighbouring words. Rows n ≥ N of the padded width are written as zeros.
+// DEQUANT: a quantized W [N, K] (row n's bytes at W + n · ROW_BYTES, dq_unit from
+// llm_dequant.glsl, so the values are ggml's bit for bit) written as f16 rows into W16 [.., ldw]
+// from row row0: the k-contiguous B operand of the cooperative-matrix GEMM (x · W16ᵀ). Each
+// value is rounded to f16 once (round to nearest even, with integer operations: the same bits on
+// every device). One invocation per (row, unit of 32 k), units fastest: neighbouring invocations
+// read neighbouring bytes of a row (and the Q4_K/Q5_K unit pairs that share their quant bytes)
+// and write neighbouring 64-byte runs, four 16-byte stores each.
 //
 // X_F16: x [T, K] f32 (from element offX) to f16 rows of ld16 elements, two k per invocation.
 //
 // SPLIT (with either): each value v as hi = f16(v) and lo = f16(v − hi) (v − hi is exact in
 // f32), laid out along k so that one GEMM over 3K sums x_hi·w_hi + x_lo·w_hi + x_hi·w_lo:
-// Wt rows [hi; hi; lo] (K each), x columns [hi | lo | hi].
+// W16 rows [hi | hi | lo] (K each), x rows [hi | lo | hi].
 //
 // EPILOGUE: out[t, n] from the GEMM's f32 sums acc [T, ld]: SwiGLU silu(acc[t, n]) ·
 // acc[t, up0 + n], bias, residual — the matvec's epilogue (llm_matvec.glsl store_out), in its
@@ -21,31 +21,42 @@
 
 layout(local_size_x = 256) in;
 
-#ifdef DEQUANT_T
+#ifdef DEQUANT
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer BufW16V4 { uvec4 v[]; };
+
 void main() {
     ParamsU64 a = ParamsU64(pc.params);
     uint64_t addrW = a.v[0], addrT = a.v[1];
     ParamsI32 meta = ParamsI32(pc.params + 16ul);
     uint N = uint(meta.v[0]), K = uint(meta.v[1]), rowBytes = uint(meta.v[2]);
-    uint ld = uint(meta.v[3]), col0 = uint(meta.v[4]), pairs = uint(meta.v[5]);
+    uint ldw = uint(meta.v[3]), row0 = uint(meta.v[4]);
     uint units = K / 32u;
-    uint total = pairs * units;
+    uint total = N * units;
     for (uint i = gl_GlobalInvocationID.x; i < total; i += gl_NumWorkGroups.x * 256u) {
-        uint p = i % pairs, u = i / pairs;
-        uint n0 = 2u * p, n1 = n0 + 1u;
-        float w0[32], w1[32];
-        [[unroll]] for (uint j = 0u; j < 32u; j++) { w0[j] = 0.0; w1[j] = 0.0; }
-        if (n0 < N) dq_unit(addrW + uint64_t(n0) * uint64_t(rowBytes), u, w0);
-        if (n1 < N) dq_unit(addrW + uint64_t(n1) * uint64_t(rowBytes), u, w1);
-        uint at = u * 32u * ld + col0 + p;
-        [[unroll]] for (uint j = 0u; j < 32u; j++) {
-            uint h0 = enc_f32_to_f16(floatBitsToUint(w0[j])), h1 = enc_f32_to_f16(floatBitsToUint(w1[j]));
-            BufU32(addrT).v[at + j * ld] = h0 | (h1 << 16);
+        uint n = i / units, u = i % units;
+        float w[32];
+        dq_unit(addrW + uint64_t(n) * uint64_t(rowBytes), u, w);
+        uint hw[16];
 #ifdef SPLIT
-            uint l0 = enc_f32_to_f16(floatBitsToUint(w0[j] - enc_f16_to_f32(h0)));
-            uint l1 = enc_f32_to_f16(floatBitsToUint(w1[j] - enc_f16_to_f32(h1)));
-            BufU32(addrT).v[at + K * ld + j * ld] = h0 | (h1 << 16);
-            BufU32(addrT).v[at + 2u * K * ld + j * ld] = l0 | (l1 << 16);
+        uint lw[16];
+#endif
+        [[unroll]] for (uint j = 0u; j < 16u; j++) {
+            uint h0 = enc_f32_to_f16(floatBitsToUint(w[2u * j])), h1 = enc_f32_to_f16(floatBitsToUint(w[2u * j + 1u]));
+            hw[j] = h0 | (h1 << 16);
+#ifdef SPLIT
+            uint l0 = enc_f32_to_f16(floatBitsToUint(w[2u * j] - enc_f16_to_f32(h0)));
+            uint l1 = enc_f32_to_f16(floatBitsToUint(w[2u * j + 1u] - enc_f16_to_f32(h1)));
+            lw[j] = l0 | (l1 << 16);
+#endif
+        }
+        // In 16-byte units: the row's start, then this unit's 32 values (64 bytes).
+        uint at = ((row0 + n) * ldw + u * 32u) / 8u;
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            uvec4 hv = uvec4(hw[4u * q], hw[4u * q + 1u], hw[4u * q + 2u], hw[4u * q + 3u]);
+            BufW16V4(addrT).v[at + q] = hv;
+#ifdef SPLIT
+            BufW16V4(addrT).v[at + K / 8u + q] = hv;
+            BufW16V4(addrT).v[at + K / 4u + q] = uvec4(lw[4u * q], lw[4u * q + 1u], lw[4u * q + 2u], lw[4u * q + 3u]);
 #endif
         }
     }
