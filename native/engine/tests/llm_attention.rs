@@ -1,16 +1,17 @@
 //! The LLM runtime's causal attention over the KV cache (llm_attention_split.glsl) against a plain
 //! float64 reference, per cache type and head shape: GQA (1, 2, 3, 4 and 8 query heads per kv
-//! head: the workgroup's head groups), head dims that take the 16-byte loads
-//! (64, 128) and that do not (36), one past lavapipe's whole-chunk staging (256: staged in parts),
-//! a cache whose length is not a multiple of the 64-key chunk, rows of several slots at positions
-//! on and around chunk boundaries (0, 63, 64, the last), a prompt-like run of consecutive rows in
-//! one slot, and scores large enough that the softmax must subtract its max. Every choice of rows
-//! per workgroup (1, 3, 8) and the wide way of decode steps must give the same bits.
+//! head), head dims that take the 16-byte loads (64, 128) and that do not (36), one past
+//! lavapipe's whole-chunk staging (256: staged in parts), a cache whose length is not a multiple
+//! of the 64-key chunk, rows of several slots at positions on and around chunk boundaries (0,
+//! 63, 64, the last; 1,023, 1,024 and beyond in a long cache: up to 19 chunks to combine), a
+//! prompt-like run of consecutive rows in one slot, and scores large enough that the softmax
+//! must subtract its max. Both ways of running the chunks (blocked, for prompts, with 1, 3 or 8
+//! rows per workgroup; wide, for decode steps) must give the same bits.
 //!
 //! Bound (as the encoder's attention test): per row, with δs = (HD + 2)·2^-24·scale·max_j Σ_d
 //! |q_d k_jd| (the score's f32 chain), the softmax weights move by at most 2·δs relatively, so
-//! |got − ref| ≤ (2·δs + 1e-5)·max_j |v_j| (exp about an ulp, the f32 sums over ≤ 150 keys and
-//! the chunks' rescaling).
+//! |got − ref| ≤ (2·δs + 1e-5)·max_j |v_j| (exp about an ulp; the f32 sums over ≤ 1,200 keys,
+//! 64 per chunk, and the chunks' rescaling, with rounding errors of random sign: √n growth).
 
 mod common;
 
@@ -54,7 +55,12 @@ struct Case {
 
 impl Case {
     fn new(n_head: usize, n_head_kv: usize, head_dim: usize, kv_f16: bool, q_amp: f32, seed: u64) -> Case {
-        let (ctx, slots) = (150, 3);
+        Case::with_context(n_head, n_head_kv, head_dim, kv_f16, q_amp, seed, 150)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_context(n_head: usize, n_head_kv: usize, head_dim: usize, kv_f16: bool, q_amp: f32, seed: u64, ctx: usize) -> Case {
+        let slots = 3;
         let shape = AttnShape { n_head, n_head_kv, head_dim, rope_dims: 0, rope_neox: false, ctx, slots, kv_f16 };
         let mut rng = Rng(seed);
         let cache_len = slots * ctx * n_head_kv * head_dim;
@@ -63,7 +69,12 @@ impl Case {
         let v = (0..cache_len).map(|_| round(rng.uniform(1.0))).collect();
         // Decode-like rows of several slots at chunk edges, then a prompt of 40 consecutive
         // positions in slot 1 crossing the chunk boundary at 128.
-        let mut rows = vec![(0, 0), (2, 149), (0, 63), (0, 64), (2, 128), (1, 5)];
+        let last = ctx as u32 - 1;
+        let mut rows = vec![(0, 0), (2, last), (0, 63), (0, 64), (2, 128), (1, 5)];
+        if ctx > 1100 {
+            // many chunks to combine
+            rows.extend([(0, 1023), (0, 1024), (2, 1088)]);
+        }
         rows.extend((100..140).map(|p| (1, p)));
         let q = (0..rows.len() * n_head * head_dim).map(|_| rng.uniform(q_amp)).collect();
         Case { shape, q, k, v, rows, scale: 1.0 / (head_dim as f32).sqrt() }
@@ -169,6 +180,21 @@ fn attention_matches_the_float64_reference_every_way() {
                 assert_eq!(bits(&got), bits(&picked), "NH {nh} HD {hd} f16 {f16_cache}: {way:?} changed bits");
             }
         }
+    });
+}
+
+/// Long rows: 19 chunks to combine (positions past 1,024).
+#[test]
+fn long_rows_match_too() {
+    on_engine(|ctx| {
+        let case = Case::with_context(4, 2, 64, true, 1.0, 11, 1200);
+        let want = case.reference();
+        let (got, _) = case.run(ctx, None);
+        for (i, (&g, &(w, tol))) in got.iter().zip(&want).enumerate() {
+            assert!(g.is_finite() && (g as f64 - w).abs() <= tol, "at {i} (row {}): {g} vs {w} (tol {tol:e})", i / (4 * 64));
+        }
+        let (wide, _) = case.run(ctx, Some(AttnWay::Wide));
+        assert_eq!(bits(&wide), bits(&got));
     });
 }
 
