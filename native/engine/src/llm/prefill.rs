@@ -7,7 +7,7 @@
 //! 1. `llm_gemm.glsl` dequantizes W with ggml's formulas (`dq_unit`, the matvec's own) and
 //!    writes it as f16 rows into a scratch `W16 [cols, K]` — up's rows after gate's for
 //!    SwiGLU; rows as stored, so the writes and the reads of the quantized blocks both run
-//!    along k (a transposed copy wrote 32 rows apart: 1.9× slower on the H200) — and rounds x
+//!    along k (a transposed copy wrote 32 rows apart: 1.7× slower on the H200) — and rounds x
 //!    to f16 (round to nearest even, integer operations: the same bits on every device);
 //! 2. `record_dot` with [`DotPrecision::TensorCore`]: `x16 [T, K] · W16ᵀ` on
 //!    cooperative matrices (f32 accumulation), or on devices without them the f32 tiled SGEMM
