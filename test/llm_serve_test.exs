@@ -7,7 +7,7 @@ defmodule NxVulkan.LLMServeTest do
   and streamed, /v1/models, bad requests, two streams at once, /metrics). The binary is the
   release build `make test` makes. Every answer here is greedy, so every path must give the
   reference's "The capital of France is Paris." and stop on <|im_end|>: 7 tokens and the end
-  token. Tokens are kept few (lavapipe decodes ≈ 2–3 s each): 49 in the whole file.
+  token. Tokens are kept few (lavapipe decodes ≈ 2–3 s each): 51 in the whole file.
   """
   use ExUnit.Case, async: false
   @moduletag timeout: 600_000
@@ -67,6 +67,19 @@ defmodule NxVulkan.LLMServeTest do
     assert out =~ ~s("finish_reason":"stop")
     assert out =~ ~s("prompt_tokens":#{@prompt_tokens})
     assert out =~ ~s("completion_tokens":#{@completion_tokens})
+  end
+
+  test "nx-vulkan generate --prefill-precision: f16 accepted, a bad value refused" do
+    # A 27-token prompt runs on the matvec (the GEMM takes 32 rows and more, on tensor cores),
+    # so the greedy ids are the reference's at either precision.
+    args = ["generate", "--model", @gguf, "--chat", "--system", @system, "--prompt", @question, "--max-tokens", "2", "--json"]
+    {out, status} = System.cmd(@cli, args ++ ["--prefill-precision", "f16"])
+    assert status == 0, out
+    [_, ids] = Regex.run(~r/"tokens":\[([^\]]*)\]/, out)
+    assert Enum.map(String.split(ids, ","), &String.to_integer/1) == Enum.take(reference_ids("greedy_ids"), 2)
+    {out, status} = System.cmd(@cli, args ++ ["--prefill-precision", "bf16"], stderr_to_stdout: true)
+    assert status != 0
+    assert out =~ ~s(expected "split" or "f16")
   end
 
   # Starts `nx-vulkan serve` on port 0 and returns {port, base_url} once it listens.
