@@ -206,7 +206,8 @@ fn a_changed_cache_value_is_seen() {
         let mut case = Case::new(4, 2, 64, true, 1.0, 7);
         let want = case.reference();
         let kvd = 2 * 64;
-        case.v[(1 * 150 + 100) * kvd + 3] += 0.5; // slot 1, position 100, kv head 0, dim 3
+        let (slot, pos, ctx_len) = (1, 100, 150);
+        case.v[(slot * ctx_len + pos) * kvd + 3] += 0.5; // kv head 0, dim 3
         let (got, _) = case.run(ctx, None);
         let worst = got.iter().zip(&want).map(|(&g, &(w, tol))| (g as f64 - w).abs() / tol).fold(0.0, f64::max);
         assert!(worst > 10.0, "a changed value of V went unseen: worst error {worst} of the bound");
