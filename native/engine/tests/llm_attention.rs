@@ -1,12 +1,12 @@
 //! The LLM runtime's causal attention over the KV cache (llm_attention_split.glsl) against a plain
-//! float64 reference, per cache type and head shape: GQA (1, 2, 3, 4 and 8 query heads per kv
-//! head), head dims that take the 16-byte loads (64, 128) and that do not (36), one past
-//! lavapipe's whole-chunk staging (256: staged in parts), a cache whose length is not a multiple
-//! of the 64-key chunk, rows of several slots at positions on and around chunk boundaries (0,
-//! 63, 64, the last; 1,023, 1,024 and beyond in a long cache: up to 19 chunks to combine), a
-//! prompt-like run of consecutive rows in one slot, and scores large enough that the softmax
-//! must subtract its max. Both ways of running the chunks (blocked, for prompts, with 1, 3 or 8
-//! rows per workgroup; wide, for decode steps) must give the same bits.
+//! float64 reference, per cache type and head shape: GQA (1, 2, 3, 4, 8 and 16 query heads per kv
+//! head, the most `AttnShape` allows), head dims that take the 16-byte loads (64, 128) and that do
+//! not (36), one past lavapipe's whole-chunk staging (256: staged in parts), a cache whose length
+//! is not a multiple of the 64-key chunk, rows of several slots at positions on and around chunk
+//! boundaries (0, 63, 64, the last; 1,023, 1,024 and beyond in a long cache: up to 19 chunks to
+//! combine), a prompt-like run of consecutive rows in one slot, and scores large enough that the
+//! softmax must subtract its max. Both ways of running the chunks (blocked, for prompts, with 1, 3
+//! or 8 rows per workgroup; wide, for decode steps) must give the same bits.
 //!
 //! Bound (as the encoder's attention test): per row, with δs = (HD + 2)·2^-24·scale·max_j Σ_d
 //! |q_d k_jd| (the score's f32 chain), the softmax weights move by at most 2·δs relatively, so
@@ -158,6 +158,7 @@ fn attention_matches_the_float64_reference_every_way() {
             (4, 1, 128, true, 1.0),
             (9, 3, 64, true, 1.0),
             (8, 1, 64, true, 1.0),
+            (16, 1, 64, true, 1.0),
             (2, 2, 36, true, 1.0),
             (2, 2, 36, false, 1.0),
             (2, 1, 128, false, 1.0),
@@ -215,7 +216,7 @@ fn a_changed_cache_value_is_seen() {
 }
 
 #[test]
-fn zero_rows_per_workgroup_is_an_error() {
+fn zero_rows_per_workgroup_and_too_many_heads_are_errors() {
     on_engine(|ctx| {
         let case = Case::new(2, 1, 64, true, 1.0, 3);
         let s = &case.shape;
@@ -227,5 +228,9 @@ fn zero_rows_per_workgroup_is_an_error() {
         let mut batch = ctx.batch().unwrap();
         let err = ctx.record_llm_attention_as(&mut batch, s, &q, &rows, &ck, &ck, 0.1, &partials, &out, AttnWay::Blocked { rows_per_group: 0 }).unwrap_err();
         assert!(err.to_string().contains("rows_per_group"), "{err}");
+        // 17 query heads per kv head: more chains than the blocked way keeps
+        let wide = AttnShape { n_head: 17, n_head_kv: 1, ..*s };
+        let err = ctx.record_llm_attention(&mut batch, &wide, &q, &rows, &ck, &ck, 0.1, &partials, &out).unwrap_err();
+        assert!(err.to_string().contains("unsupported attention shape"), "{err}");
     });
 }
