@@ -18,21 +18,14 @@ mod common;
 use common::{on_engine, on_engine_alone};
 use half::f16;
 use nx_vulkan_engine::llm::kernels::{AttnShape, AttnWay, ATTN_BLOCKED_FROM};
+use nx_vulkan_engine::llm::sample::Rng;
 use nx_vulkan_engine::{Context, DType, Tensor};
 
 const U: f64 = 1.0 / 16_777_216.0;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn uniform(&mut self, a: f32) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * a
-    }
+/// Uniform in [-a, a) from the engine's own generator (as the other LLM tests use it).
+fn uniform(rng: &mut Rng, a: f32) -> f32 {
+    ((rng.next_f64() * 2.0 - 1.0) * a as f64) as f32
 }
 
 fn upload_f32(ctx: &Context, shape: &[usize], v: &[f32]) -> Tensor {
@@ -62,11 +55,11 @@ impl Case {
     fn with_context(n_head: usize, n_head_kv: usize, head_dim: usize, kv_f16: bool, q_amp: f32, seed: u64, ctx: usize) -> Case {
         let slots = 3;
         let shape = AttnShape { n_head, n_head_kv, head_dim, rope_dims: 0, rope_neox: false, ctx, slots, kv_f16 };
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let cache_len = slots * ctx * n_head_kv * head_dim;
         let round = |x: f32| if kv_f16 { f16::from_f32(x).to_f32() } else { x };
-        let k = (0..cache_len).map(|_| round(rng.uniform(1.0))).collect();
-        let v = (0..cache_len).map(|_| round(rng.uniform(1.0))).collect();
+        let k = (0..cache_len).map(|_| round(uniform(&mut rng, 1.0))).collect();
+        let v = (0..cache_len).map(|_| round(uniform(&mut rng, 1.0))).collect();
         // Decode-like rows of several slots at chunk edges, then a prompt of 40 consecutive
         // positions in slot 1 crossing the chunk boundary at 128.
         let last = ctx as u32 - 1;
@@ -76,7 +69,7 @@ impl Case {
             rows.extend([(0, 1023), (0, 1024), (2, 1088)]);
         }
         rows.extend((100..140).map(|p| (1, p)));
-        let q = (0..rows.len() * n_head * head_dim).map(|_| rng.uniform(q_amp)).collect();
+        let q = (0..rows.len() * n_head * head_dim).map(|_| uniform(&mut rng, q_amp)).collect();
         Case { shape, q, k, v, rows, scale: 1.0 / (head_dim as f32).sqrt() }
     }
 

@@ -608,19 +608,20 @@ impl Context {
             [pt, ph, c, pd] if (*pt, *ph, *pd) == (t, shape.n_head, shape.head_dim + 2) && partials.dtype == DType::F32 && partials.offset == 0 => *c,
             other => return Err(invalid!("{OP}: scratch is {other:?}, expected [{t}, {}, chunks, {}] f32 (llm_attention_scratch)", shape.n_head, shape.head_dim + 2)),
         };
-        let mut defines = shape.defines();
+        let mut split_defines = shape.defines();
         let (rows_per_group, group) = match way {
             AttnWay::Blocked { rows_per_group: 0 } => return Err(invalid!("{OP}: rows_per_group must be at least 1")),
             AttnWay::Blocked { rows_per_group } => (rows_per_group, 64),
             AttnWay::Wide => {
-                defines.push("WIDE".into());
-                defines.push(format!("SK {}", shape.staged_keys(self.caps.max_shared_memory as usize)?));
+                split_defines.push("WIDE".into());
+                split_defines.push(format!("SK {}", shape.staged_keys(self.caps.max_shared_memory as usize)?));
                 (1, 64 * (shape.n_head / shape.n_head_kv) as u32)
             }
         };
-        let key = format!("llm attention split {}", defines.join(" "));
-        let split = self.kernels.get(&key, group, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
-        defines.retain(|d| d != "WIDE" && !d.starts_with("SK "));
+        let key = format!("llm attention split {}", split_defines.join(" "));
+        let split = self.kernels.get(&key, group, 1, || source(None, &split_defines, include_str!("kernels/llm_attention_split.glsl")))?;
+        // The combine is the same for both ways.
+        let mut defines = shape.defines();
         defines.push("COMBINE".into());
         let key = format!("llm attention combine {}", defines.join(" "));
         let combine = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
