@@ -33,6 +33,26 @@ fn max_groups() -> u32 {
     *MAX
 }
 
+/// Measurement only (never for results): `NX_VULKAN_SKIP_KERNELS` drops the dispatches of the
+/// kernels it names from every recording, so a benchmark can time a whole step without them —
+/// an ablation that, unlike per-command timestamps, leaves the other commands' overlap and
+/// barriers as they are. `;` separates patterns; a pattern matches a kernel whose name holds
+/// each of its `&`-separated parts, a part ending in `$` at the name's end ("llm matvec&SWIGLU;
+/// llm rope;X_VEC4$").
+fn skipped_kernel(name: &str) -> bool {
+    static SKIP: once_cell::sync::Lazy<Vec<Vec<String>>> = once_cell::sync::Lazy::new(|| {
+        std::env::var("NX_VULKAN_SKIP_KERNELS")
+            .map(|v| v.split(';').filter(|p| !p.is_empty()).map(|p| p.split('&').map(str::to_string).collect()).collect())
+            .unwrap_or_default()
+    });
+    SKIP.iter().any(|parts| {
+        parts.iter().all(|part| match part.strip_suffix('$') {
+            Some(end) => name.ends_with(end),
+            None => name.contains(part.as_str()),
+        })
+    })
+}
+
 /// Bytes of kernel parameters a submission may hold before its arena grows.
 const PARAM_ARENA_BYTES: u64 = 1 << 16;
 
@@ -557,6 +577,9 @@ impl<'a> Batch<'a> {
     }
 
     fn push_dispatch(&mut self, kernel: &Arc<Kernel>, params: &[u8], count: u32, groups: [u32; 3], concurrent: bool) -> Result<()> {
+        if skipped_kernel(kernel.name()) {
+            return Ok(());
+        }
         let asked = std::mem::take(&mut self.next_concurrent);
         let concurrent = concurrent || (asked && matches!(self.rec.commands.last(), Some(Command::Dispatch { .. })));
         // 16-byte alignment keeps 64-bit fields in the block aligned.

@@ -236,6 +236,46 @@ fn the_gpu_matvec_kernel_matches_too() {
 }
 
 #[test]
+fn rope_in_the_products_gives_the_separate_bits() {
+    // Steps without a GEMM segment rotate q and k and store k and v into the caches in the Q, K
+    // and V products themselves (llama-style models); NX_VULKAN_LLM_ROPE=separate runs
+    // llm_rope.glsl's dispatch after them instead. The prompt step (several rows of one slot)
+    // and every decode step must give the same bits both ways, with both matvec kernels and
+    // both cache types, and the fused way must run one dispatch fewer per layer and step.
+    // (Alone: the variables change the kernels other tests would run.)
+    common::on_engine_alone(|ctx| {
+        // (the workgroup kernel on one fixture: it is slow on a CPU driver)
+        for (kernel, name, kv_f16) in [("row", "llama-q4_k", true), ("row", "llama-q8_0", false), ("workgroup", "llama-q4_k", false)] {
+            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            {
+                let f = fixture(name);
+                let run = |separate: bool| {
+                    if separate {
+                        std::env::set_var("NX_VULKAN_LLM_ROPE", "separate");
+                    }
+                    let m = load(name, kv_f16, 2);
+                    let before = ctx.stats().dispatches;
+                    let (prompt, decode) = run_fixture(&m, &f, 1);
+                    std::env::remove_var("NX_VULKAN_LLM_ROPE");
+                    (prompt, decode, ctx.stats().dispatches - before, m.config.n_layer)
+                };
+                let (p_sep, d_sep, n_sep, layers) = run(true);
+                let (p_fused, d_fused, n_fused, _) = run(false);
+                for (i, (a, b)) in p_sep.iter().chain(&d_sep).zip(p_fused.iter().chain(&d_fused)).enumerate() {
+                    assert!(bits_equal(a, b), "{name} ({kernel} matvec, f16 cache {kv_f16}): logits row {i} differ");
+                }
+                let steps = 1 + f.greedy.len() as u64;
+                assert_eq!(n_sep - n_fused, steps * layers as u64, "{name}: dispatches {n_sep} separate, {n_fused} fused");
+                if !kv_f16 {
+                    assert!(max_abs(&d_fused[0], &f.logits[f.prompt.len()]) < 1e-3, "{name}: the fused decode left the reference");
+                }
+            }
+        }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+    });
+}
+
+#[test]
 fn separate_norms_and_the_prefill_gemm_match_too() {
     // Wide models run their RMSNorms as dispatches of their own, and prompt chunks on a device
     // with tensor cores take the GEMM (at its default split precision); the fixtures are

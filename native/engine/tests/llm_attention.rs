@@ -6,7 +6,8 @@
 //! boundaries (0, 63, 64, the last; 1,023, 1,024 and beyond in a long cache: up to 19 chunks to
 //! combine), a prompt-like run of consecutive rows in one slot, and scores large enough that the
 //! softmax must subtract its max. Both ways of running the chunks (blocked, for prompts, with 1, 3
-//! or 8 rows per workgroup; wide, for decode steps) must give the same bits.
+//! or 8 rows per workgroup; wide, for decode steps, its combine a dispatch of its own or done by
+//! each row's last chunk's workgroup) must give the same bits.
 //!
 //! Bound (as the encoder's attention test): per row, with δs = (HD + 2)·2^-24·scale·max_j Σ_d
 //! |q_d k_jd| (the score's f32 chain), the softmax weights move by at most 2·δs relatively, so
@@ -108,7 +109,8 @@ impl Case {
     }
 
     /// The device's output run `way` (None: what record_llm_attention picks), and the
-    /// dispatches it recorded.
+    /// dispatches it recorded. The scratch's chunk counters must be zero after it (the fused
+    /// combine resets them for the next layer).
     fn run(&self, ctx: &Context, way: Option<AttnWay>) -> (Vec<f32>, u64) {
         let s = &self.shape;
         let t = self.rows.len();
@@ -125,15 +127,17 @@ impl Case {
         let rows_bytes: Vec<u8> = self.rows.iter().flat_map(|&(a, b)| [a.to_le_bytes(), b.to_le_bytes()]).flatten().collect();
         let rows = ctx.upload(DType::U32, &[t, 2], &rows_bytes).unwrap();
         let max_pos = self.rows.iter().map(|r| r.1 as usize).max().unwrap();
-        let partials = ctx.llm_attention_scratch(s, t, max_pos).unwrap();
+        let scratch = ctx.llm_attention_scratch(s, t, max_pos).unwrap();
         let out = ctx.empty(DType::F32, &[t, s.n_head * s.head_dim]).unwrap();
         let before = ctx.stats().dispatches;
         let mut batch = ctx.batch().unwrap();
         match way {
-            Some(w) => ctx.record_llm_attention_as(&mut batch, s, &q, &rows, &ck, &cv, self.scale, &partials, &out, w).unwrap(),
-            None => ctx.record_llm_attention(&mut batch, s, &q, &rows, &ck, &cv, self.scale, &partials, &out).unwrap(),
+            Some(w) => ctx.record_llm_attention_as(&mut batch, s, &q, &rows, &ck, &cv, self.scale, &scratch, &out, w).unwrap(),
+            None => ctx.record_llm_attention(&mut batch, s, &q, &rows, &ck, &cv, self.scale, &scratch, &out).unwrap(),
         }
         batch.finish().unwrap();
+        let counters = ctx.download(&scratch.counters).unwrap();
+        assert!(counters.iter().all(|&b| b == 0), "{way:?} left chunk counters non-zero");
         (download_f32(ctx, &out), ctx.stats().dispatches - before)
     }
 }
@@ -169,10 +173,36 @@ fn attention_matches_the_float64_reference_every_way() {
             // The case's 46 rows take the blocked way; the wide one (decode steps) and other
             // rows per workgroup must give the same bits.
             assert!(case.rows.len() >= ATTN_BLOCKED_FROM);
-            for way in [AttnWay::Wide, AttnWay::Blocked { rows_per_group: 3 }, AttnWay::Blocked { rows_per_group: 8 }] {
-                let (got, _) = case.run(ctx, Some(way));
+            for way in [AttnWay::Wide { fused_combine: true }, AttnWay::Wide { fused_combine: false }, AttnWay::Blocked { rows_per_group: 3 }, AttnWay::Blocked { rows_per_group: 8 }] {
+                let (got, dispatches) = case.run(ctx, Some(way));
                 assert_eq!(bits(&got), bits(&picked), "NH {nh} HD {hd} f16 {f16_cache}: {way:?} changed bits");
+                let fused = matches!(way, AttnWay::Wide { fused_combine: true });
+                assert_eq!(dispatches, if fused { 1 } else { 2 }, "{way:?}: the combine is {}a dispatch", if fused { "not " } else { "" });
             }
+        }
+    });
+}
+
+/// A decode-sized step (fewer rows than ATTN_BLOCKED_FROM: the first 6 rows, of three slots,
+/// up to 3 chunks each, and the long case's up to 18) takes the wide way with its combine done
+/// by each row's last chunk's workgroup: one dispatch, the blocked way's bits, the reference's
+/// values.
+#[test]
+fn decode_steps_fuse_the_combine() {
+    // alone: the dispatch count is the engine's global counter
+    on_engine_alone(|ctx| {
+        for mut case in [Case::new(8, 2, 64, true, 1.0, 5), Case::with_context(4, 1, 128, false, 1.0, 6, 1200)] {
+            let n = 6 + 3 * (case.shape.ctx > 1100) as usize;
+            case.rows.truncate(n);
+            case.q.truncate(n * case.shape.n_head * case.shape.head_dim);
+            let want = case.reference();
+            let (got, dispatches) = case.run(ctx, None);
+            assert_eq!(dispatches, 1, "the split alone");
+            for (i, (&g, &(w, tol))) in got.iter().zip(&want).enumerate() {
+                assert!(g.is_finite() && (g as f64 - w).abs() <= tol, "at {i}: {g} vs {w} (tol {tol:e})");
+            }
+            let (blocked, _) = case.run(ctx, Some(AttnWay::Blocked { rows_per_group: 1 }));
+            assert_eq!(bits(&got), bits(&blocked));
         }
     });
 }
@@ -187,8 +217,10 @@ fn long_rows_match_too() {
         for (i, (&g, &(w, tol))) in got.iter().zip(&want).enumerate() {
             assert!(g.is_finite() && (g as f64 - w).abs() <= tol, "at {i} (row {}): {g} vs {w} (tol {tol:e})", i / (4 * 64));
         }
-        let (wide, _) = case.run(ctx, Some(AttnWay::Wide));
-        assert_eq!(bits(&wide), bits(&got));
+        for fused_combine in [true, false] {
+            let (wide, _) = case.run(ctx, Some(AttnWay::Wide { fused_combine }));
+            assert_eq!(bits(&wide), bits(&got), "wide, fused combine {fused_combine}");
+        }
     });
 }
 
@@ -216,14 +248,14 @@ fn zero_rows_per_workgroup_and_too_many_heads_are_errors() {
         let q = ctx.empty(DType::F32, &[1, 128]).unwrap();
         let rows = ctx.upload(DType::U32, &[1, 2], &[0u8; 8]).unwrap();
         let ck = ctx.empty(DType::F16, &s.cache_shape()).unwrap();
-        let partials = ctx.llm_attention_scratch(s, 1, 0).unwrap();
+        let scratch = ctx.llm_attention_scratch(s, 1, 0).unwrap();
         let out = ctx.empty(DType::F32, &[1, 128]).unwrap();
         let mut batch = ctx.batch().unwrap();
-        let err = ctx.record_llm_attention_as(&mut batch, s, &q, &rows, &ck, &ck, 0.1, &partials, &out, AttnWay::Blocked { rows_per_group: 0 }).unwrap_err();
+        let err = ctx.record_llm_attention_as(&mut batch, s, &q, &rows, &ck, &ck, 0.1, &scratch, &out, AttnWay::Blocked { rows_per_group: 0 }).unwrap_err();
         assert!(err.to_string().contains("rows_per_group"), "{err}");
         // 17 query heads per kv head: more chains than the blocked way keeps
         let wide = AttnShape { n_head: 17, n_head_kv: 1, ..*s };
-        let err = ctx.record_llm_attention(&mut batch, &wide, &q, &rows, &ck, &ck, 0.1, &partials, &out).unwrap_err();
+        let err = ctx.record_llm_attention(&mut batch, &wide, &q, &rows, &ck, &ck, 0.1, &scratch, &out).unwrap_err();
         assert!(err.to_string().contains("unsupported attention shape"), "{err}");
     });
 }

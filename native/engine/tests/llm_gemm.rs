@@ -379,7 +379,7 @@ fn forward_gemm(m: &Llm, rows: &[Row], precision: LlmGemmPrecision) -> Vec<Vec<f
     ctx.record_llm_get_rows(b, &m.token_embd, &ids, &x).unwrap();
     let scale = 1.0 / (cfg.head_dim as f32).sqrt();
     let max_pos = rows.iter().map(|r| r.pos as usize).max().unwrap_or(0);
-    let partials = ctx.llm_attention_scratch(&m.attn, t, max_pos).unwrap();
+    let scratch = ctx.llm_attention_scratch(&m.attn, t, max_pos).unwrap();
     for l in &m.layers {
         ctx.record_llm_rmsnorm(b, &x, None, &l.attn_norm, cfg.rms_eps, &xn).unwrap();
         let bias = |i: usize| l.qkv_bias.as_ref().map(|bs| [&bs.0, &bs.1, &bs.2][i]);
@@ -388,7 +388,7 @@ fn forward_gemm(m: &Llm, rows: &[Row], precision: LlmGemmPrecision) -> Vec<Vec<f
         ctx.record_llm_gemm_in(b, &s, &l.wv, None, &xn, Epilogue { bias: bias(2), residual: None }, &v).unwrap();
         let qk_norm = l.qk_norm.as_ref().map(|(a, c)| (a, c, cfg.rms_eps));
         ctx.record_llm_rope_store(b, &m.attn, &q, &k, &v, &meta, &m.cos_sin, qk_norm, &l.cache_k, &l.cache_v).unwrap();
-        ctx.record_llm_attention(b, &m.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &partials, &att).unwrap();
+        ctx.record_llm_attention(b, &m.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &scratch, &att).unwrap();
         ctx.record_llm_gemm_in(b, &s, &l.wo, None, &att, Epilogue { bias: None, residual: Some(&x) }, &x).unwrap();
         ctx.record_llm_rmsnorm(b, &x, None, &l.ffn_norm, cfg.rms_eps, &xn).unwrap();
         ctx.record_llm_gemm_in(b, &s, &l.gate, Some(&l.up), &xn, Epilogue::default(), &act).unwrap();
@@ -398,7 +398,8 @@ fn forward_gemm(m: &Llm, rows: &[Row], precision: LlmGemmPrecision) -> Vec<Vec<f
     ctx.record_llm_rmsnorm(b, &x, Some(&wanted), &m.output_norm, cfg.rms_eps, &fin).unwrap();
     let logits = e(&[t, cfg.n_vocab]);
     ctx.record_llm_gemm_in(b, &s, m.output_matrix(), None, &fin, Epilogue::default(), &logits).unwrap();
-    for keep in [&x, &xn, &q, &k, &v, &att, &act, &fin, &ids, &meta, &wanted, &partials] {
+    scratch.keep(b);
+    for keep in [&x, &xn, &q, &k, &v, &att, &act, &fin, &ids, &meta, &wanted] {
         b.keep(keep.buffer());
     }
     batch.finish().unwrap();

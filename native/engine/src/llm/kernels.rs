@@ -83,6 +83,18 @@ fn check_weight_type(ty: GgmlType) -> Result<()> {
 /// The checks every quantized product (matvec and prefill GEMM) makes: shapes, types, SwiGLU
 /// without bias or residual; returns (T, N, K).
 pub(crate) fn check_product(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: &Epilogue<'_>, out: &Tensor) -> Result<(usize, usize, usize)> {
+    let (t, n, k) = check_product_inputs(op, w, up, x, epi)?;
+    // out may be a row range of a larger tensor (offset ≠ 0): a step runs its prompt rows on
+    // the GEMM and its other rows on the matvec.
+    check_output(out, DType::F32, &[t, n], op)?;
+    if !out.is_contiguous() {
+        return Err(invalid!("{op}: out must be contiguous, got strides {:?}", out.strides));
+    }
+    Ok((t, n, k))
+}
+
+/// [`check_product`] but for `out`: (T, N, K).
+fn check_product_inputs(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, epi: &Epilogue<'_>) -> Result<(usize, usize, usize)> {
     let (t, k) = matrix(x, DType::F32, op, "x")?;
     let n = w.rows;
     if w.cols != k {
@@ -103,12 +115,6 @@ pub(crate) fn check_product(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Ten
         if matrix(r, DType::F32, op, "residual")? != (t, n) {
             return Err(invalid!("{op}: residual is {:?}, expected [{t}, {n}]", r.shape));
         }
-    }
-    // out may be a row range of a larger tensor (offset ≠ 0): a step runs its prompt rows on
-    // the GEMM and its other rows on the matvec.
-    check_output(out, DType::F32, &[t, n], op)?;
-    if !out.is_contiguous() {
-        return Err(invalid!("{op}: out must be contiguous, got strides {:?}", out.strides));
     }
     Ok((t, n, k))
 }
@@ -191,6 +197,31 @@ pub struct RmsNorm<'a> {
     pub eps: f32,
 }
 
+/// What [`Context::record_llm_rope_store`] does to the Q, K and V products, done by the products
+/// themselves ([`Context::record_llm_qkv_rope`]): q rotated in place, k rotated and v stored
+/// into the layer's caches at each row's (slot, position). For llama-style rotation (adjacent
+/// pairs, not NEOX) without a per-head norm (not qwen3's QK norm).
+#[derive(Clone, Copy, Debug)]
+pub struct RopeStore<'a> {
+    pub shape: &'a AttnShape,
+    /// `[T, 2]` u32 (slot, position) of the product's rows (a view of a step's rows may start
+    /// past its buffer's start).
+    pub rows: &'a Tensor,
+    /// `[ctx, rope_dims / 2, 2]` f32.
+    pub cos_sin: &'a Tensor,
+    pub cache_k: &'a Tensor,
+    pub cache_v: &'a Tensor,
+}
+
+/// Where one product of [`Context::record_llm_qkv_rope`] puts its rows.
+#[derive(Clone, Copy)]
+enum FusedStore<'a> {
+    /// q: rotated, into the product's out.
+    Rope(RopeStore<'a>),
+    /// k (rotated) or v: into the cache that is the product's out.
+    Cache { rope: bool, store: RopeStore<'a> },
+}
+
 impl Context {
     /// `out[t, n] = Σ_k w[n, k] · x[t, k]` (+ bias[n]) (+ residual[t, n]); `x` `[T, K]` f32,
     /// `out` `[T, N]` f32. With `up`, a SwiGLU: `out = silu(w·x) · (up·x)` (`w` the gate; no
@@ -218,22 +249,72 @@ impl Context {
             return Err(invalid!("llm qkv: q, k, v and x must be four distinct buffers (the products run concurrently)"));
         }
         for i in 0..3 {
-            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out[i], i > 0)?;
+            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out[i], i > 0, None)?;
+        }
+        Ok(())
+    }
+
+    /// [`Context::record_llm_qkv`] followed by [`Context::record_llm_rope_store`], in the three
+    /// products alone: `q` (`[T, n_head · head_dim]`) gets the rotated queries and the caches
+    /// the rotated keys and the values, with the same bits as the two calls and one dispatch
+    /// and barrier fewer. `rope.shape` must be llama-style (not NEOX).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_llm_qkv_rope(&self, batch: &mut Batch<'_>, w: [&QMatrix; 3], x: &Tensor, norm: Option<RmsNorm<'_>>, bias: [Option<&Tensor>; 3], q: &Tensor, rope: RopeStore<'_>) -> Result<()> {
+        const OP: &str = "llm qkv rope";
+        let shape = rope.shape;
+        shape.check(OP)?;
+        if shape.rope_neox {
+            return Err(invalid!("{OP}: NEOX rotation pairs dimensions half a head apart, in different lane groups; use record_llm_rope_store"));
+        }
+        let (t, two) = matrix(rope.rows, DType::U32, OP, "rows")?;
+        let (qd, kvd) = (shape.n_head * shape.head_dim, shape.n_head_kv * shape.head_dim);
+        if two != 2 || matrix(q, DType::F32, OP, "q")? != (t, qd) || w[0].rows != qd || w[1].rows != kvd || w[2].rows != kvd {
+            return Err(invalid!("{OP}: rows {:?}, q {:?} and products of {}, {}, {} rows do not fit the shape {shape:?}", rope.rows.shape, q.shape, w[0].rows, w[1].rows, w[2].rows));
+        }
+        if rope.cos_sin.dtype != DType::F32 || rope.cos_sin.shape != [shape.ctx, shape.rope_dims / 2, 2] || rope.cos_sin.offset != 0 {
+            return Err(invalid!("{OP}: cos/sin table is {:?}, expected [{}, {}, 2] f32", rope.cos_sin.shape, shape.ctx, shape.rope_dims / 2));
+        }
+        for (c, name) in [(rope.cache_k, "k cache"), (rope.cache_v, "v cache")] {
+            if c.dtype != shape.kv_dtype() || c.shape != shape.cache_shape() || c.offset != 0 {
+                return Err(invalid!("{OP}: {name} is {} {:?}, expected {} {:?}", c.dtype, c.shape, shape.kv_dtype(), shape.cache_shape()));
+            }
+        }
+        if Arc::ptr_eq(&q.buffer, &x.buffer) {
+            return Err(invalid!("{OP}: q and x must be distinct buffers (the products run concurrently)"));
+        }
+        let stores = [
+            (FusedStore::Rope(rope), q),
+            (FusedStore::Cache { rope: true, store: rope }, rope.cache_k),
+            (FusedStore::Cache { rope: false, store: rope }, rope.cache_v),
+        ];
+        for (i, (store, out)) in stores.into_iter().enumerate() {
+            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out, i > 0, Some(store))?;
         }
         Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
     fn record_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
-        self.record_matvec_in(batch, w, up, x, norm, epi, out, false)
+        self.record_matvec_in(batch, w, up, x, norm, epi, out, false, None)
     }
 
     /// The one matvec recorder; `concurrent`: without a barrier in front (the caller vouches
-    /// that the dispatches since the last barrier touch nothing this one writes).
+    /// that the dispatches since the last barrier touch nothing this one writes); `fused`: the
+    /// RoPE / KV-cache store of [`Context::record_llm_qkv_rope`] (checked there).
     #[allow(clippy::too_many_arguments)]
-    fn record_matvec_in(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor, concurrent: bool) -> Result<()> {
+    fn record_matvec_in(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor, concurrent: bool, fused: Option<FusedStore<'_>>) -> Result<()> {
         const OP: &str = "llm matvec";
-        let (t, n, k) = check_product(OP, w, up, x, &epi, out)?;
+        // a cache store's out is the cache (checked by record_llm_qkv_rope), indexed by the
+        // kernel by slot and position
+        let (t, n, k) = match fused {
+            Some(FusedStore::Cache { .. }) => check_product_inputs(OP, w, up, x, &epi)?,
+            _ => check_product(OP, w, up, x, &epi, out)?,
+        };
+        let (rope, kv_out, store) = match fused {
+            None => (false, false, None),
+            Some(FusedStore::Rope(st)) => (true, false, Some(st)),
+            Some(FusedStore::Cache { rope, store }) => (rope, true, Some(store)),
+        };
         if let Some(nm) = norm {
             vector(nm.gamma, DType::F32, k, OP, "norm weight")?;
             if nm.gamma.offset != 0 {
@@ -262,7 +343,12 @@ impl Context {
         let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { MATVEC_TC };
         let nsum = if up.is_some() { 2 } else { 1 };
         let nt = matvec_lanes(nsum);
-        let lane_rows = if row_per_thread { 1 } else { matvec_lane_rows(nsum) };
+        // A RoPE pair (rows 2i, 2i + 1) is computed by one invocation (rows) or lane group.
+        let lane_rows = match (row_per_thread, rope) {
+            (true, false) => 1,
+            (true, true) => 2,
+            (false, _) => matvec_lane_rows(nsum).next_multiple_of(if rope { 2 } else { 1 }),
+        };
         let wg = if row_per_thread { MATVEC_WG_ROW } else { matvec_wg() };
         let mut defines = vec![format!("WG {wg}"), format!("NT {nt}"), format!("TC {tc}"), format!("LANE_ROWS {lane_rows}"), format!("NR {}", lane_rows * nsum)];
         if x.offset % 4 == 0 {
@@ -270,6 +356,16 @@ impl Context {
         }
         if row_per_thread {
             defines.push("ROW_PER_THREAD".into());
+        }
+        // Measurements only: NX_VULKAN_LLM_CACHE=w|x|wx loads the weights (W_STREAM) and/or the
+        // activations (X_L2) as coherent, past the L1 on NVIDIA GPUs (llm_qdot.glsl).
+        if let Ok(v) = std::env::var("NX_VULKAN_LLM_CACHE") {
+            if v.contains('w') {
+                defines.push("W_STREAM".into());
+            }
+            if v.contains('x') {
+                defines.push("X_L2".into());
+            }
         }
         if w.x_int8 {
             if up.is_some_and(|u| !u.x_int8) {
@@ -280,6 +376,19 @@ impl Context {
         for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (norm.is_some(), "NORM")] {
             if on {
                 defines.push(d.into());
+            }
+        }
+        if let Some(st) = store {
+            defines.push(format!("HD {}", st.shape.head_dim));
+            defines.push(format!("ROPE_DIMS {}", st.shape.rope_dims));
+            if rope {
+                defines.push("ROPE".into());
+            }
+            if kv_out {
+                defines.push("KV_OUT".into());
+                if st.shape.kv_f16 {
+                    defines.push("KV_F16".into());
+                }
             }
         }
         let key = format!("llm matvec {} {}", w.ty.name(), defines.join(" "));
@@ -295,11 +404,20 @@ impl Context {
         p.addrs([&w.data, w2, x, bias, res, out, gamma].map(|t| t.buffer.address()));
         p.i32s([n, k, t, w.row_bytes(), x.offset, bias.offset, res.offset, out.offset])?;
         p.i32(norm.map_or(0.0f32, |nm| nm.eps).to_bits() as i32)?;
+        if let Some(st) = store {
+            // (rows, cos/sin) at byte 96, (ctx, slots, the rows' first row) at 112
+            p.i32(0)?;
+            p.addrs([st.rows, st.cos_sin].map(|t| t.buffer.address()));
+            p.i32s([st.shape.ctx, st.shape.slots, st.rows.offset / 2])?;
+            for b in [st.rows, st.cos_sin] {
+                batch.keep(&b.buffer);
+            }
+        }
         for b in [&w.data, w2, x, bias, res, out, gamma] {
             batch.keep(&b.buffer);
         }
         let max = self.caps.max_workgroup_count;
-        let rows_per_group = if row_per_thread { wg as usize } else { wg as usize / nt * lane_rows };
+        let rows_per_group = if row_per_thread { wg as usize * lane_rows } else { wg as usize / nt * lane_rows };
         let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(tc) as u32, 1];
         let count = (t * n).min(u32::MAX as usize) as u32;
         if concurrent {
@@ -398,8 +516,29 @@ pub enum AttnWay {
     /// head's query heads: steps of many rows.
     Blocked { rows_per_group: usize },
     /// 64 invocations per query head, the chunk's values staged for the kv head's heads: steps
-    /// of few rows (decode), where the blocked way leaves most of a GPU idle.
-    Wide,
+    /// of few rows (decode), where the blocked way leaves most of a GPU idle. `fused_combine`:
+    /// the workgroup that finishes a row's last chunk combines the chunks (counting them in
+    /// the scratch's counters) instead of a combine dispatch.
+    Wide { fused_combine: bool },
+}
+
+/// The split attention's scratch ([`Context::llm_attention_scratch`]): the chunks' parts and,
+/// for [`AttnWay::Wide`]'s fused combine, a count of finished chunks per (row, kv head) that is
+/// zero between dispatches.
+#[derive(Clone, Debug)]
+pub struct AttnScratch {
+    /// `[T, n_head, chunks, head_dim + 2]` f32.
+    pub partials: Tensor,
+    /// `[T, n_head_kv]` u32.
+    pub counters: Tensor,
+}
+
+impl AttnScratch {
+    /// Keeps both buffers alive until `batch`'s work is committed.
+    pub fn keep(&self, batch: &mut Batch<'_>) {
+        batch.keep(&self.partials.buffer);
+        batch.keep(&self.counters.buffer);
+    }
 }
 
 /// The attention block's fixed shape, shared by [`Context::record_llm_rope_store`] and
@@ -542,26 +681,30 @@ impl Context {
         batch.dispatch_grid(&kernel, p.bytes(), (t * heads) as u32, [t.min(65535) as u32, heads as u32, 1])
     }
 
-    /// Causal attention: `out[t, h] = Σ_{j ≤ pos} softmax_j(q[t, h] · k_j · scale) · v_j` over
-    /// row `t`'s session cache (query head `h` reads kv head `h / (n_head / n_head_kv)`). `q`
-    /// and `out` `[T, n_head · head_dim]` f32; `partials` from [`Context::llm_attention_scratch`]
-    /// for the step's largest position. Two dispatches: the keys in chunks of 64, each chunk its own workgroup, then
-    /// the chunks combined in order (llm_attention_split.glsl).
     /// The split attention's scratch for a step of `t` rows whose largest position is
-    /// `max_pos`: `[t, n_head, chunks, head_dim + 2]` f32, reusable by every layer of the step
-    /// (each layer's attention finishes before the next starts).
-    pub fn llm_attention_scratch(&self, shape: &AttnShape, t: usize, max_pos: usize) -> Result<Tensor> {
+    /// `max_pos` (see [`AttnScratch`]), reusable by every layer of the step (each layer's
+    /// attention finishes before the next starts, and leaves the counters zero).
+    pub fn llm_attention_scratch(&self, shape: &AttnShape, t: usize, max_pos: usize) -> Result<AttnScratch> {
         let chunks = max_pos.min(shape.ctx.saturating_sub(1)) / 64 + 1;
         let floats = t as u64 * shape.n_head as u64 * chunks as u64 * (shape.head_dim as u64 + 2);
         // The kernels index it with 32-bit offsets.
         if floats > u32::MAX as u64 {
             return Err(invalid!("llm attention: a step of {t} rows up to position {max_pos} needs {floats} scratch values; feed fewer rows per step"));
         }
-        self.empty(DType::F32, &[t, shape.n_head, chunks, shape.head_dim + 2])
+        let partials = self.empty(DType::F32, &[t, shape.n_head, chunks, shape.head_dim + 2])?;
+        // Zeros, queued on the stream ahead of the work that reads them (or written in place).
+        let counters = self.upload(DType::U32, &[t, shape.n_head_kv], &vec![0u8; 4 * t * shape.n_head_kv])?;
+        Ok(AttnScratch { partials, counters })
     }
 
+    /// Causal attention: `out[t, h] = Σ_{j ≤ pos} softmax_j(q[t, h] · k_j · scale) · v_j` over
+    /// row `t`'s session cache (query head `h` reads kv head `h / (n_head / n_head_kv)`). `q`
+    /// and `out` `[T, n_head · head_dim]` f32; `scratch` from [`Context::llm_attention_scratch`]
+    /// for the step's largest position. The keys in chunks of 64, each chunk its own
+    /// workgroup, then the chunks combined in order (llm_attention_split.glsl): a dispatch of
+    /// its own, or, in decode steps, by each row's last chunk's workgroup.
     #[allow(clippy::too_many_arguments)]
-    pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, partials: &Tensor, out: &Tensor) -> Result<()> {
+    pub fn record_llm_attention(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, scratch: &AttnScratch, out: &Tensor) -> Result<()> {
         // Decode steps (few rows) run 64 invocations per query head, the chunk's values staged
         // for a kv head's heads; steps of many rows (a prompt chunk) one workgroup of 64 for
         // all of a kv head's heads, a row at a time (rows per workgroup 1 unless
@@ -574,15 +717,16 @@ impl Context {
             };
             AttnWay::Blocked { rows_per_group: r }
         } else {
-            AttnWay::Wide
+            // NX_VULKAN_LLM_COMBINE=separate: the combine dispatch (measurements)
+            AttnWay::Wide { fused_combine: std::env::var("NX_VULKAN_LLM_COMBINE").as_deref() != Ok("separate") }
         };
-        self.record_llm_attention_as(batch, shape, q, rows, cache_k, cache_v, scale, partials, out, way)
+        self.record_llm_attention_as(batch, shape, q, rows, cache_k, cache_v, scale, scratch, out, way)
     }
 
     /// [`Context::record_llm_attention`] run the given way: a performance choice only — the
     /// tests check that every way gives the same bits.
     #[allow(clippy::too_many_arguments)]
-    pub fn record_llm_attention_as(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, partials: &Tensor, out: &Tensor, way: AttnWay) -> Result<()> {
+    pub fn record_llm_attention_as(&self, batch: &mut Batch<'_>, shape: &AttnShape, q: &Tensor, rows: &Tensor, cache_k: &Tensor, cache_v: &Tensor, scale: f32, scratch: &AttnScratch, out: &Tensor, way: AttnWay) -> Result<()> {
         const OP: &str = "llm attention";
         shape.check(OP)?;
         let t = check_rows(rows, OP)?;
@@ -604,6 +748,10 @@ impl Context {
         }
         // Chunks of the step's longest row (the scratch's third axis); a row past a chunk's
         // start skips it on the device.
+        let partials = &scratch.partials;
+        if scratch.counters.dtype != DType::U32 || scratch.counters.shape != [t, shape.n_head_kv] || scratch.counters.offset != 0 {
+            return Err(invalid!("{OP}: scratch counters are {} {:?}, expected [{t}, {}] u32 (llm_attention_scratch)", scratch.counters.dtype, scratch.counters.shape, shape.n_head_kv));
+        }
         let chunks = match partials.shape() {
             [pt, ph, c, pd] if (*pt, *ph, *pd) == (t, shape.n_head, shape.head_dim + 2) && partials.dtype == DType::F32 && partials.offset == 0 => *c,
             other => return Err(invalid!("{OP}: scratch is {other:?}, expected [{t}, {}, chunks, {}] f32 (llm_attention_scratch)", shape.n_head, shape.head_dim + 2)),
@@ -612,12 +760,16 @@ impl Context {
         let (rows_per_group, group) = match way {
             AttnWay::Blocked { rows_per_group: 0 } => return Err(invalid!("{OP}: rows_per_group must be at least 1")),
             AttnWay::Blocked { rows_per_group } => (rows_per_group, 64),
-            AttnWay::Wide => {
+            AttnWay::Wide { fused_combine } => {
                 split_defines.push("WIDE".into());
                 split_defines.push(format!("SK {}", shape.staged_keys(self.caps.max_shared_memory as usize)?));
+                if fused_combine {
+                    split_defines.push("FUSED_COMBINE".into());
+                }
                 (1, 64 * (shape.n_head / shape.n_head_kv) as u32)
             }
         };
+        let fused_combine = matches!(way, AttnWay::Wide { fused_combine: true });
         let key = format!("llm attention split {}", split_defines.join(" "));
         let split = self.kernels.get(&key, group, 1, || source(None, &split_defines, include_str!("kernels/llm_attention_split.glsl")))?;
         // The combine is the same for both ways.
@@ -625,7 +777,7 @@ impl Context {
         defines.push("COMBINE".into());
         let key = format!("llm attention combine {}", defines.join(" "));
         let combine = self.kernels.get(&key, 64, 1, || source(None, &defines, include_str!("kernels/llm_attention_split.glsl")))?;
-        let all = [q, rows, cache_k, cache_v, partials, out];
+        let all = [q, rows, cache_k, cache_v, partials, out, &scratch.counters];
         let mut p = ParamBlock::new(OP);
         p.addrs(all.map(|t| t.buffer.address()));
         p.i32s([t, shape.ctx, shape.slots])?.i32(scale.to_bits() as i32)?.i32s([chunks, rows_per_group])?;
@@ -634,6 +786,9 @@ impl Context {
         }
         let blocks_x = t.div_ceil(rows_per_group).min(65535) as u32;
         batch.dispatch_grid(&split, p.bytes(), (t * shape.n_head * chunks) as u32, [blocks_x, shape.n_head_kv as u32, chunks as u32])?;
+        if fused_combine {
+            return Ok(());
+        }
         let rows_x = t.min(65535) as u32;
         batch.dispatch_grid(&combine, p.bytes(), (t * shape.n_head) as u32, [rows_x, shape.n_head as u32, 1])
     }

@@ -4,7 +4,7 @@
 
 use super::config::LlmConfig;
 use super::gguf::{Gguf, TensorInfo};
-use super::kernels::{AttnShape, Epilogue, QMatrix, RmsNorm};
+use super::kernels::{AttnShape, Epilogue, QMatrix, RmsNorm, RopeStore};
 use super::prefill::{llm_gemm_pays, LlmGemmPrecision};
 use crate::device::DeviceCaps;
 use super::quant::{dequantize, GgmlType};
@@ -325,7 +325,7 @@ impl Llm {
         let act = ctx.empty(DType::F32, &[t, ff])?;
         ctx.record_llm_get_rows(batch, &self.token_embd, &ids, &x)?;
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
-        let partials = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
+        let scratch = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
         // On narrow models each RMSNorm runs inside the matvecs that read it (the normalised
         // rows are never written; see fused_norms): 9 dispatches per layer, Q, K and V without
         // barriers between them. A prompt chunk long enough takes the tensor-core GEMM instead
@@ -361,6 +361,9 @@ impl Llm {
             if let Some(xn) = &xn {
                 ctx.record_llm_rmsnorm(batch, &x, None, &l.attn_norm, cfg.rms_eps, xn)?;
             }
+            // Without a GEMM segment, llama-style models rotate q and k and store k and v in the
+            // Q, K and V products themselves (the same bits; a dispatch fewer per layer).
+            let rope_in_products = gemm.is_none() && !self.attn.rope_neox && l.qk_norm.is_none() && rope_in_products();
             for s in segs {
                 let outs = [part(&q, s)?, part(&k, s)?, part(&v, s)?];
                 match normed_input(gemm.as_ref(), xn.as_ref(), &x, separate, s, attn_norm)? {
@@ -369,12 +372,19 @@ impl Llm {
                             ctx.record_llm_gemm_in(batch, scratch, wm, None, &xs, Epilogue { bias: bias(i), residual: None }, &outs[i])?;
                         }
                     }
+                    NormedInput::Matvec(xs, norm) if rope_in_products => {
+                        let rows = part(&meta, s)?;
+                        let rope = RopeStore { shape: &self.attn, rows: &rows, cos_sin: &self.cos_sin, cache_k: &l.cache_k, cache_v: &l.cache_v };
+                        ctx.record_llm_qkv_rope(batch, [&l.wq, &l.wk, &l.wv], &xs, norm, [bias(0), bias(1), bias(2)], &outs[0], rope)?
+                    }
                     NormedInput::Matvec(xs, norm) => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &xs, norm, [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
                 }
             }
-            let qk_norm = l.qk_norm.as_ref().map(|(a, b)| (a, b, cfg.rms_eps));
-            ctx.record_llm_rope_store(batch, &self.attn, &q, &k, &v, &meta, &self.cos_sin, qk_norm, &l.cache_k, &l.cache_v)?;
-            ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &partials, &att)?;
+            if !rope_in_products {
+                let qk_norm = l.qk_norm.as_ref().map(|(a, b)| (a, b, cfg.rms_eps));
+                ctx.record_llm_rope_store(batch, &self.attn, &q, &k, &v, &meta, &self.cos_sin, qk_norm, &l.cache_k, &l.cache_v)?;
+            }
+            ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &scratch, &att)?;
             product(batch, &l.wo, None, &att, None, Some(&x), &x)?;
             if let Some(xn) = &xn {
                 ctx.record_llm_rmsnorm(batch, &x, None, &l.ffn_norm, cfg.rms_eps, xn)?;
@@ -396,9 +406,10 @@ impl Llm {
         ctx.record_llm_rmsnorm(batch, &x, Some(&wanted), &self.output_norm, cfg.rms_eps, &fin)?;
         let logits = ctx.empty(DType::F32, &[w, cfg.n_vocab])?;
         ctx.record_llm_matvec(batch, self.output_matrix(), None, &fin, Epilogue::default(), &logits)?;
-        for b in [&x, &q, &k, &v, &att, &act, &fin, inputs, &partials] {
+        for b in [&x, &q, &k, &v, &att, &act, &fin, inputs] {
             batch.keep(&b.buffer);
         }
+        scratch.keep(batch);
         Ok(logits)
     }
 
@@ -516,6 +527,13 @@ fn record_copy(batch: &mut Batch<'_>, src: &Tensor, dst: &Tensor) {
     batch.copy_raw(s.buffer().handle(), s.offset() + src.offset as u64 * size, d.buffer().handle(), d.offset() + dst.offset as u64 * size, src.byte_size() as u64);
     batch.keep(&src.buffer);
     batch.keep(&dst.buffer);
+}
+
+/// Whether a step without a GEMM segment may fuse the RoPE and KV store into the Q, K and V
+/// products (where the model allows): yes unless NX_VULKAN_LLM_ROPE=separate (benchmarks and
+/// the test that compares the two).
+fn rope_in_products() -> bool {
+    std::env::var("NX_VULKAN_LLM_ROPE").as_deref() != Ok("separate")
 }
 
 /// Whether RMSNorms over `h` values run inside the products that read them or as dispatches of

@@ -18,6 +18,11 @@
 // a bit, and a decode step equals the same row in a prefill step (tests/llm_attention.rs checks
 // both ways and several R against each other). R is a parameter (meta[5]), not a define.
 // Scratch: [T][NH][S][HD + 2] f32.
+//
+// FUSED_COMBINE (the wide way): no combine dispatch — each workgroup, its chunk's parts
+// written, counts itself in counters[t][kv head] (u32, zero between dispatches), and the one
+// that counts the row's last chunk combines the kv head's G heads itself (then resets the
+// count), with the combine's own code: the same bits, a dispatch and a barrier fewer.
 
 float load_kv(uint64_t addr, uint idx) {
 #ifdef KV_F16
@@ -45,6 +50,56 @@ const uint PART = uint(HD) + 2u;
 const uint DPT = (uint(HD) + 63u) / 64u;
 
 #define G (NH / NKV)
+
+// Reads of the parts other workgroups of the same dispatch wrote (FUSED_COMBINE): coherent,
+// so none comes from a cache that missed their writes.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent readonly buffer BufU32C { uint v[]; };
+
+// out[t, h] from the chunks' parts (invocation tid of 64 takes dimensions tid, tid + 64, ...):
+// each rescaled to the common max and added in chunk order.
+void combine_row(uint64_t addrP, uint64_t addrO, uint t, uint h, uint tid, uint pos, uint S) {
+    const uint QD = uint(NH * HD);
+    uint nc = min(pos / 64u + 1u, S);
+    uint base = (t * uint(NH) + h) * S * PART;
+    // Chunks in blocks of 8 whose loads precede their use (clamped indices: no branch), so
+    // their latencies overlap; every sum keeps its order (chunks ascending).
+    float M = uintBitsToFloat(0xff800000u);
+    for (uint c0 = 0u; c0 < nc; c0 += 8u) {
+        float m8[8];
+        [[unroll]] for (uint e = 0u; e < 8u; e++) m8[e] = uintBitsToFloat(BufU32C(addrP).v[base + min(c0 + e, nc - 1u) * PART]);
+        [[unroll]] for (uint e = 0u; e < 8u; e++) M = max(M, m8[e]);   // (a repeated chunk changes no max)
+    }
+    float L = 0.0;
+    for (uint c0 = 0u; c0 < nc; c0 += 8u) {
+        float m8[8], l8[8];
+        [[unroll]] for (uint e = 0u; e < 8u; e++) {
+            uint c = min(c0 + e, nc - 1u);
+            m8[e] = uintBitsToFloat(BufU32C(addrP).v[base + c * PART]);
+            l8[e] = uintBitsToFloat(BufU32C(addrP).v[base + c * PART + 1u]);
+        }
+        [[unroll]] for (uint e = 0u; e < 8u; e++) {
+            if (c0 + e < nc) L = fma(l8[e], exp(m8[e] - M), L);
+        }
+    }
+    [[unroll]] for (uint i = 0u; i < DPT; i++) {
+        uint d = tid + 64u * i;
+        if (d < uint(HD)) {
+            float o = 0.0;
+            for (uint c0 = 0u; c0 < nc; c0 += 8u) {
+                float m8[8], p8[8];
+                [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                    uint c = min(c0 + e, nc - 1u);
+                    m8[e] = uintBitsToFloat(BufU32C(addrP).v[base + c * PART]);
+                    p8[e] = uintBitsToFloat(BufU32C(addrP).v[base + c * PART + 2u + d]);
+                }
+                [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                    if (c0 + e < nc) o = fma(p8[e], exp(m8[e] - M), o);
+                }
+            }
+            BufU32(addrO).v[t * QD + h * uint(HD) + d] = floatBitsToUint(o / L);
+        }
+    }
+}
 
 #if !defined(COMBINE) && !defined(WIDE)
 layout(local_size_x = 64) in;
@@ -82,7 +137,7 @@ void trees(inout float v[G], uint lane, bool isMax) {
 void main() {
     ParamsU64 a = ParamsU64(pc.params);
     uint64_t addrQ = a.v[0], addrRows = a.v[1], addrCK = a.v[2], addrCV = a.v[3], addrP = a.v[4];
-    ParamsI32 meta = ParamsI32(pc.params + 48ul);
+    ParamsI32 meta = ParamsI32(pc.params + 56ul);
     uint T = uint(meta.v[0]), ctx = uint(meta.v[1]), slots = uint(meta.v[2]);
     float scale = intBitsToFloat(meta.v[3]);
     uint S = uint(meta.v[4]), R = uint(meta.v[5]);
@@ -186,6 +241,7 @@ shared float qs[G * HD];
 shared float ps[G * 64];
 shared float red[G * 64];
 shared float vs[uint(SK) * uint(HD)];
+shared uint lastChunk;
 
 // Each head's own tree over its 64 invocations' values (barriers are the workgroup's: every
 // head runs the same steps; the same pairs as the blocked way's trees).
@@ -226,10 +282,11 @@ void stage_v(uint64_t addrCV, uint cache0, uint j1, uint ctx) {
 void main() {
     ParamsU64 a = ParamsU64(pc.params);
     uint64_t addrQ = a.v[0], addrRows = a.v[1], addrCK = a.v[2], addrCV = a.v[3], addrP = a.v[4];
-    ParamsI32 meta = ParamsI32(pc.params + 48ul);
+    ParamsI32 meta = ParamsI32(pc.params + 56ul);
     uint T = uint(meta.v[0]), ctx = uint(meta.v[1]), slots = uint(meta.v[2]);
     float scale = intBitsToFloat(meta.v[3]);
     uint S = uint(meta.v[4]), R = uint(meta.v[5]);
+    uint64_t addrO = a.v[5], addrCnt = a.v[6];
     uint lane = gl_LocalInvocationID.x % 64u, g = gl_LocalInvocationID.x / 64u;
     uint kvh = gl_WorkGroupID.y, h = kvh * uint(G) + g, c = gl_WorkGroupID.z;
     const uint QD = uint(NH * HD), KVD = uint(NKV * HD);
@@ -292,6 +349,24 @@ void main() {
             BufU32(addrP).v[base] = floatBitsToUint(m);
             BufU32(addrP).v[base + 1u] = floatBitsToUint(l);
         }
+#ifdef FUSED_COMBINE
+        // This chunk's parts made visible to the device, then counted; the workgroups of the
+        // row's chunks (c ≤ pos / 64 among the grid's) count to `chunks`, and the last combines.
+        memoryBarrierBuffer();
+        barrier();
+        if (gl_LocalInvocationID.x == 0u) {
+            uint chunks = min(pos / 64u + 1u, gl_NumWorkGroups.z);
+            uint counter = t * uint(NKV) + kvh;
+            uint done = atomicAdd(BufU32(addrCnt).v[counter], 1u) + 1u;
+            lastChunk = done == chunks ? 1u : 0u;
+            if (done == chunks) atomicExchange(BufU32(addrCnt).v[counter], 0u);   // for the next dispatch
+        }
+        barrier();
+        if (lastChunk != 0u) {
+            memoryBarrierBuffer();
+            combine_row(addrP, addrO, t, h, lane, pos, S);
+        }
+#endif
         barrier();
     }
     }
@@ -301,53 +376,13 @@ layout(local_size_x = 64) in;
 void main() {
     ParamsU64 a = ParamsU64(pc.params);
     uint64_t addrRows = a.v[1], addrP = a.v[4], addrO = a.v[5];
-    ParamsI32 meta = ParamsI32(pc.params + 48ul);
+    ParamsI32 meta = ParamsI32(pc.params + 56ul);
     uint T = uint(meta.v[0]), ctx = uint(meta.v[1]);
     uint S = uint(meta.v[4]);
     uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.y;
-    const uint QD = uint(NH * HD);
     for (uint t = gl_WorkGroupID.x; t < T; t += gl_NumWorkGroups.x) {
         uint pos = min(BufU32(addrRows).v[2u * t + 1u], ctx - 1u);
-        uint nc = min(pos / 64u + 1u, S);
-        uint base = (t * uint(NH) + h) * S * PART;
-        // Chunks in blocks of 8 whose loads precede their use (clamped indices: no branch), so
-        // their latencies overlap; every sum keeps its order (chunks ascending).
-        float M = uintBitsToFloat(0xff800000u);
-        for (uint c0 = 0u; c0 < nc; c0 += 8u) {
-            float m8[8];
-            [[unroll]] for (uint e = 0u; e < 8u; e++) m8[e] = uintBitsToFloat(BufU32(addrP).v[base + min(c0 + e, nc - 1u) * PART]);
-            [[unroll]] for (uint e = 0u; e < 8u; e++) M = max(M, m8[e]);   // (a repeated chunk changes no max)
-        }
-        float L = 0.0;
-        for (uint c0 = 0u; c0 < nc; c0 += 8u) {
-            float m8[8], l8[8];
-            [[unroll]] for (uint e = 0u; e < 8u; e++) {
-                uint c = min(c0 + e, nc - 1u);
-                m8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART]);
-                l8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART + 1u]);
-            }
-            [[unroll]] for (uint e = 0u; e < 8u; e++) {
-                if (c0 + e < nc) L = fma(l8[e], exp(m8[e] - M), L);
-            }
-        }
-        [[unroll]] for (uint i = 0u; i < DPT; i++) {
-            uint d = tid + 64u * i;
-            if (d < uint(HD)) {
-                float o = 0.0;
-                for (uint c0 = 0u; c0 < nc; c0 += 8u) {
-                    float m8[8], p8[8];
-                    [[unroll]] for (uint e = 0u; e < 8u; e++) {
-                        uint c = min(c0 + e, nc - 1u);
-                        m8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART]);
-                        p8[e] = uintBitsToFloat(BufU32(addrP).v[base + c * PART + 2u + d]);
-                    }
-                    [[unroll]] for (uint e = 0u; e < 8u; e++) {
-                        if (c0 + e < nc) o = fma(p8[e], exp(m8[e] - M), o);
-                    }
-                }
-                BufU32(addrO).v[t * QD + h * uint(HD) + d] = floatBitsToUint(o / L);
-            }
-        }
+        combine_row(addrP, addrO, t, h, tid, pos, S);
     }
 }
 #endif

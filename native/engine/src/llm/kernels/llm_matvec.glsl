@@ -9,6 +9,13 @@
 // threads' partial sums over a fixed tree. The order of every sum depends on K (and NT) alone —
 // not on T, the chunk of columns or the other rows — so a token's result is the same bits
 // however many tokens (or sessions) share the dispatch.
+//
+// ROPE (the Q and K products of a llama-style model, adjacent pairs): the rotary embedding of
+// the first ROPE_DIMS dimensions of each HD-wide head, for column t's position, applied in the
+// store (row pairs (2i, 2i + 1) are in one lane group: LANE_ROWS is even). KV_OUT (K and V):
+// the row is stored into the KV cache at column t's (slot, position) — f16 with KV_F16 —
+// instead of out. Together they do what llm_rope.glsl does for these products, with the same
+// arithmetic (so the same bits), and save its dispatch.
 
 layout(local_size_x = WG) in;
 
@@ -18,14 +25,29 @@ struct Args {
     uint64_t w, w2, x, b, r, o, g;
     uint N, K, T, rowBytes, offX, offB, offR, offO;
     float eps;
+    // ROPE / KV_OUT: the step's (slot, position) rows (row t of this product at offRows + t),
+    // the cos/sin table, positions per slot and slots.
+    uint64_t rows, cs;
+    uint ctx, slots, offRows;
 };
 
 Args args() {
     ParamsU64 a = ParamsU64(pc.params);
     ParamsI32 m = ParamsI32(pc.params + 56ul);
-    return Args(a.v[0], a.v[1], a.v[2], a.v[3], a.v[4], a.v[5], a.v[6],
-                uint(m.v[0]), uint(m.v[1]), uint(m.v[2]), uint(m.v[3]), uint(m.v[4]), uint(m.v[5]), uint(m.v[6]), uint(m.v[7]),
-                intBitsToFloat(m.v[8]));
+    Args r = Args(a.v[0], a.v[1], a.v[2], a.v[3], a.v[4], a.v[5], a.v[6],
+                  uint(m.v[0]), uint(m.v[1]), uint(m.v[2]), uint(m.v[3]), uint(m.v[4]), uint(m.v[5]), uint(m.v[6]), uint(m.v[7]),
+                  intBitsToFloat(m.v[8]), 0ul, 0ul, 0u, 0u, 0u);
+#if defined(ROPE) || defined(KV_OUT)
+    // (only these blocks are that long)
+    ParamsU64 e = ParamsU64(pc.params + 96ul);
+    ParamsI32 f = ParamsI32(pc.params + 112ul);
+    r.rows = e.v[0];
+    r.cs = e.v[1];
+    r.ctx = uint(f.v[0]);
+    r.slots = uint(f.v[1]);
+    r.offRows = uint(f.v[2]);
+#endif
+    return r;
 }
 
 // Adds task `task` of the LANE_ROWS rows n0, n0 + 1, ... (then, with SWIGLU, the same rows of
@@ -50,9 +72,9 @@ void add_task(Args p, uint n0, uint task, uint t0, inout float acc[TC][NR], inou
 #endif
 }
 
-// out[t, n] from column t's sums (gate and, with SWIGLU, up) and Σ x²: the norm's scale, the
-// epilogue, then the store.
-void store_out(Args p, float v, float up, float ss, uint n, uint t) {
+// out[t, n]'s value from column t's sums (gate and, with SWIGLU, up) and Σ x²: the norm's
+// scale, then the epilogue.
+float epilogue(Args p, float v, float up, float ss, uint n, uint t) {
 #ifdef NORM
     precise float rs = 1.0 / sqrt(ss / float(p.K) + p.eps);
     v = v * rs;
@@ -67,7 +89,38 @@ void store_out(Args p, float v, float up, float ss, uint n, uint t) {
 #ifdef RESIDUAL
     v = uintBitsToFloat(BufU32(p.r).v[p.offR + t * p.N + n]) + v;
 #endif
+    return v;
+}
+
+// Stores out[t, n] = v; with ROPE, v is first rotated with its pair's value `pair` (row n ^ 1,
+// its epilogue applied) as llm_rope.glsl rotates it; with KV_OUT, into the cache.
+void store_out(Args p, float v, float pair, uint n, uint t) {
+#if defined(ROPE) || defined(KV_OUT)
+    uint slot = min(BufU32(p.rows).v[2u * (p.offRows + t)], p.slots - 1u);
+    uint pos = min(BufU32(p.rows).v[2u * (p.offRows + t) + 1u], p.ctx - 1u);
+#endif
+#ifdef ROPE
+    uint d = n % uint(HD);
+    if (d < uint(ROPE_DIMS)) {
+        uint cs = (pos * uint(ROPE_DIMS / 2) + d / 2u) * 2u;
+        float c = uintBitsToFloat(BufU32(p.cs).v[cs]), s = uintBitsToFloat(BufU32(p.cs).v[cs + 1u]);
+        bool first = (d & 1u) == 0u;
+        float x0 = first ? v : pair, x1 = first ? pair : v;
+        precise float r0 = x0 * c - x1 * s;
+        precise float r1 = x0 * s + x1 * c;
+        v = first ? r0 : r1;
+    }
+#endif
+#ifdef KV_OUT
+    uint idx = (slot * p.ctx + pos) * p.N + n;
+#ifdef KV_F16
+    BufU16(p.o).v[idx] = uint16_t(enc_f32_to_f16(floatBitsToUint(v)));
+#else
+    BufU32(p.o).v[idx] = floatBitsToUint(v);
+#endif
+#else
     BufU32(p.o).v[p.offO + t * p.N + n] = floatBitsToUint(v);
+#endif
 }
 
 #ifdef SWIGLU
@@ -77,23 +130,35 @@ const int UP = 0;
 #endif
 
 #ifdef ROW_PER_THREAD
-// CPU devices (lavapipe): one invocation per (row n, chunk of TC columns; LANE_ROWS is 1), the
-// row's tasks in ascending order — no barriers, which a CPU driver pays for per workgroup.
+// CPU devices (lavapipe): one invocation per (LANE_ROWS rows — 1, or a RoPE pair — chunk of TC
+// columns), the rows' tasks in ascending order — no barriers, which a CPU driver pays for per workgroup.
 void main() {
     Args p = args();
     uint tasks = p.K / TASK_VALUES;
     uint t0 = gl_WorkGroupID.y * uint(TC);
-    for (uint n = gl_GlobalInvocationID.x; n < p.N; n += gl_NumWorkGroups.x * uint(WG)) {
+    uint step = gl_NumWorkGroups.x * uint(WG) * uint(LANE_ROWS);
+    for (uint n0 = gl_GlobalInvocationID.x * uint(LANE_ROWS); n0 < p.N; n0 += step) {
         float acc[TC][NR];
         float ss[TC];
         [[unroll]] for (int c = 0; c < TC; c++) {
             ss[c] = 0.0;
             [[unroll]] for (int j = 0; j < NR; j++) acc[c][j] = 0.0;
         }
-        for (uint u = 0u; u < tasks; u++) add_task(p, n, u, t0, acc, ss);
+        for (uint u = 0u; u < tasks; u++) add_task(p, n0, u, t0, acc, ss);
         for (int c = 0; c < TC; c++) {
             uint t = t0 + uint(c);
-            if (t < p.T) store_out(p, acc[c][0], acc[c][UP], ss[c], n, t);
+            [[unroll]] for (int j = 0; j < LANE_ROWS; j++) {
+                if (t < p.T && n0 + uint(j) < p.N) {
+                    float v = epilogue(p, acc[c][j], acc[c][UP + j], ss[c], n0 + uint(j), t);
+#ifdef ROPE
+                    int q = j ^ 1;
+                    float pair = epilogue(p, acc[c][q], acc[c][UP + q], ss[c], n0 + uint(q), t);
+#else
+                    float pair = 0.0;
+#endif
+                    store_out(p, v, pair, n0 + uint(j), t);
+                }
+            }
         }
     }
 }
@@ -151,7 +216,14 @@ void main() {
 #else
                 float sq = 0.0;
 #endif
-                store_out(p, red[int(c) * NR + int(j)][base], red[int(c) * NR + UP + int(j)][base], sq, n, t);
+                float v = epilogue(p, red[int(c) * NR + int(j)][base], red[int(c) * NR + UP + int(j)][base], sq, n, t);
+#ifdef ROPE
+                uint q = j ^ 1u;   // the pair's row: in this lane group (LANE_ROWS is even)
+                float pair = epilogue(p, red[int(c) * NR + int(q)][base], red[int(c) * NR + UP + int(q)][base], sq, n0 + q, t);
+#else
+                float pair = 0.0;
+#endif
+                store_out(p, v, pair, n, t);
             }
         }
         barrier();

@@ -13,8 +13,23 @@
 // (dequantize, then one chain) by rounding only; the kernel test bounds both against an f64 dot.
 // Other formats use the unit path: dq_unit (ggml's dequantization) and one fma chain.
 
+#ifdef X_L2
+layout(buffer_reference, std430, buffer_reference_align = 16) coherent readonly buffer BufV4 { vec4 v[]; };
+#else
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufV4 { vec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufUV4 { uvec4 v[]; };
+#endif
+// The weights' loads. W_STREAM (a measurement): coherent, which keeps them out of the SM's L1
+// on NVIDIA GPUs, so that streaming the matrix through it cannot evict the activations every
+// lane group re-reads; the same values either way.
+#ifdef W_STREAM
+#define W_QUAL coherent readonly
+#else
+#define W_QUAL readonly
+#endif
+layout(buffer_reference, std430, buffer_reference_align = 16) W_QUAL buffer BufUV4 { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 1) W_QUAL buffer WU8 { uint8_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) W_QUAL buffer WU16 { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) W_QUAL buffer WU32 { uint v[]; };
 
 // x'[xb + k .. xb + k + 4): the activations of one column (xb = its first element), times the
 // RMSNorm weight gamma[k ..] with NORM (the norm's 1/rms is applied to the whole sum).
@@ -174,7 +189,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // quarters: 16 + 16 bytes of ql, 16 of qh, four scales. 210-byte blocks are only 2-aligned:
 // 16-bit loads.
 #define TASK_VALUES 64u
-uint w16x2(uint64_t a, uint off) { return uint(BufU16(a).v[off >> 1]) | (uint(BufU16(a).v[(off >> 1) + 1u]) << 16); }
+uint w16x2(uint64_t a, uint off) { return uint(WU16(a).v[off >> 1]) | (uint(WU16(a).v[(off >> 1) + 1u]) << 16); }
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
     uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
     uint l0 = 16u * h;
@@ -199,10 +214,10 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint64_t blk = rows[r] + uint64_t(s * 210u);
-        float d = enc_f16_to_f32(uint(BufU16(blk).v[104]));
+        float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
         precise float t = 0.0;
         [[unroll]] for (uint q = 0u; q < 4u; q++) {
-            int sc = s8(uint(BufU8(blk).v[192u + 8u * n + 2u * q + h]));
+            int sc = s8(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
             precise float ds = d * float(sc);
             t = t + ds * part[r][q];
         }
@@ -234,7 +249,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     [[unroll]] for (uint i = 0u; i < 8u; i++) {
         [[unroll]] for (int r = 0; r < NR; r++) {
             uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
-            uint w = uint(BufU16(blk).v[1u + 2u * i]) | (uint(BufU16(blk).v[2u + 2u * i]) << 16);
+            uint w = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
             vec4 q = bytes_minus(w ^ 0x80808080u, 128.0);
             [[unroll]] for (int c = 0; c < TC; c++) {
                 if (uint(c) < ncols) part[c][r] = dot4(q, x4(addrX, addrG, xb0 + uint(c) * K, k0 + 4u * i), part[c][r]);
@@ -245,7 +260,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         [[unroll]] for (int r = 0; r < NR; r++) {
             uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
-            uint w = uint(BufU16(blk).v[1u + 2u * i]) | (uint(BufU16(blk).v[2u + 2u * i]) << 16);
+            uint w = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
             vec4 lo = bytes_minus(w & 0x0F0F0F0Fu, 8.0), hi = bytes_minus((w >> 4) & 0x0F0F0F0Fu, 8.0);
             [[unroll]] for (int c = 0; c < TC; c++) {
                 if (uint(c) < ncols) {
@@ -258,7 +273,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     }
 #endif
     [[unroll]] for (int r = 0; r < NR; r++) {
-        float d = enc_f16_to_f32(uint(BufU16(rows[r] + uint64_t(task * BLOCK_BYTES)).v[0]));
+        float d = enc_f16_to_f32(uint(WU16(rows[r] + uint64_t(task * BLOCK_BYTES)).v[0]));
         [[unroll]] for (int c = 0; c < TC; c++) {
             precise float t = d * part[c][r];
             if (uint(c) < ncols) acc[c][r] = acc[c][r] + t;
@@ -279,7 +294,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     }
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         [[unroll]] for (int r = 0; r < NR; r++) {
-            uint w = BufU32(rows[r] + uint64_t(task * 20u)).v[1u + i];
+            uint w = WU32(rows[r] + uint64_t(task * 20u)).v[1u + i];
             vec4 lo = bytes_minus(w & 0x0F0F0F0Fu, 0.0), hi = bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0);
             [[unroll]] for (int c = 0; c < TC; c++) {
                 if (uint(c) < ncols) {
@@ -297,7 +312,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         }
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
-        uint dm = BufU32(rows[r] + uint64_t(task * 20u)).v[0];
+        uint dm = WU32(rows[r] + uint64_t(task * 20u)).v[0];
         float d = enc_f16_to_f32(dm & 0xFFFFu), m = enc_f16_to_f32(dm >> 16);
         [[unroll]] for (int c = 0; c < TC; c++) {
             precise float t = d * part[c][r] + m * xs[c];
