@@ -268,7 +268,7 @@ impl Context {
         }
         let (t, two) = matrix(rope.rows, DType::U32, OP, "rows")?;
         let (qd, kvd) = (shape.n_head * shape.head_dim, shape.n_head_kv * shape.head_dim);
-        if two != 2 || matrix(q, DType::F32, OP, "q")? != (t, qd) || w[0].rows != qd || w[1].rows != kvd || w[2].rows != kvd {
+        if two != 2 || rope.rows.offset % 2 != 0 || matrix(q, DType::F32, OP, "q")? != (t, qd) || w[0].rows != qd || w[1].rows != kvd || w[2].rows != kvd {
             return Err(invalid!("{OP}: rows {:?}, q {:?} and products of {}, {}, {} rows do not fit the shape {shape:?}", rope.rows.shape, q.shape, w[0].rows, w[1].rows, w[2].rows));
         }
         if rope.cos_sin.dtype != DType::F32 || rope.cos_sin.shape != [shape.ctx, shape.rope_dims / 2, 2] || rope.cos_sin.offset != 0 {
