@@ -327,7 +327,8 @@ impl Llm {
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
         let scratch = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
         // On narrow models each RMSNorm runs inside the matvecs that read it (the normalised
-        // rows are never written; see fused_norms): 9 dispatches per layer, Q, K and V without
+        // rows are never written; see fused_norms): 9 dispatches per layer (7 where RoPE and
+        // the attention's combine run inside their neighbours, below), Q, K and V without
         // barriers between them. A prompt chunk long enough takes the tensor-core GEMM instead
         // (its segment; the GEMM reads normalised rows, so a step with one writes them once
         // per norm).
