@@ -60,10 +60,21 @@
 //! Choice ([`choose_strategy`], `outputs` results of `R` elements each): `PerOutput` when
 //! `R < 256` or `outputs >= 32768`; `Split` when `R >= 8192` and `outputs < 256`, or
 //! `R >= 65536` and `outputs < 1024`; `PerGroup` otherwise. A split aims at about
-//! [`SPLIT_GROUPS`] = 4096 workgroups in pass 1, each segment at least one round:
-//! `L = ceil(R / min(ceil(R / 2048), ceil(4096 / outputs)))` rounded up to a multiple of 2048,
-//! `segments = ceil(R / L)`. 16 Mi elements into one output are 4096 segments of 4096, 1 Mi
+//! [`SPLIT_GROUPS`] = 1024 workgroups in pass 1, each segment at least one round:
+//! `L = ceil(R / min(ceil(R / 2048), ceil(1024 / outputs)))` rounded up to a multiple of 2048,
+//! `segments = ceil(R / L)`. 16 Mi elements into one output are 1024 segments of 16 Ki, 1 Mi
 //! elements 512 segments of 2048.
+//!
+//! **Bits versus stop 30's split** (4096 workgroups aimed at): a split shape whose segment
+//! count changes (`ceil(R / 2048) > ceil(1024 / outputs)`, e.g. one output of more than 2 Mi
+//! elements) folds float sums and products in another tree, so their last bits may differ as
+//! described below; every other result is unchanged.
+//!
+//! **Arg-reductions of f32 in order.** Inside an invocation's own loop (not in the tree) an f32
+//! argmax/argmin's candidates arrive in increasing index, so one beats the accumulator exactly
+//! when its order key is greater (less; or not less, for `High`), and the loop folds the keys
+//! alone, the value rebuilt from the key afterwards — the choices `comb` makes, with about half
+//! its instructions (the 16 Mi argmax's pass 1 39.8 -> 31.2 us on the H200).
 //!
 //! **Narrow rows.** A `PerGroup` row of 257–2,048 elements ([`row_k`] up to 8) may run on a workgroup
 //! of 64 or 128 invocations ([`narrow_lanes`]) instead of 256: invocation `t` then holds the
@@ -294,8 +305,12 @@ pub fn narrow_lanes(row_k: u32, narrow: bool, subgroup_size: u32) -> u32 {
         .map_or(LOCAL, |m| LOCAL / m)
 }
 
-/// Workgroups (outputs × segments) a `Split` reduction aims for in pass 1.
-pub const SPLIT_GROUPS: usize = 4096;
+/// Workgroups (outputs × segments) a `Split` reduction aims for in pass 1. 1024 rather than
+/// 4096 (stop 31): on the H200 the 16 Mi-element f32 sum's pass 1 ran 26.9 -> 24.5 us, the
+/// argmax's 31.2 -> 27.7 (2048: 25.2 / 28.5; 512: 27.6 / 29.4; bench/results/
+/// 2026-12-04-h200-stop31, run 1). Longer segments keep each workgroup loading for longer
+/// between its tree and its store, and pass 2 folds a quarter of the partials.
+pub const SPLIT_GROUPS: usize = 1024;
 
 /// The strategy for `outputs` results each reducing `len` elements.
 pub fn choose_strategy(outputs: usize, len: usize) -> Strategy {
@@ -303,7 +318,8 @@ pub fn choose_strategy(outputs: usize, len: usize) -> Strategy {
         Strategy::PerOutput
     } else if (len >= 4 * ROUND && outputs < 256) || (len >= 32 * ROUND && outputs < 1024) {
         // About SPLIT_GROUPS workgroups in all, each segment a whole number of rounds (so only
-        // the last segment has a tail); at least 4 segments here, never an empty one.
+        // the last segment has a tail); at least 2 segments here (4 below 256 outputs), never an
+        // empty one.
         let by_len = len.div_ceil(ROUND);
         let by_groups = SPLIT_GROUPS.div_ceil(outputs);
         let seg_len = len.div_ceil(by_len.min(by_groups)).next_multiple_of(ROUND);
@@ -722,6 +738,9 @@ impl Context {
                     src_partial: true,
                     sink_partial: false,
                     strategy: Strategy::PerGroup,
+                    // The general loop. Issuing every partial's loads at once (the short-row form,
+                    // `row_k`) measured slower on the H200 (stop 31, run 1: the 1 Mi argmax 34-37
+                    // -> 38-42 us; pass 2 of 4096 partials 7.7 -> 9.2 us).
                     row_k: 0,
                     kept: 0,
                     red: 0,
@@ -858,6 +877,9 @@ impl Spec {
         if self.subgroup_tree() {
             key.push_str(" sgtree");
         }
+        if self.seq_fold() {
+            key.push_str(" seq");
+        }
         if !self.src_partial {
             write!(key, " in{:?} streams{:?} pro:{:?}", self.in_types, self.streams, self.prologue).unwrap();
             for (e, t) in &self.epilogue {
@@ -873,6 +895,13 @@ impl Spec {
     /// with no float operation (a device that flushes subnormals compares them right too).
     fn bits_extreme(&self) -> bool {
         matches!(self.comb, Comb::Extreme { .. }) && self.val_t == DType::F32
+    }
+
+    /// f32 argmax/argmin over the input (not partials) in the general loop: the invocation's
+    /// own candidates arrive in increasing index, so it folds their order keys alone
+    /// ([`Spec::source`]).
+    fn seq_fold(&self) -> bool {
+        self.nan_seeded() && self.bits_extreme() && self.row_k == 0 && !self.src_partial
     }
 
     /// Float argmax/argmin: candidates are filtered by whether the group's first element is NaN.
@@ -1158,6 +1187,25 @@ impl Spec {
             }
         }
         s.push_str("}\n");
+        if self.seq_fold() {
+            // The invocation's own candidates in increasing index: one beats the accumulator
+            // exactly when `comb` would take it, compared by order keys alone. A candidate
+            // `comb` would skip (NaN against a non-NaN first element, or the reverse) gets the
+            // key nothing takes; under a NaN first element every NaN candidate gets key 1, so
+            // they tie (`comb`'s rule for two NaNs). The value is rebuilt from the key after
+            // the loop (`seq_value`): -0.0 and +0.0 share a key, and only the index is output.
+            let Comb::Extreme { max, high, .. } = self.comb else { unreachable!() };
+            let never = if max { "0u" } else { "0xFFFFFFFFu" };
+            let gt = if max { ">" } else { "<" };
+            writeln!(s, "#define SEQ_NEVER {never}").unwrap();
+            s.push_str("uint seq_key(ACC v, bool nan_seed) { return acc_isnan(v) != nan_seed ? SEQ_NEVER : (nan_seed ? 1u : acc_key(v)); }\n");
+            if high {
+                writeln!(s, "#define SEQ_TAKES(k, a) ((k) != SEQ_NEVER && (k) {gt}= (a))").unwrap();
+            } else {
+                writeln!(s, "#define SEQ_TAKES(k, a) ((k) {gt} (a))").unwrap();
+            }
+            s.push_str("ACC seq_value(uint k, bool nan_seed) { return nan_seed ? 0x7FC00000u : (k == 0x80000000u ? 0u : (k > 0x80000000u ? (k & 0x7FFFFFFFu) : ~k)); }\n");
+        }
         // The value reduced arrives as the stored bits of `val_t` (what the unfused prologue
         // would have written); `cand` decodes them as the plain reduction would read them.
         let pro_streams = if fused { self.streams_of(&pro_expr) } else { vec![] };
@@ -1350,7 +1398,9 @@ impl Spec {
                 return;
             }
             let v = v.map_or_else(|| self.value(&pro_streams, &k.to_string(), pro_hoisted.len()), str::to_string);
-            if self.nan_seeded() {
+            if self.seq_fold() {
+                writeln!(s, "{indent}{{ uint kk = seq_key(cand({v}), nan_seed); if (SEQ_TAKES(kk, ak)) {{ ak = kk; ai = c{k}; }} }}").unwrap();
+            } else if self.nan_seeded() {
                 writeln!(s, "{indent}{{ ACC v = cand({v}); comb(av, ai, v, (acc_isnan(v) == nan_seed) ? c{k} : NONE); }}").unwrap();
             } else {
                 writeln!(s, "{indent}comb(av, ai, cand({v}), c{k});").unwrap();
@@ -1417,6 +1467,9 @@ impl Spec {
                 s.push_str("        av = av0; ai = ai0;\n");
             }
         } else {
+            if self.seq_fold() {
+                s.push_str("        uint ak = SEQ_NEVER;\n");
+            }
             writeln!(s, "        uint r = {first};").unwrap();
             writeln!(s, "        for (; r + {}u < r1; r += {}u) {{", (UNROLL - 1) * step, UNROLL * step).unwrap();
             for k in 0..UNROLL {
@@ -1433,6 +1486,9 @@ impl Spec {
             fetch(&mut s, 0, "            ");
             combine(&mut s, 0, "            ");
             s.push_str("        }\n");
+            if self.seq_fold() {
+                s.push_str("        if (ai != NONE) av = seq_value(ak, nan_seed);\n");
+            }
         }
         if !per_output {
             // Fixed tree: partial t absorbs partial t+h, halving h.

@@ -4,7 +4,7 @@
 //! switch and over 16 Mi elements.
 
 use half::{bf16, f16};
-use nx_vulkan_engine::reduce::{choose_strategy, split_len, ArgOp, ReduceOp, Strategy, TieBreak};
+use nx_vulkan_engine::reduce::{choose_strategy, split_len, ArgOp, ReduceOp, Strategy, TieBreak, SPLIT_GROUPS};
 use nx_vulkan_engine::*;
 use std::sync::Arc;
 
@@ -542,21 +542,22 @@ fn strategies_by_shape() {
     assert_eq!(choose_strategy(255, 8192), Split { segments: 4 });
     assert_eq!(choose_strategy(256, 8192), PerGroup);
     assert_eq!(choose_strategy(256, 65535), PerGroup);
-    assert_eq!(choose_strategy(256, 65536), Split { segments: 16 });
-    assert_eq!(choose_strategy(1023, 65536), Split { segments: 5 });
+    assert_eq!(choose_strategy(256, 65536), Split { segments: 4 });
+    assert_eq!(choose_strategy(1023, 65536), Split { segments: 2 });
     assert_eq!(choose_strategy(1024, 65536), PerGroup);
-    assert_eq!(choose_strategy(255, 1 << 30), Split { segments: 17 });
-    // about 4096 workgroups, segments of whole 2048-element rounds
+    assert_eq!(choose_strategy(255, 1 << 30), Split { segments: 5 });
+    // about 1024 workgroups (SPLIT_GROUPS), segments of whole 2048-element rounds
     assert_eq!(choose_strategy(1, 1 << 20), Split { segments: 512 });
     assert_eq!(split_len(1 << 20, 512), 2048);
-    assert_eq!(choose_strategy(1, 1 << 24), Split { segments: 4096 });
-    assert_eq!(split_len(1 << 24, 4096), 4096);
-    // rounding segments up to whole rounds can halve the count (still > 2048 groups)
-    assert_eq!(choose_strategy(1, 1 << 23), Split { segments: 4096 });
-    assert_eq!(choose_strategy(1, (1 << 23) + 1), Split { segments: 2049 });
-    assert_eq!(split_len((1 << 23) + 1, 2049), 4096);
+    assert_eq!(SPLIT_GROUPS, 1024);
+    assert_eq!(choose_strategy(1, 1 << 24), Split { segments: 1024 });
+    assert_eq!(split_len(1 << 24, 1024), 16384);
+    // rounding segments up to whole rounds can cut the count (820 of 10240 here, not 1024)
+    assert_eq!(choose_strategy(1, 1 << 23), Split { segments: 1024 });
+    assert_eq!(choose_strategy(1, (1 << 23) + 1), Split { segments: 820 });
+    assert_eq!(split_len((1 << 23) + 1, 820), 10240);
     assert_eq!(choose_strategy(2, 70001), Split { segments: 35 });
-    assert_eq!(choose_strategy(1, i32::MAX as usize), Split { segments: 4096 });
+    assert_eq!(choose_strategy(1, i32::MAX as usize), Split { segments: 1024 });
     // every split: a whole number of rounds per segment, none empty, at least 2
     for outputs in [1usize, 2, 3, 7, 100, 255, 256, 300, 1000, 1023] {
         for len in [8192usize, 8193, 10000, 65535, 65536, 70001, 1 << 20, 1_000_003, (1 << 23) + 1, 1 << 24, 1 << 26, (1 << 31) - 1] {
@@ -564,7 +565,7 @@ fn strategies_by_shape() {
                 let l = split_len(len, segments);
                 assert!(segments >= 2 && l.is_multiple_of(2048), "{outputs} x {len}");
                 assert_eq!(len.div_ceil(l), segments as usize, "{outputs} x {len}: no empty segment");
-                assert!(outputs * segments as usize <= 4096 + outputs, "{outputs} x {len}: about 4096 groups");
+                assert!(outputs * segments as usize <= SPLIT_GROUPS + outputs, "{outputs} x {len}: about SPLIT_GROUPS groups");
             }
         }
     }
@@ -898,13 +899,13 @@ fn split_sums_over_views_follow_the_fixed_order() {
     assert!(order_showed, "the data must tell orders apart");
 }
 
-/// 16 Mi f32 elements into one output (a 4096-segment split): the sum bit-exact against the
+/// 16 Mi f32 elements into one output (a 1024-segment split): the sum bit-exact against the
 /// modelled order, then NaN / ±Inf / -0.0 rules for sum, max/min and argmax/argmin.
 #[test]
 fn sixteen_mi_elements() {
     let ctx = ctx();
     let n = 1usize << 24;
-    assert_eq!(choose_strategy(1, n), Strategy::Split { segments: 4096 });
+    assert_eq!(choose_strategy(1, n), Strategy::Split { segments: 1024 });
     let mut vals = fractional_f32(n, 2024);
     for i in (5..n).step_by(999_983) {
         vals[i] = -0.0;
