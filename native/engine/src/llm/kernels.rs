@@ -119,7 +119,8 @@ fn check_product_inputs(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor,
     Ok((t, n, k))
 }
 
-/// The kernel sources share the f16 conversions with the encoder and the dequantizer.
+/// The kernel sources share the f16 conversions with the encoder and the dequantizer, and the
+/// RoPE rotation (`llm_rope_rotate.glsl`: the RoPE kernel's and the fused Q/K store's).
 pub(super) fn source<D: AsRef<str>>(ty: Option<GgmlType>, defines: &[D], body: &str) -> String {
     let mut s = String::from(crate::kernel::SHADER_PRELUDE);
     if defines.iter().any(|d| d.as_ref() == "X_INT8") {
@@ -131,6 +132,7 @@ pub(super) fn source<D: AsRef<str>>(ty: Option<GgmlType>, defines: &[D], body: &
         writeln!(s, "#define {}", d.as_ref()).unwrap();
     }
     s.push_str(include_str!("../kernels/encoder_math.glsl"));
+    s.push_str(include_str!("kernels/llm_rope_rotate.glsl"));
     if let Some(ty) = ty {
         writeln!(s, "#define WT_{}", ty.name()).unwrap();
         s.push_str(include_str!("kernels/llm_dequant.glsl"));
@@ -271,14 +273,8 @@ impl Context {
         if two != 2 || rope.rows.offset % 2 != 0 || matrix(q, DType::F32, OP, "q")? != (t, qd) || w[0].rows != qd || w[1].rows != kvd || w[2].rows != kvd {
             return Err(invalid!("{OP}: rows {:?}, q {:?} and products of {}, {}, {} rows do not fit the shape {shape:?}", rope.rows.shape, q.shape, w[0].rows, w[1].rows, w[2].rows));
         }
-        if rope.cos_sin.dtype != DType::F32 || rope.cos_sin.shape != [shape.ctx, shape.rope_dims / 2, 2] || rope.cos_sin.offset != 0 {
-            return Err(invalid!("{OP}: cos/sin table is {:?}, expected [{}, {}, 2] f32", rope.cos_sin.shape, shape.ctx, shape.rope_dims / 2));
-        }
-        for (c, name) in [(rope.cache_k, "k cache"), (rope.cache_v, "v cache")] {
-            if c.dtype != shape.kv_dtype() || c.shape != shape.cache_shape() || c.offset != 0 {
-                return Err(invalid!("{OP}: {name} is {} {:?}, expected {} {:?}", c.dtype, c.shape, shape.kv_dtype(), shape.cache_shape()));
-            }
-        }
+        shape.check_cos_sin(OP, rope.cos_sin)?;
+        shape.check_caches(OP, rope.cache_k, rope.cache_v)?;
         if Arc::ptr_eq(&q.buffer, &x.buffer) {
             return Err(invalid!("{OP}: q and x must be distinct buffers (the products run concurrently)"));
         }
@@ -584,6 +580,24 @@ impl AttnShape {
         [self.slots, self.ctx, self.n_head_kv * self.head_dim]
     }
 
+    /// `op`'s K and V caches are one layer's, of the cache type, at their buffers' starts.
+    fn check_caches(&self, op: &str, cache_k: &Tensor, cache_v: &Tensor) -> Result<()> {
+        for (c, name) in [(cache_k, "k cache"), (cache_v, "v cache")] {
+            if c.dtype != self.kv_dtype() || c.shape != self.cache_shape() || c.offset != 0 {
+                return Err(invalid!("{op}: {name} is {} {:?}, expected {} {:?}", c.dtype, c.shape, self.kv_dtype(), self.cache_shape()));
+            }
+        }
+        Ok(())
+    }
+
+    /// `op`'s RoPE table is f32 [ctx, rope_dims / 2, 2] (cos, sin) at its buffer's start.
+    fn check_cos_sin(&self, op: &str, cos_sin: &Tensor) -> Result<()> {
+        if cos_sin.dtype != DType::F32 || cos_sin.shape != [self.ctx, self.rope_dims / 2, 2] || cos_sin.offset != 0 {
+            return Err(invalid!("{op}: cos/sin table is {:?}, expected [{}, {}, 2] f32", cos_sin.shape, self.ctx, self.rope_dims / 2));
+        }
+        Ok(())
+    }
+
     /// Keys whose values the WIDE split attention stages in shared memory at once (its `SK`):
     /// 64 (a whole chunk, kept across rows of one slot) where that fits beside each query
     /// head's query, probabilities and tree (lavapipe's 32 KiB: up to head_dim 64 with 4 heads
@@ -645,14 +659,8 @@ impl Context {
                 return Err(invalid!("{OP}: {name} is {:?}, expected [{t}, {w}] at its buffer's start", x.shape));
             }
         }
-        if cos_sin.dtype != DType::F32 || cos_sin.shape != [shape.ctx, shape.rope_dims / 2, 2] || cos_sin.offset != 0 {
-            return Err(invalid!("{OP}: cos/sin table is {:?}, expected [{}, {}, 2] f32", cos_sin.shape, shape.ctx, shape.rope_dims / 2));
-        }
-        for (c, name) in [(cache_k, "k cache"), (cache_v, "v cache")] {
-            if c.dtype != shape.kv_dtype() || c.shape != shape.cache_shape() || c.offset != 0 {
-                return Err(invalid!("{OP}: {name} is {} {:?}, expected {} {:?}", c.dtype, c.shape, shape.kv_dtype(), shape.cache_shape()));
-            }
-        }
+        shape.check_cos_sin(OP, cos_sin)?;
+        shape.check_caches(OP, cache_k, cache_v)?;
         let (qn, kn, eps) = match qk_norm {
             Some((qn, kn, eps)) => {
                 vector(qn, DType::F32, shape.head_dim, OP, "q norm")?;
@@ -734,11 +742,7 @@ impl Context {
         if matrix(q, DType::F32, OP, "q")? != (t, qd) || q.offset != 0 {
             return Err(invalid!("{OP}: q is {:?}, expected [{t}, {qd}]", q.shape));
         }
-        for c in [cache_k, cache_v] {
-            if c.dtype != shape.kv_dtype() || c.shape != shape.cache_shape() || c.offset != 0 {
-                return Err(invalid!("{OP}: cache is {} {:?}, expected {} {:?}", c.dtype, c.shape, shape.kv_dtype(), shape.cache_shape()));
-            }
-        }
+        shape.check_caches(OP, cache_k, cache_v)?;
         check_dense_output(out, DType::F32, &[t, qd], OP)?;
         if out.offset != 0 || !scale.is_finite() {
             return Err(invalid!("{OP}: out must start at its buffer's start and the scale be finite"));

@@ -93,7 +93,7 @@ float epilogue(Args p, float v, float up, float ss, uint n, uint t) {
 }
 
 // Stores out[t, n] = v; with ROPE, v is first rotated with its pair's value `pair` (row n ^ 1,
-// its epilogue applied) as llm_rope.glsl rotates it; with KV_OUT, into the cache.
+// its epilogue applied) by llm_rope.glsl's function (rope_rotate); with KV_OUT, into the cache.
 void store_out(Args p, float v, float pair, uint n, uint t) {
 #if defined(ROPE) || defined(KV_OUT)
     uint slot = min(BufU32(p.rows).v[2u * (p.offRows + t)], p.slots - 1u);
@@ -105,10 +105,8 @@ void store_out(Args p, float v, float pair, uint n, uint t) {
         uint cs = (pos * uint(ROPE_DIMS / 2) + d / 2u) * 2u;
         float c = uintBitsToFloat(BufU32(p.cs).v[cs]), s = uintBitsToFloat(BufU32(p.cs).v[cs + 1u]);
         bool first = (d & 1u) == 0u;
-        float x0 = first ? v : pair, x1 = first ? pair : v;
-        precise float r0 = x0 * c - x1 * s;
-        precise float r1 = x0 * s + x1 * c;
-        v = first ? r0 : r1;
+        vec2 r = rope_rotate(first ? v : pair, first ? pair : v, c, s);
+        v = first ? r.x : r.y;
     }
 #endif
 #ifdef KV_OUT

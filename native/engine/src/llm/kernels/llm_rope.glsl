@@ -62,13 +62,10 @@ void main() {
 #endif
                 uint cs = (pos * uint(ROPE_DIMS / 2) + i) * 2u;
                 float c = uintBitsToFloat(BufU32(addrCS).v[cs]), s = uintBitsToFloat(BufU32(addrCS).v[cs + 1u]);
-                // precise: the Q and K matvecs' ROPE store (llm_matvec.glsl) rotates the same
-                // way, and the two must give the same bits
-                float x0 = hv[i0], x1 = hv[i1];
-                precise float r0 = x0 * c - x1 * s;
-                precise float r1 = x0 * s + x1 * c;
-                hv[i0] = r0;
-                hv[i1] = r1;
+                // rope_rotate: the Q and K matvecs' ROPE store (llm_matvec.glsl) calls it too
+                vec2 r = rope_rotate(hv[i0], hv[i1], c, s);
+                hv[i0] = r.x;
+                hv[i1] = r.y;
             }
             barrier();
         }
