@@ -355,6 +355,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Prompt tokens of each session of `bench --model`'s aggregate decode.
+const AGGREGATE_PROMPT: usize = 32;
+
 /// `bench --model`: prefill tok/s (one step of `pp` rows), decode tok/s (`tg` steps of one
 /// row, each waiting for its token, as a chat does), aggregate decode with several sessions,
 /// and the roofline: weight bytes read per decode step against the device's copy rate.
@@ -364,7 +367,9 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
     }
     let max_sessions = args.sessions.iter().copied().max().unwrap_or(1).max(1);
     let mut margs = model.clone();
-    margs.context = Some(margs.context.unwrap_or(args.pp + args.tg + 8).max(args.pp + args.tg + 8));
+    // room for the prefill + decode pass and for the aggregate's sessions (32-token prompts)
+    let needed = args.pp.max(AGGREGATE_PROMPT) + args.tg + 8;
+    margs.context = Some(margs.context.unwrap_or(needed).max(needed));
     let t_load = Instant::now();
     let (rt, _) = load(ctx.clone(), &margs, max_sessions)?;
     let load_s = t_load.elapsed().as_secs_f64();
@@ -445,7 +450,7 @@ pub fn bench(ctx: Arc<Context>, model: &ModelArgs, args: &LlmBenchArgs) -> Resul
         let (tx, rx) = std::sync::mpsc::channel();
         let t0 = Instant::now();
         for s in 0..n {
-            let p: Vec<u32> = (0..32u32).map(|i| (i * 31 + s as u32 * 101 + 7) % n_vocab).collect();
+            let p: Vec<u32> = (0..AGGREGATE_PROMPT as u32).map(|i| (i * 31 + s as u32 * 101 + 7) % n_vocab).collect();
             let req = GenRequest { prompt: p, sampling: SamplingParams::default(), max_tokens: steps, stop: vec![], ignore_eos: true };
             let tx = tx.clone();
             rt.submit(req, Box::new(move |e| tx.send(e).is_ok()))?;

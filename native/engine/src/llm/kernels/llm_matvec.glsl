@@ -93,7 +93,8 @@ float epilogue(Args p, float v, float up, float ss, uint n, uint t) {
 }
 
 // Stores out[t, n] = v; with ROPE, v is first rotated with its pair's value `pair` (row n ^ 1,
-// its epilogue applied) by llm_rope.glsl's function (rope_rotate); with KV_OUT, into the cache.
+// its epilogue applied) by rope_rotate (llm_rope_rotate.glsl, as llm_rope.glsl rotates); with
+// KV_OUT, into the cache.
 void store_out(Args p, float v, float pair, uint n, uint t) {
 #if defined(ROPE) || defined(KV_OUT)
     uint slot = min(BufU32(p.rows).v[2u * (p.offRows + t)], p.slots - 1u);
