@@ -70,11 +70,15 @@
 //! elements) folds float sums and products in another tree, so their last bits may differ as
 //! described below; every other result is unchanged.
 //!
-//! **Arg-reductions of f32 in order.** Inside an invocation's own loop (not in the tree) an f32
-//! argmax/argmin's candidates arrive in increasing index, so one beats the accumulator exactly
-//! when its order key is greater (less; or not less, for `High`), and the loop folds the keys
-//! alone, the value rebuilt from the key afterwards — the choices `comb` makes, with about half
-//! its instructions (the 16 Mi argmax's pass 1 39.8 -> 31.2 us on the H200).
+//! **Arg-reductions of f32 in order.** In the general loop of an f32 argmax/argmin over its
+//! input (`PerOutput`, long `PerGroup` rows and `Split`'s pass 1; not short rows, not pass 2,
+//! not the tree) an invocation's candidates arrive in increasing index, so one beats the
+//! accumulator exactly when its order key is greater for argmax (less for argmin; with `High`
+//! ties, not less / not greater), and the loop folds the keys alone, the value rebuilt from the
+//! key afterwards. A candidate `comb` would skip (NaN against a non-NaN first element, or the
+//! reverse) gets a key nothing takes; under a NaN first element the NaN candidates all share
+//! one key, so they tie. The choices `comb` makes, with about half its instructions (the 16 Mi
+//! argmax's pass 1 39.8 -> 31.2 us on the H200).
 //!
 //! **Narrow rows.** A `PerGroup` row of 257–2,048 elements ([`row_k`] up to 8) may run on a workgroup
 //! of 64 or 128 invocations ([`narrow_lanes`]) instead of 256: invocation `t` then holds the
@@ -318,8 +322,8 @@ pub fn choose_strategy(outputs: usize, len: usize) -> Strategy {
         Strategy::PerOutput
     } else if (len >= 4 * ROUND && outputs < 256) || (len >= 32 * ROUND && outputs < 1024) {
         // About SPLIT_GROUPS workgroups in all, each segment a whole number of rounds (so only
-        // the last segment has a tail); at least 2 segments here (4 below 256 outputs), never an
-        // empty one.
+        // the last segment has a tail); at least 2 segments here (3 below 256 outputs: rounding
+        // a segment up to whole rounds can cut 4 or 5 to 3), never an empty one.
         let by_len = len.div_ceil(ROUND);
         let by_groups = SPLIT_GROUPS.div_ceil(outputs);
         let seg_len = len.div_ceil(by_len.min(by_groups)).next_multiple_of(ROUND);
@@ -739,8 +743,8 @@ impl Context {
                     sink_partial: false,
                     strategy: Strategy::PerGroup,
                     // The general loop. Issuing every partial's loads at once (the short-row form,
-                    // `row_k`) measured slower on the H200 (stop 31, run 1: the 1 Mi argmax 34-37
-                    // -> 38-42 us; pass 2 of 4096 partials 7.7 -> 9.2 us).
+                    // `row_k`) measured slower on the H200 (stop 31, run 1: the 1 Mi argmax 33-37
+                    // -> 38-42 us; the argmax's pass 2 of 4096 partials 7.8 -> 9.2 us).
                     row_k: 0,
                     kept: 0,
                     red: 0,
