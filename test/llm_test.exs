@@ -7,7 +7,9 @@ defmodule NxVulkan.LLMTest do
   (native/engine/tests/llm.rs) cover every weight format and architecture on the fixtures.
   """
   use ExUnit.Case, async: false
-  @moduletag timeout: 600_000
+  # CPU-only CI machines (lavapipe on 2 cores) have taken more than 5 minutes for the four
+  # concurrent 32-token sessions below: generous limits, never a speed check
+  @moduletag timeout: 1_800_000
 
   alias NxVulkan.LLM
 
@@ -85,7 +87,7 @@ defmodule NxVulkan.LLMTest do
     {:ok, _} = LLM.generate(llm, prompt, max_tokens: 1)
     before = LLM.stats(llm)
     tasks = for _ <- 1..4, do: Task.async(fn -> LLM.generate(llm, prompt, max_tokens: 32, ignore_eos: true) end)
-    for t <- tasks, do: assert({:ok, %{tokens: ^greedy}} = Task.await(t, 300_000))
+    for t <- tasks, do: assert({:ok, %{tokens: ^greedy}} = Task.await(t, 1_500_000))
     after_ = LLM.stats(llm)
     assert after_.max_batch >= 2
     # Four sessions of 32 tokens in fewer steps than one after another would need.
