@@ -7,8 +7,8 @@ defmodule NxVulkan.LLMTest do
   (native/engine/tests/llm.rs) cover every weight format and architecture on the fixtures.
   """
   use ExUnit.Case, async: false
-  # CPU-only CI machines (lavapipe on 2 cores) have taken more than 5 minutes for the four
-  # concurrent 32-token sessions below: generous limits, never a speed check
+  # CPU-only CI machines (lavapipe on 2 cores) have taken more than 5 minutes for four
+  # concurrent 32-token sessions: generous limits, never a speed check
   @moduletag timeout: 1_800_000
 
   alias NxVulkan.LLM
@@ -86,12 +86,14 @@ defmodule NxVulkan.LLMTest do
     # One slot holds the prompt already: the session that lands there skips it.
     {:ok, _} = LLM.generate(llm, prompt, max_tokens: 1)
     before = LLM.stats(llm)
-    tasks = for _ <- 1..4, do: Task.async(fn -> LLM.generate(llm, prompt, max_tokens: 32, ignore_eos: true) end)
+    # 16 tokens each (the reference's first 16): CI's lavapipe machine decodes at about 0.5 tok/s
+    greedy = Enum.take(greedy, 16)
+    tasks = for _ <- 1..4, do: Task.async(fn -> LLM.generate(llm, prompt, max_tokens: 16, ignore_eos: true) end)
     for t <- tasks, do: assert({:ok, %{tokens: ^greedy}} = Task.await(t, 1_500_000))
     after_ = LLM.stats(llm)
     assert after_.max_batch >= 2
-    # Four sessions of 32 tokens in fewer steps than one after another would need.
-    assert after_.steps - before.steps < 4 * 32
+    # Four sessions of 16 tokens in fewer steps than one after another would need.
+    assert after_.steps - before.steps < 4 * 16
     # The shared prompt's KV was reused by later sessions (all but the last prompt token).
     assert after_.cached_tokens > before.cached_tokens
   end
