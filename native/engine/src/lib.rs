@@ -131,6 +131,11 @@ pub struct Context {
     /// order, same bits). Tests turn it off to compare the two.
     #[doc(hidden)]
     pub narrow_rows: std::sync::atomic::AtomicBool,
+    /// Workgroups the encoder's projection grid should have before it takes a bigger tile
+    /// ([`encoder::kernels::linear_tile`]: 128 on a GPU, 1 on a CPU device; same bits at every
+    /// tile). Tests set the GPU's value on lavapipe to reach every tile.
+    #[doc(hidden)]
+    pub linear_min_groups: std::sync::atomic::AtomicUsize,
     pub(crate) stats: Arc<Counters>,
 }
 
@@ -168,6 +173,7 @@ impl Context {
         // NX_VULKAN_SUBGROUP_REDUCTION=0 keeps the shared-memory tree (to measure the
         // difference; the same bits either way)
         let shuffles = caps.subgroup_shuffle_relative && std::env::var("NX_VULKAN_SUBGROUP_REDUCTION").map_or(true, |v| v != "0");
+        let linear_min_groups = encoder::kernels::linear_min_groups(&caps);
         Ok(Arc::new(Context {
             stream,
             memory_allocator: memory_allocator.clone(),
@@ -178,6 +184,7 @@ impl Context {
             staged_transfers: std::sync::atomic::AtomicBool::new(false),
             subgroup_reduction: std::sync::atomic::AtomicBool::new(shuffles),
             narrow_rows: std::sync::atomic::AtomicBool::new(std::env::var("NX_VULKAN_NARROW_ROWS").map_or(true, |v| v != "0")),
+            linear_min_groups: std::sync::atomic::AtomicUsize::new(linear_min_groups),
             stats,
         }))
     }

@@ -426,14 +426,30 @@ fn linear_gelu_residual_rows(ctx: &Context, x: &[f32], res: &[f32], wt: &Tensor,
 /// tensor-core kernel's (`Context::coopmat_linear_tile`).
 #[test]
 fn linear_tile_switch_keeps_bits() {
+    use std::sync::atomic::Ordering::Relaxed;
+    /// Puts the device's own threshold back, even when an assertion fails.
+    struct Restore<'a>(&'a Context, usize);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            self.0.linear_min_groups.store(self.1, Relaxed);
+        }
+    }
     on_engine_alone(|ctx| {
-        // MiniLM's small-T case gets a grid of ~100 workgroups, large T the 64 × 64 tile
+        // On a GPU MiniLM's small-T case gets a grid of ~100 workgroups, large T the 64 × 64
+        // tile; on a CPU device (lavapipe) every T gets 64 × 64.
+        let gpu = 128;
         let groups = |n: usize, t: usize| {
-            let tile = linear_tile(n, t);
+            let tile = linear_tile(n, t, gpu);
             n.div_ceil(tile.cols as usize) * t.div_ceil(tile.rows as usize)
         };
-        assert!(groups(384, 32) >= 96, "{:?}", linear_tile(384, 32));
-        assert_eq!((linear_tile(384, 4096).rows, linear_tile(384, 4096).cols), (64, 64));
+        assert!(groups(384, 32) >= 96, "{:?}", linear_tile(384, 32, gpu));
+        assert_eq!((linear_tile(384, 4096, gpu).rows, linear_tile(384, 4096, gpu).cols), (64, 64));
+        assert_eq!((linear_tile(384, 1, 1).rows, linear_tile(384, 1, 1).cols), (64, 64));
+        let device_min = ctx.linear_min_groups.load(Relaxed);
+        assert_eq!(device_min, if ctx.caps.device_type == "cpu" { 1 } else { gpu }, "{}", ctx.caps.device_type);
+        // the GPU's choice, so that every tile is reached on any device
+        ctx.linear_min_groups.store(gpu, Relaxed);
+        let _restore = Restore(ctx, device_min);
         for &(n, k) in &[(384usize, 384usize), (70, 37)] {
             for precision in [Precision::Fp32, Precision::Compensated, Precision::Fp16, Precision::Bf16] {
                 // the tile record_encoder_linear uses for T rows, and the T up to which every
@@ -441,7 +457,7 @@ fn linear_tile_switch_keeps_bits() {
                 let tensor_cores = linear_uses_tensor_cores(ctx, precision);
                 let tile_of = |t: usize| match tensor_cores {
                     true => format!("{:?}", ctx.coopmat_linear_tile(precision.weight_dtype(), t, n).unwrap()),
-                    false => format!("{:?}", linear_tile(n, t)),
+                    false => format!("{:?}", linear_tile(n, t, gpu)),
                 };
                 let (last_t, tile_count) = if tensor_cores { (20_000, ctx.coopmat_linear_tiles(precision.weight_dtype()).len()) } else { (5000, 3) };
                 // the T at which the tile changes
@@ -830,7 +846,7 @@ fn linear_throughput() {
                     let s = t0.elapsed().as_secs_f64() / reps as f64;
                     let flops = 2.0 * (t * n * k) as f64;
                     let tensor_cores = linear_uses_tensor_cores(ctx, precision);
-                    let tile = if tensor_cores { format!("{:?}", ctx.coopmat_linear_tile(precision.weight_dtype(), t, n)) } else { format!("{:?}", linear_tile(n, t)) };
+                    let tile = if tensor_cores { format!("{:?}", ctx.coopmat_linear_tile(precision.weight_dtype(), t, n)) } else { format!("{:?}", linear_tile(n, t, ctx.linear_min_groups.load(std::sync::atomic::Ordering::Relaxed))) };
                     eprintln!("{precision:?} N={n} K={k} T={t}: {:.1} us, {:.2} TFLOP/s ({tile})", s * 1e6, flops / s / 1e12);
                     // every tensor-core tile, forced: is the chosen one the fastest?
                     for tile in if tensor_cores { ctx.coopmat_linear_tiles(precision.weight_dtype()) } else { Vec::new() } {

@@ -104,7 +104,7 @@ impl Context {
     /// One dispatch. fp16/bf16 on a device with cooperative matrices
     /// ([`linear_uses_tensor_cores`]): the tensor-core GEMM with this epilogue fused
     /// (`Context::record_coopmat_linear`; x rounded as it is staged); otherwise the
-    /// shared-memory kernel with the tile [`linear_tile`]`(N, T)`. Neither path's arithmetic
+    /// shared-memory kernel with the tile [`linear_tile`]`(N, T, Context::linear_min_groups)`. Neither path's arithmetic
     /// for an output depends on `T` or on the other rows, and the path depends on the device
     /// and precision alone, so a row's bits are not a function of the batch.
     #[allow(clippy::too_many_arguments)]
@@ -140,7 +140,7 @@ impl Context {
             // (the checks above leave contiguous operands: the kernel's layout)
             return self.record_coopmat_linear(batch, x, w, Some(bias), act == Activation::Gelu, residual, out);
         }
-        let tile = linear_tile(n, t);
+        let tile = linear_tile(n, t, self.linear_min_groups.load(std::sync::atomic::Ordering::Relaxed));
         let wbytes = precision.weight_dtype().size() as u64;
         let aligned16 = |t: &Tensor, elem: u64| (t.buffer.address() + elem * t.offset as u64).is_multiple_of(16);
         let cfg = LinearCfg {
@@ -437,15 +437,32 @@ const LINEAR_TILES: [LinearTile; 3] = [LinearTile::new(64, 64, 4, 4, 16), Linear
 /// Workgroups a projection's grid should have to occupy a GPU of about a hundred compute
 /// units (MiniLM's N = 384 at T = 32: 6 with 64 × 64 tiles, 96 with 8 × 16).
 const LINEAR_MIN_GROUPS: usize = 128;
+/// The same on a CPU device (lavapipe), whose few threads each run workgroups one after
+/// another: there the biggest tile always wins, since a small tile's shared-memory steps and
+/// barriers cost far more than the parallelism they buy (MiniLM fp32, one 256-token input on
+/// 2-core lavapipe: 48.6 s with the GPU's choice, 15.4 s with 64 × 64 everywhere).
+const LINEAR_MIN_GROUPS_CPU: usize = 1;
+
+/// Workgroups a projection's grid should have on this device (see `linear_tile`; the context
+/// keeps it in `Context::linear_min_groups`).
+pub fn linear_min_groups(caps: &crate::DeviceCaps) -> usize {
+    if caps.device_type == "cpu" {
+        LINEAR_MIN_GROUPS_CPU
+    } else {
+        LINEAR_MIN_GROUPS
+    }
+}
 
 /// The projection kernel's tile for an `[N, K]` weight and `T` rows: the largest of 64 × 64,
-/// 32 × 32 and 8 × 16 whose grid has at least 128 workgroups, else 8 × 16. It may depend on `T` because nothing in an output's arithmetic does: each output
+/// 32 × 32 and 8 × 16 whose grid has at least `min_groups` workgroups ([`linear_min_groups`]:
+/// 128 on a GPU, 1 on a CPU device), else 8 × 16. It may depend on `T` and on the device
+/// because nothing in an output's arithmetic does: each output
 /// is the same fma chain(s) over k in ascending order, whatever the K step,
 /// tile, the invocation's block or the row's place in it, so a row's bits are the same in
 /// every batch (tests: `linear_tile_switch_keeps_bits`).
-pub fn linear_tile(n: usize, t: usize) -> LinearTile {
+pub fn linear_tile(n: usize, t: usize, min_groups: usize) -> LinearTile {
     let last = LINEAR_TILES[LINEAR_TILES.len() - 1];
-    LINEAR_TILES.into_iter().find(|tile| tile.groups(n, t) >= LINEAR_MIN_GROUPS).unwrap_or(last)
+    LINEAR_TILES.into_iter().find(|tile| tile.groups(n, t) >= min_groups).unwrap_or(last)
 }
 
 /// Everything the projection kernel's source depends on (its cache key is its Debug form).
