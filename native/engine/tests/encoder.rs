@@ -461,8 +461,12 @@ fn minilm_tokenizer_matches_the_reference_ids_on_the_whole_corpus() {
 
 /// Embeds the CI slice at each of `batches` (the same bits at every one) and compares with a
 /// PyTorch reference within `tolerance` (max abs); `NX_VULKAN_ENCODER_FULL=1` takes the whole
-/// corpus. Returns the worst error and the embeddings, with the corpus indices they are of.
-fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance: f64, batches: &[usize]) -> (f64, Vec<usize>, Vec<Vec<f32>>) {
+/// corpus, and with `every_batch` each of 1, 2, 4 and 8 instead of `batches` (in CI fewer:
+/// each pass over the slice takes minutes on a 2-core lavapipe machine and CI has 90 minutes
+/// in all; batch independence is also checked bit for bit on the tiny checkpoint,
+/// `an_input_gets_the_same_bits_in_every_batch`). Returns the worst error and the embeddings,
+/// with the corpus indices they are of.
+fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance: f64, batches: &[usize], every_batch: bool) -> (f64, Vec<usize>, Vec<Vec<f32>>) {
     let dir = minilm_dir();
     let enc = std::sync::Arc::new(load(&dir, precision).expect("load MiniLM"));
     assert_eq!(enc.info().dimensions, 384);
@@ -471,6 +475,7 @@ fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance:
     let refs = reference(reference_file, 384);
     assert_eq!(refs.len(), corpus.len());
     let full = std::env::var("NX_VULKAN_ENCODER_FULL").is_ok_and(|v| v == "1");
+    let batches: &[usize] = if full && every_batch { &[1, 2, 4, 8] } else { batches };
     let slice = ci_slice();
     let picked: Vec<usize> = (0..corpus.len()).filter(|&i| full || slice.contains(&corpus[i].id)).collect();
     assert!(full || picked.len() == slice.len(), "every ci_slice id is in the corpus");
@@ -497,26 +502,14 @@ fn minilm_against_pytorch(precision: Precision, reference_file: &str, tolerance:
     (worst, picked, first.unwrap())
 }
 
-/// Batches each fp32-accurate mode is run at: every one of 1, 2, 4, 8 with
-/// `NX_VULKAN_ENCODER_FULL=1`; otherwise (CI) fewer, since each pass over the slice takes
-/// minutes on a 2-core lavapipe machine and CI has 90 minutes in all. Batch independence is
-/// also checked bit for bit on the tiny checkpoint (`an_input_gets_the_same_bits_in_every_batch`).
-fn batches_or_full(ci: &'static [usize]) -> &'static [usize] {
-    if std::env::var("NX_VULKAN_ENCODER_FULL").is_ok_and(|v| v == "1") {
-        &[1, 2, 4, 8]
-    } else {
-        ci
-    }
-}
-
 #[test]
 fn minilm_fp32_is_within_1e4_of_pytorch() {
-    minilm_against_pytorch(Precision::Fp32, "reference-fp32.bin", 1e-4, batches_or_full(&[1, 8]));
+    minilm_against_pytorch(Precision::Fp32, "reference-fp32.bin", 1e-4, &[1, 8], true);
 }
 
 #[test]
 fn minilm_compensated_is_within_1e4_of_pytorch() {
-    minilm_against_pytorch(Precision::Compensated, "reference-fp32.bin", 1e-4, batches_or_full(&[8]));
+    minilm_against_pytorch(Precision::Compensated, "reference-fp32.bin", 1e-4, &[8], true);
 }
 
 /// Cosine similarities are dot products (the embeddings are unit vectors); neighbours of `q`
@@ -536,7 +529,7 @@ fn neighbours(all: &[Vec<f32>], q: usize, k: usize) -> Vec<(usize, f64)> {
 /// (`NX_VULKAN_ENCODER_FULL=1`) — nearest-neighbour recall@10 against fp32's neighbours ≥ 0.99,
 /// top-1 identical wherever fp32's top-2 margin exceeds twice the mode's error vs fp32.
 fn half_mode(precision: Precision, reference_file: &str, tolerance: f64) {
-    let (_, picked, got) = minilm_against_pytorch(precision, reference_file, tolerance, &[8]);
+    let (_, picked, got) = minilm_against_pytorch(precision, reference_file, tolerance, &[8], false);
     let fp32 = reference("reference-fp32.bin", 384);
     let vs_fp32 = picked
         .iter()

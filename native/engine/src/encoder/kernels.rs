@@ -104,9 +104,10 @@ impl Context {
     /// One dispatch. fp16/bf16 on a device with cooperative matrices
     /// ([`linear_uses_tensor_cores`]): the tensor-core GEMM with this epilogue fused
     /// (`Context::record_coopmat_linear`; x rounded as it is staged); otherwise the
-    /// shared-memory kernel with the tile [`linear_tile`]`(N, T, Context::linear_min_groups)`. Neither path's arithmetic
-    /// for an output depends on `T` or on the other rows, and the path depends on the device
-    /// and precision alone, so a row's bits are not a function of the batch.
+    /// shared-memory kernel with the tile [`linear_tile`]`(N, T, Context::linear_min_groups)`.
+    /// Neither path's arithmetic for an output depends on `T` or on the other rows, and the
+    /// path depends on the device and precision alone, so a row's bits are not a function of
+    /// the batch.
     #[allow(clippy::too_many_arguments)]
     pub fn record_encoder_linear(
         &self,
@@ -456,10 +457,10 @@ pub fn linear_min_groups(caps: &crate::DeviceCaps) -> usize {
 /// The projection kernel's tile for an `[N, K]` weight and `T` rows: the largest of 64 × 64,
 /// 32 × 32 and 8 × 16 whose grid has at least `min_groups` workgroups ([`linear_min_groups`]:
 /// 128 on a GPU, 1 on a CPU device), else 8 × 16. It may depend on `T` and on the device
-/// because nothing in an output's arithmetic does: each output
-/// is the same fma chain(s) over k in ascending order, whatever the K step,
-/// tile, the invocation's block or the row's place in it, so a row's bits are the same in
-/// every batch (tests: `linear_tile_switch_keeps_bits`).
+/// because nothing in an output's arithmetic does: each output is the same fma chain(s) over
+/// k in ascending order, whatever the K step, tile, the invocation's block or the row's place
+/// in it, so a row's bits are the same in every batch and on every device (tests:
+/// `linear_tile_switch_keeps_bits`).
 pub fn linear_tile(n: usize, t: usize, min_groups: usize) -> LinearTile {
     let last = LINEAR_TILES[LINEAR_TILES.len() - 1];
     LINEAR_TILES.into_iter().find(|tile| tile.groups(n, t) >= min_groups).unwrap_or(last)
