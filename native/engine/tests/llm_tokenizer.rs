@@ -2,7 +2,10 @@
 //! against test/llm/smollm2-reference.json (ids from llama.cpp's "smollm" pre-tokenization, chat
 //! prompt from transformers' apply_chat_template), the 17 fixture vocabularies and the SentencePiece
 //! vocabulary of test/llm/tokenizer/ against transformers' GGUF tokenizers, the Llama-3 / Qwen2 split
-//! regexes against HF `tokenizers`' Split pre-tokenizer, streaming decode, and damaged metadata.
+//! regexes against HF `tokenizers`' Split pre-tokenizer, eight real vocabularies (Llama-3, Qwen2,
+//! GPT-2, StarCoder, Refact, Command-R, Llama-2, Phi-3; scripts/fetch-vocabs.sh) against the ids
+//! their own Hugging Face tokenizers gave, Llama-3 and Qwen2 on the hard texts and three real
+//! chat templates (test/llm/tokenizer/real-vocabs.json), streaming decode, and damaged metadata.
 
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::tokenizer::{pre_tokenize, LlmTokenizer, StreamDecoder};
@@ -458,4 +461,140 @@ fn builtin_and_hf_style_templates() {
     assert!(e.contains("bad role tool"), "{e}");
     // A template that does not compile is an error when it is loaded.
     assert!(ChatTemplate::from_source("bad", "{% for %}", &tok).is_err());
+}
+
+/// The real vocabularies `scripts/fetch-vocabs.sh` caches (llama.cpp's `models/ggml-vocab-*`):
+/// `NX_VULKAN_VOCABS`, else the model cache. Absent → the test fails saying how to fetch them.
+fn vocabs_dir() -> PathBuf {
+    let dir = match std::env::var_os("NX_VULKAN_VOCABS") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::var_os("NX_VULKAN_MODEL_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nx_vulkan/models")))
+            .expect("neither NX_VULKAN_MODEL_CACHE nor HOME is set")
+            .join("llama.cpp-vocabs"),
+    };
+    assert!(
+        dir.join(".complete").is_file() || std::env::var_os("NX_VULKAN_VOCABS").is_some(),
+        "vocabularies not found at {}: run `bash scripts/fetch-vocabs.sh` (or set NX_VULKAN_VOCABS)",
+        dir.display()
+    );
+    dir
+}
+
+/// One vocabulary's test texts and the ids its Hugging Face tokenizer gave them
+/// (`tokenizer.encode(text, add_special_tokens=False)`): `.inp` holds the texts, each followed by
+/// "\n__ggml_vocab_test__\n"; `.out` one line of space-separated ids per text.
+fn vocab_cases(dir: &Path, name: &str) -> Vec<(String, Vec<u32>)> {
+    let read = |ext: &str| {
+        let p = dir.join(format!("ggml-vocab-{name}.gguf{ext}"));
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let inp = read(".inp");
+    let out = read(".out");
+    let texts: Vec<&str> = inp.split("\n__ggml_vocab_test__\n").collect();
+    let lines: Vec<&str> = out.lines().collect();
+    // The last separator leaves one empty piece after it.
+    assert_eq!(texts.len(), lines.len() + 1, "{name}: texts and id lines differ in count");
+    texts
+        .iter()
+        .zip(&lines)
+        .map(|(t, l)| (t.to_string(), l.split_whitespace().map(|x| x.parse().unwrap()).collect()))
+        .collect()
+}
+
+#[test]
+fn real_vocabularies_match_their_hugging_face_tokenizers() {
+    let dir = vocabs_dir();
+    // (file, pre-tokenizer family we should pick, vocabulary size)
+    let vocabs: [(&str, Option<&str>, usize); 8] = [
+        ("llama-bpe", Some("llama3"), 128256),
+        ("qwen2", Some("qwen2"), 151936),
+        ("gpt-2", Some("gpt-2"), 50257),
+        ("starcoder", Some("smollm"), 49152),
+        ("refact", Some("smollm"), 49216),
+        ("command-r", Some("smollm"), 256000),
+        ("llama-spm", None, 32000),
+        ("phi-3", None, 32064),
+    ];
+    let mut report = Vec::new();
+    let mut failed = false;
+    let mut compared = 0;
+    for (name, pre, n_vocab) in vocabs {
+        let g = Gguf::open(dir.join(format!("ggml-vocab-{name}.gguf"))).unwrap();
+        let tok = LlmTokenizer::from_gguf(&g).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let cases = vocab_cases(&dir, name);
+        assert!(cases.len() >= 40, "{name}: {} texts", cases.len());
+        let mut bad = Vec::new();
+        for (text, want) in &cases {
+            let got = tok.encode(text, false, true).unwrap();
+            if &got != want {
+                bad.push(format!("{text:?}\n  got  {got:?}\n  want {want:?}"));
+            } else if pre.is_some() && tok.decode(&got, false) != *text {
+                // Byte-level BPE loses nothing: the ids decode back to the text.
+                bad.push(format!("{text:?} decodes to {:?}", tok.decode(&got, false)));
+            }
+            compared += 1;
+        }
+        if !bad.is_empty() || tok.pre_name() != pre || tok.vocab_size() != n_vocab {
+            failed = true;
+            report.push(format!(
+                "{name}: pre {:?} vocab {}; {} of {} texts differ\n{}",
+                tok.pre_name(),
+                tok.vocab_size(),
+                bad.len(),
+                cases.len(),
+                bad.join("\n")
+            ));
+        }
+    }
+    assert!(!failed, "{}", report.join("\n"));
+    assert_eq!(compared, 8 * 46);
+}
+
+fn real_vocabs_reference() -> Value {
+    json(&tokenizer_dir().join("real-vocabs.json"))
+}
+
+#[test]
+fn llama3_and_qwen2_vocabularies_on_hard_texts() {
+    let dir = vocabs_dir();
+    let r = real_vocabs_reference();
+    for v in r["vocabs"].as_array().unwrap() {
+        let name = v["vocab"].as_str().unwrap();
+        let g = Gguf::open(dir.join(format!("ggml-vocab-{name}.gguf"))).unwrap();
+        let tok = LlmTokenizer::from_gguf(&g).unwrap();
+        let cases = v["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 42);
+        let bad = run_cases(&tok, cases, false, |text, ids, decoded| {
+            assert_eq!(tok.decode(ids, false), decoded, "{name}: {text:?}");
+        });
+        assert!(bad.is_empty(), "{name}: {} of {} cases differ:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    }
+    // NFC is Qwen2's alone: a decomposed accent is one composed character there, two in Llama-3.
+    let qwen = LlmTokenizer::from_gguf(&Gguf::open(dir.join("ggml-vocab-qwen2.gguf")).unwrap()).unwrap();
+    let llama = LlmTokenizer::from_gguf(&Gguf::open(dir.join("ggml-vocab-llama-bpe.gguf")).unwrap()).unwrap();
+    assert_eq!(qwen.encode("caf\u{65}\u{301}", false, false).unwrap(), qwen.encode("café", false, false).unwrap());
+    assert_ne!(llama.encode("caf\u{65}\u{301}", false, false).unwrap(), llama.encode("café", false, false).unwrap());
+}
+
+#[test]
+fn chat_templates_of_real_vocabularies_render_as_transformers() {
+    let dir = vocabs_dir();
+    let r = real_vocabs_reference();
+    let conversations: Vec<Vec<ChatMessage>> = serde_json::from_value(r["conversations"].clone()).unwrap();
+    let templates = r["templates"].as_array().unwrap();
+    assert_eq!(templates.len(), 3);
+    for t in templates {
+        let name = t["vocab"].as_str().unwrap();
+        let g = Gguf::open(dir.join(format!("ggml-vocab-{name}.gguf"))).unwrap();
+        let tok = LlmTokenizer::from_gguf(&g).unwrap();
+        let tmpl = ChatTemplate::from_gguf(&g, &tok).unwrap().unwrap_or_else(|| panic!("{name}: no template"));
+        assert_eq!(tmpl.name(), "gguf");
+        let prompts = t["prompts"].as_array().unwrap();
+        assert_eq!(prompts.len(), conversations.len());
+        for (c, want) in conversations.iter().zip(prompts) {
+            assert_eq!(tmpl.render(c, true).unwrap(), want.as_str().unwrap(), "{name}");
+        }
+    }
 }

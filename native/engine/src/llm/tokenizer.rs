@@ -6,7 +6,9 @@
 //!   `tokenizer.ggml.pre` names (a list of split regexes, applied one after the other; unmatched
 //!   stretches stay pieces of their own, as in llama.cpp's `unicode_regex_split`), each piece's
 //!   bytes are mapped to GPT-2's printable characters, then merged by `tokenizer.ggml.merges`
-//!   (rank = order; the lowest rank first, the leftmost on a tie).
+//!   (rank = order; the lowest rank first, the leftmost on a tie). One departure from llama.cpp,
+//!   towards the model's own tokenizer: "qwen2" composes the text to Unicode NFC first, as Qwen's
+//!   tokenizer.json does (llama.cpp does not).
 //! - `tokenizer.ggml.model = "llama"`: SentencePiece BPE (llm_tokenizer_spm): spaces become `▁`,
 //!   a `▁` is prefixed when `add_space_prefix` (default true), adjacent pieces are merged by the
 //!   highest `tokenizer.ggml.scores` first (leftmost on a tie), and characters with no token fall
@@ -39,10 +41,14 @@ pub const LLAMA3_RE: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]
 /// llama.cpp's QWEN2 regex: as LLAMA3 but single digits.
 pub const QWEN2_RE: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// A pre-tokenizer: the regexes llama.cpp applies in turn for one `tokenizer.ggml.pre` family.
+/// A pre-tokenizer: the regexes llama.cpp applies in turn for one `tokenizer.ggml.pre` family,
+/// after Unicode NFC where the family's own tokenizer normalizes so.
 struct PreTokenizer {
     name: &'static str,
     regexes: Vec<SysRegex>,
+    /// Qwen2's tokenizer.json (and its slow tokenizer) compose the text to NFC first; llama.cpp
+    /// skips that, so a decomposed "e\u{301}" would tokenize unlike the model was trained.
+    nfc: bool,
 }
 
 impl PreTokenizer {
@@ -51,7 +57,23 @@ impl PreTokenizer {
             .iter()
             .map(|e| SysRegex::new(e).map_err(|err| invalid!("tokenizer: bad split regex {e:?}: {err}")))
             .collect::<Result<Vec<_>>>()?;
-        Ok(PreTokenizer { name, regexes })
+        Ok(PreTokenizer { name, regexes, nfc: false })
+    }
+
+    fn with_nfc(mut self) -> PreTokenizer {
+        self.nfc = true;
+        self
+    }
+
+    /// The text as the family's tokenizer sees it: NFC-composed where it normalizes, else as is.
+    fn normalize<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if !self.nfc || text.is_ascii() {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        // The same NFC as HF `tokenizers`' normalizer (the crate the encoder already uses).
+        let mut n = tokenizers::NormalizedString::from(text);
+        n.nfc();
+        std::borrow::Cow::Owned(n.get().to_owned())
     }
 
     /// The family for a `tokenizer.ggml.pre` value, and whether it whole-word-matches before
@@ -79,7 +101,10 @@ impl PreTokenizer {
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => {
                 (PreTokenizer::new("llama3", &[LLAMA3_RE])?, true, true)
             }
-            "qwen2" | "deepseek-r1-qwen" | "megrez" => (PreTokenizer::new("qwen2", &[QWEN2_RE])?, false, false),
+            // NFC for Qwen2/2.5/3 (checked on the real vocabulary in tests/llm_tokenizer.rs); not
+            // claimed for the other files that share the split regex.
+            "qwen2" => (PreTokenizer::new("qwen2", &[QWEN2_RE])?.with_nfc(), false, false),
+            "deepseek-r1-qwen" | "megrez" => (PreTokenizer::new("qwen2", &[QWEN2_RE])?, false, false),
             other => {
                 return Err(invalid!(
                     "tokenizer: unsupported tokenizer.ggml.pre {other:?} (known: default, gpt-2, phi-2, \
@@ -345,7 +370,8 @@ impl LlmTokenizer {
                 Fragment::Text(t) => {
                     match &self.model {
                         Model::BytePair { pre, .. } => {
-                            for piece in pre.split(t) {
+                            let t = pre.normalize(t);
+                            for piece in pre.split(&t) {
                                 self.bpe_word(piece, &mut out)?;
                             }
                         }
