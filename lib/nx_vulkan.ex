@@ -126,7 +126,15 @@ defmodule NxVulkan do
   end
 
   @doc "Reads a device tensor back as a binary (waits for the ops that produce it)."
-  def download(handle), do: unwrap!(Native.download(handle))
+  def download(handle) do
+    # A small result is read on this (normal) scheduler when the device finishes it within
+    # the engine's spin; otherwise the wait moves to a dirty scheduler.
+    case Native.download_nowait(handle) do
+      :busy -> unwrap!(Native.download(handle))
+      {:pending, read} -> unwrap!(Native.download_finish(read))
+      result -> unwrap!(result)
+    end
+  end
 
   @doc "`{type, shape}` of a handle."
   def describe(handle) do

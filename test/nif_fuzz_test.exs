@@ -89,6 +89,9 @@ defmodule NxVulkan.NifFuzzTest do
   @kinds %{
     upload: [:bin, :dtype, :shape],
     download: [:h],
+    download_nowait: [:h],
+    # Only download_nowait makes a pending read-back: this gets handles and junk, both refused.
+    download_finish: [:h],
     describe: [:h],
     deallocate: [:h],
     contiguous: [:h],
@@ -143,7 +146,7 @@ defmodule NxVulkan.NifFuzzTest do
 
   # Functions that may build a pipeline.
   @kernel_funs (@tensor_funs -- ~w(upload bitcast transpose broadcast slice reverse)a) ++
-                 [:download, :top_k]
+                 [:download, :download_nowait, :top_k]
 
   # Calls made less often than the others (weight 6). The profiler is global state too, but
   # harmless: the fuzz stops it at the end.
@@ -428,8 +431,26 @@ defmodule NxVulkan.NifFuzzTest do
         outcome(st, :already_deallocated)
 
       # The no-wait variants decline (having done nothing) when the op would compile or wait.
-      {:returned, :busy} when name in [:unary_nowait, :binary_nowait] ->
+      {:returned, :busy} when name in [:unary_nowait, :binary_nowait, :download_nowait] ->
         outcome(st, :busy)
+
+      # A read-back the device had not finished within the spin: collected on a dirty
+      # scheduler, once (a second collection is an argument error).
+      {:returned, {:pending, read}} when name == :download_nowait ->
+        st = outcome(st, :pending)
+
+        case Native.download_finish(read) do
+          {:ok, bin} ->
+            st = check_ok(st, :download, args, bin)
+
+            case Native.download_finish(read) do
+              {:error, {:argument, _}} -> st
+              other -> violation(st, {:download_finish, :twice}, call_text(st, :download_finish, [read], other))
+            end
+
+          other ->
+            check_result(st, :download_finish, [read], {:returned, other})
+        end
 
       {:returned, {:error, {kind, msg}}} when is_atom(kind) and is_binary(msg) ->
         st = outcome(st, {:error, kind})
@@ -511,6 +532,8 @@ defmodule NxVulkan.NifFuzzTest do
       other -> violation(st, {:describe, :bad_ok}, call_text(st, :describe, args, {:ok, other}))
     end
   end
+
+  defp check_ok(st, :download_nowait, args, value), do: check_ok(st, :download, args, value)
 
   defp check_ok(st, :download, [h] = args, value) do
     cond do
@@ -1003,7 +1026,7 @@ defmodule NxVulkan.NifFuzzTest do
     [bin, t, s]
   end
 
-  defp valid_args(name, st) when name in [:download, :describe, :deallocate, :contiguous],
+  defp valid_args(name, st) when name in [:download, :download_nowait, :download_finish, :describe, :deallocate, :contiguous],
     do: [pick(st).h]
 
   defp valid_args(:convert, st), do: [pick(st).h, Enum.random(types())]

@@ -154,6 +154,41 @@ defmodule NxVulkan.StreamTest do
     end
   end
 
+  test "a small read-back is collected from a normal scheduler or left pending; a large one declines" do
+    x = NxVulkan.upload(<<1.0::float-32-little, 4.0::float-32-little>>, {:f, 32}, {2})
+    y = NxVulkan.unary(:sqrt, x, {:f, 32})
+    want = <<1.0::float-32-little, 2.0::float-32-little>>
+
+    case NxVulkan.Native.download_nowait(y) do
+      {:ok, bin} ->
+        assert bin == want
+
+      {:pending, read} ->
+        assert NxVulkan.Native.download_finish(read) == {:ok, want}
+        assert {:error, {:argument, msg}} = NxVulkan.Native.download_finish(read)
+        assert msg =~ "already collected"
+    end
+
+    # Once the device has run it, the read-back needs no wait at all.
+    NxVulkan.synchronize()
+    assert NxVulkan.Native.download_nowait(y) == {:ok, want}
+    # Over 64 KiB: the copy is not done on a scheduler thread.
+    big = NxVulkan.iota({:f, 32}, {16_385})
+    assert NxVulkan.Native.download_nowait(big) == :busy
+    assert byte_size(NxVulkan.download(big)) == 65_540
+    # A pending read-back nobody collects is dropped with its process; the engine goes on.
+    task =
+      Task.async(fn ->
+        _busy = Enum.reduce(1..4, big, fn _, t -> NxVulkan.unary(:sin, t, {:f, 32}) end)
+        match?({kind, _} when kind in [:ok, :pending], NxVulkan.Native.download_nowait(NxVulkan.unary(:exp, x, {:f, 32})))
+      end)
+
+    assert Task.await(task)
+    :erlang.garbage_collect()
+    assert NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32})) == want
+    assert_raise ArgumentError, fn -> NxVulkan.Native.download_finish(x) end
+  end
+
   test "profile/1 reports device time per kernel for what ran inside it" do
     x = NxVulkan.iota({:f, 32}, {4096})
     NxVulkan.download(NxVulkan.unary(:exp, x, {:f, 32}))

@@ -106,6 +106,37 @@ pub fn concatenate_output_shape(parts: &[&[usize]], axis: usize) -> Result<Vec<u
     Ok(shape)
 }
 
+/// A read-back under way ([`Context::start_download`]). Dropped before it is collected, its
+/// staging buffer stays with the stream until the copy has run.
+pub struct PendingDownload {
+    keeper: crate::stream::StreamKeeper,
+    id: u64,
+    bytes: usize,
+    source: Option<DownloadSource>,
+}
+
+enum DownloadSource {
+    Nothing,
+    /// Host-visible device memory, read in place.
+    Mapped { tensor: Tensor, start: usize },
+    Staging(crate::memory::StagingBuffer),
+}
+
+impl PendingDownload {
+    /// The bytes it reads.
+    pub fn byte_size(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for PendingDownload {
+    fn drop(&mut self) {
+        if let Some(DownloadSource::Staging(staging)) = self.source.take() {
+            self.keeper.keep_until(self.id, crate::submit::Keep::Staging(staging));
+        }
+    }
+}
+
 impl Context {
     /// A new contiguous tensor with undefined contents.
     pub fn empty(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
@@ -193,6 +224,75 @@ impl Context {
         let mut out = vec![0u8; t.byte_size()];
         self.download_into(&t, &mut out)?;
         Ok(out)
+    }
+
+    /// Starts reading a contiguous tensor of at most 1 MiB (one transfer) back: its copy to a
+    /// staging buffer is queued and submitted, nothing is waited for. [`Context::finish_download`]
+    /// collects the bytes. With `try_without_waiting` this is how a BEAM scheduler reads a
+    /// small result without the hop to a dirty scheduler.
+    pub fn start_download(&self, t: &Tensor) -> Result<PendingDownload> {
+        if !t.is_contiguous() {
+            return Err(invalid!("start_download needs a contiguous tensor (call contiguous first)"));
+        }
+        let bytes = t.byte_size();
+        if bytes > 1 << 20 {
+            return Err(invalid!("start_download reads at most 1 MiB; {bytes} bytes go through download_into"));
+        }
+        let start = t.offset * t.dtype.size();
+        let source = if bytes == 0 {
+            DownloadSource::Nothing
+        } else if t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
+            DownloadSource::Mapped { tensor: t.clone(), start }
+        } else {
+            let staging = self.staging.take(bytes as u64, true)?;
+            let mut batch = self.batch()?;
+            let (src, dst) = (t.buffer.subbuffer(), staging.subbuffer());
+            batch.copy_raw(src.buffer().handle(), src.offset() + start as u64, dst.buffer().handle(), dst.offset(), bytes as u64);
+            batch.keep(&t.buffer);
+            let id = batch.finish_submitted()?;
+            self.stats.downloads.fetch_add(1, Relaxed);
+            return Ok(PendingDownload { keeper: self.stream.keeper(), id, bytes, source: Some(DownloadSource::Staging(staging)) });
+        };
+        // Mapped memory is read once the device has run everything queued so far.
+        let id = self.stream.last_id();
+        if bytes > 0 {
+            self.stream.submit_now(id);
+        }
+        self.stats.downloads.fetch_add(1, Relaxed);
+        Ok(PendingDownload { keeper: self.stream.keeper(), id, bytes, source: Some(source) })
+    }
+
+    /// Copies a started read-back into `out` (exactly its byte size) once the device has run it:
+    /// waiting as long as it takes (`within: None`), or spinning at most `within` and returning
+    /// `false` (nothing copied; call again) if it has not run by then. A synchronisation point:
+    /// errors of queued work up to it surface here.
+    pub fn finish_download(&self, p: &mut PendingDownload, out: &mut [u8], within: Option<std::time::Duration>) -> Result<bool> {
+        if out.len() != p.bytes {
+            return Err(invalid!("{} bytes of room for a read-back of {} bytes", out.len(), p.bytes));
+        }
+        let done = match within {
+            None => {
+                self.stream.wait_for(p.id)?;
+                true
+            }
+            Some(budget) => self.stream.wait_within(p.id, budget)?,
+        };
+        if !done {
+            return Ok(false);
+        }
+        match p.source.take() {
+            None => return Err(invalid!("this read-back was already collected")),
+            Some(DownloadSource::Nothing) => {}
+            Some(DownloadSource::Mapped { tensor, start }) => {
+                let r = tensor.buffer.subbuffer().read().map_err(|e| EngineError::vk("mapped read", e))?;
+                crate::memory::copy_parallel(out, &r[start..start + p.bytes]);
+            }
+            Some(DownloadSource::Staging(staging)) => {
+                let r = staging.subbuffer().read().map_err(|e| EngineError::vk("staging read", e))?;
+                crate::memory::copy_parallel(out, &r[..p.bytes]);
+            }
+        }
+        Ok(true)
     }
 
     /// Reads a contiguous tensor into `out` (exactly its byte size) — straight into the

@@ -184,6 +184,38 @@ struct Shared {
     done: Condvar,
 }
 
+/// The part of the stream a pending read-back needs after it is dropped.
+pub(crate) struct StreamKeeper(Arc<Shared>);
+
+impl StreamKeeper {
+    /// Keeps `keep` alive until submission `id` has completed (dropped at once if it has):
+    /// for what a caller stops waiting for, such as the staging buffer of an abandoned
+    /// read-back, which the device may still be writing.
+    pub(crate) fn keep_until(&self, id: u64, keep: Keep) {
+        let s = &*self.0;
+        loop {
+            {
+                let mut st = s.state.lock();
+                if s.clock.retired.load(Acquire) >= id {
+                    break;
+                }
+                if st.open_id == id && !st.open.is_empty() {
+                    st.open.keep.push(keep);
+                    return;
+                }
+                if let Some(f) = st.in_flight.iter_mut().find(|f| f.id == id) {
+                    f.keep.push(keep);
+                    return;
+                }
+            }
+            // Between the open recording and the queue (a submission under way): wait it out.
+            drop(s.submit_lock.lock());
+        }
+        drop(keep);
+    }
+
+}
+
 /// The device's queue of work, with the thread that submits and retires it.
 pub struct Stream {
     shared: Arc<Shared>,
@@ -297,15 +329,7 @@ impl Stream {
             // that is safe: on GPUs, or on threads with a deep stack (lavapipe may compile
             // shader variants inside vkQueueSubmit).
             self.submit_now(id);
-            // Spin, polling the fences ourselves whenever the flusher is not: a sleeping
-            // flusher takes tens of µs to wake, longer than a small op runs.
-            let deadline = Instant::now() + s.config.spin;
-            while s.clock.retired.load(Acquire) < id && Instant::now() < deadline {
-                match s.fence_lock.try_lock() {
-                    Some(_polling) => s.poll_front_until(deadline, &|| s.clock.retired.load(Acquire) >= id),
-                    None => std::hint::spin_loop(),
-                }
-            }
+            self.spin_for(id, s.config.spin);
             if s.clock.retired.load(Acquire) < id {
                 if s.config.spin.is_zero() {
                     if let Some(_polling) = s.fence_lock.try_lock() {
@@ -319,6 +343,51 @@ impl Stream {
             }
         }
         self.take_failure(id)
+    }
+
+    /// Spins up to `budget`, polling the fences ourselves whenever the flusher is not: a
+    /// sleeping flusher takes tens of µs to wake, longer than a small op runs.
+    fn spin_for(&self, id: u64, budget: Duration) {
+        let s = &*self.shared;
+        let deadline = Instant::now() + budget;
+        while s.clock.retired.load(Acquire) < id && Instant::now() < deadline {
+            match s.fence_lock.try_lock() {
+                Some(_polling) => s.poll_front_until(deadline, &|| s.clock.retired.load(Acquire) >= id),
+                None => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// `wait_for` that never blocks: submits `id` if it is still open, spins up to `budget`
+    /// (at least one look at the fences) and says whether it has completed. Failures of queued
+    /// work are reported as `wait_for` reports them, once it has.
+    pub(crate) fn wait_within(&self, id: u64, budget: Duration) -> Result<bool> {
+        let s = &*self.shared;
+        if s.clock.retired.load(Acquire) < id {
+            self.submit_now(id);
+            self.spin_for(id, budget);
+            if s.clock.retired.load(Acquire) < id {
+                if let Some(_polling) = s.fence_lock.try_lock() {
+                    s.poll_front_until(Instant::now(), &|| s.clock.retired.load(Acquire) >= id);
+                }
+            }
+            if s.clock.retired.load(Acquire) < id {
+                return Ok(false);
+            }
+        }
+        self.take_failure(id).map(|()| true)
+    }
+
+    /// A handle that keeps things alive until a submission has run, usable after the caller
+    /// lets go of the context (see [`StreamKeeper::keep_until`]).
+    pub(crate) fn keeper(&self) -> StreamKeeper {
+        StreamKeeper(self.shared.clone())
+    }
+
+    /// The id `synchronize` waits for: the last submission committed so far.
+    pub(crate) fn last_id(&self) -> u64 {
+        let st = self.shared.state.lock();
+        if st.open.is_empty() { st.open_id - 1 } else { st.open_id }
     }
 
     fn take_failure(&self, id: u64) -> Result<()> {
@@ -339,11 +408,7 @@ impl Stream {
 
     /// Waits for everything committed so far.
     pub fn synchronize(&self) -> Result<()> {
-        let id = {
-            let st = self.shared.state.lock();
-            if st.open.is_empty() { st.open_id - 1 } else { st.open_id }
-        };
-        self.wait_for(id)
+        self.wait_for(self.last_id())
     }
 
     /// Makes every op wait for its own completion (`true`), or queue (`false`).

@@ -292,3 +292,62 @@ fn staged_transfers_in_chunks_round_trip_every_byte() {
         ctx.staged_transfers.store(false, std::sync::atomic::Ordering::Relaxed);
     });
 }
+
+/// Lighter than `queue_heavy_work`: enough that what is queued behind it has not run at the
+/// next instant, on lavapipe or a GPU.
+fn queue_some_work(ctx: &Context) {
+    let mut y = ctx.iota(DType::F32, &[1 << 17], None).unwrap();
+    for _ in 0..3 {
+        y = ctx.unary(UnaryOp::Exp, &ctx.unary(UnaryOp::Sin, &y, DType::F32).unwrap(), DType::F32).unwrap();
+    }
+}
+
+#[test]
+fn a_read_back_started_now_is_collected_later_or_dropped_safely() {
+    on_engine_alone(|ctx| {
+        use std::sync::atomic::Ordering::Relaxed;
+        use std::time::Duration;
+        let mut pending_seen = 0;
+        // Mapped memory read in place (lavapipe's path), then the discrete GPU's staging copy.
+        for staged in [false, true] {
+            ctx.staged_transfers.store(staged, Relaxed);
+            for n in [0usize, 1, 4099, 1 << 18] {
+                let xs: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 0.5).collect();
+                let want: Vec<f32> = xs.iter().map(|v| v + v).collect();
+                let x = ctx.upload(DType::F32, &[n], &f32s(&xs)).unwrap();
+                queue_some_work(ctx); // the add below stays queued behind this for a while
+                let y = ctx.binary(BinaryOp::Add, &x, &x, DType::F32).unwrap();
+                let mut p = ctx.start_download(&y).unwrap();
+                assert_eq!(p.byte_size(), 4 * n);
+                let mut out = vec![0u8; 4 * n];
+                // One look, no spin: behind the heavy work it has not run yet (nothing copied).
+                if !ctx.finish_download(&mut p, &mut out, Some(Duration::ZERO)).unwrap() {
+                    pending_seen += 1;
+                    assert!(out.iter().all(|&b| b == 0), "nothing is copied before the device ran it");
+                    assert!(ctx.finish_download(&mut p, &mut out, None).unwrap());
+                }
+                assert_eq!(from_f32s(&out), want, "n = {n}, staged = {staged}");
+                let again = ctx.finish_download(&mut p, &mut out, None).expect_err("collected twice");
+                assert!(again.to_string().contains("already collected"), "{again}");
+                let wrong = ctx.finish_download(&mut ctx.start_download(&y).unwrap(), &mut vec![0u8; 4 * n + 1], None);
+                assert!(wrong.is_err(), "a buffer of the wrong size is refused");
+                // Dropped before it ran: its staging buffer stays with the stream until then;
+                // the work behind it runs and reads back as usual.
+                queue_some_work(ctx);
+                drop(ctx.start_download(&y).unwrap());
+                let z = ctx.unary(UnaryOp::Negate, &y, DType::F32).unwrap();
+                let negated: Vec<f32> = want.iter().map(|v| -v).collect();
+                assert_eq!(from_f32s(&ctx.download(&z).unwrap()), negated, "n = {n}, staged = {staged}");
+            }
+        }
+        ctx.staged_transfers.store(false, Relaxed);
+        assert!(pending_seen >= 4, "read-backs behind heavy work were seen unfinished {pending_seen} times");
+        // Only small contiguous tensors: the large go through download_into's chunks.
+        let big = ctx.iota(DType::F32, &[(1 << 18) + 1], None).unwrap();
+        assert!(ctx.start_download(&big).is_err());
+        let m = ctx.iota(DType::F32, &[2, 3], None).unwrap();
+        let view = m.transpose(&[1, 0]).unwrap();
+        assert!(!view.is_contiguous());
+        assert!(ctx.start_download(&view).is_err());
+    });
+}
