@@ -59,7 +59,13 @@ defmodule NxVulkan do
   submission) raises `NxVulkan.Error` at the next such synchronisation point, naming the
   kernels of the failed submission.
   """
-  def synchronize, do: unwrap!(Native.synchronize())
+  def synchronize do
+    # Short waits spin on this (normal) scheduler; longer ones move to a dirty scheduler.
+    case Native.synchronize_nowait() do
+      :busy -> unwrap!(Native.synchronize())
+      result -> unwrap!(result)
+    end
+  end
 
   @doc """
   `true` makes every op wait for its own completion (as `NX_VULKAN_SYNC=1` does), so an error

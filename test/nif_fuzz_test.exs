@@ -135,6 +135,7 @@ defmodule NxVulkan.NifFuzzTest do
     info_report: [],
     stats: [],
     synchronize: [],
+    synchronize_nowait: [],
     trim_pool: []
   }
 
@@ -157,6 +158,7 @@ defmodule NxVulkan.NifFuzzTest do
     device_info: 1,
     stats: 1,
     synchronize: 2,
+    synchronize_nowait: 2,
     trim_pool: 1,
     profile_start: 1,
     profile_stop: 1
@@ -431,7 +433,7 @@ defmodule NxVulkan.NifFuzzTest do
         outcome(st, :already_deallocated)
 
       # The no-wait variants decline (having done nothing) when the op would compile or wait.
-      {:returned, :busy} when name in [:unary_nowait, :binary_nowait, :download_nowait] ->
+      {:returned, :busy} when name in [:unary_nowait, :binary_nowait, :download_nowait, :synchronize_nowait] ->
         outcome(st, :busy)
 
       # A read-back the device had not finished within the spin: collected on a dirty

@@ -187,6 +187,12 @@ defmodule NxVulkan.StreamTest do
     :erlang.garbage_collect()
     assert NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32})) == want
     assert_raise ArgumentError, fn -> NxVulkan.Native.download_finish(x) end
+    # synchronize likewise: done on this scheduler when the device is idle, else :busy.
+    assert NxVulkan.Native.synchronize_nowait() == {:ok, :ok}
+    _queued = Enum.reduce(1..4, big, fn _, t -> NxVulkan.unary(:sin, t, {:f, 32}) end)
+    assert NxVulkan.Native.synchronize_nowait() in [{:ok, :ok}, :busy]
+    assert NxVulkan.synchronize() == :ok
+    assert NxVulkan.Native.synchronize_nowait() == {:ok, :ok}
   end
 
   test "profile/1 reports device time per kernel for what ran inside it" do

@@ -258,6 +258,12 @@ impl Context {
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize()
     }
+
+    /// `synchronize` that never blocks: spins at most `budget` and says whether everything
+    /// queued so far has run (failures reported as `synchronize` reports them, once it has).
+    pub fn synchronize_within(&self, budget: std::time::Duration) -> Result<bool> {
+        self.stream.wait_within(self.stream.last_id(), budget)
+    }
 }
 
 impl std::fmt::Debug for Context {

@@ -341,6 +341,13 @@ fn a_read_back_started_now_is_collected_later_or_dropped_safely() {
             }
         }
         ctx.staged_transfers.store(false, Relaxed);
+        // synchronize_within: one look says "not yet" behind queued work, and it never copies
+        // or blocks; once everything ran, "done".
+        queue_some_work(ctx);
+        let soon = ctx.synchronize_within(Duration::ZERO).unwrap();
+        ctx.synchronize().unwrap();
+        assert!(ctx.synchronize_within(Duration::ZERO).unwrap());
+        pending_seen += usize::from(!soon);
         assert!(pending_seen >= 4, "read-backs behind heavy work were seen unfinished {pending_seen} times");
         // Only small contiguous tensors: the large go through download_into's chunks.
         let big = ctx.iota(DType::F32, &[(1 << 18) + 1], None).unwrap();

@@ -316,6 +316,18 @@ fn synchronize(env: Env<'_>) -> Term<'_> {
     encode_result(env, r, |env, _| atoms::ok().encode(env))
 }
 
+/// `synchronize` on the calling normal scheduler: spins on the device for the stream's spin
+/// time (100 µs on a GPU, none on lavapipe); `:busy` if work is still running then (the caller
+/// calls `synchronize`, which waits on a dirty scheduler).
+#[rustler::nif]
+fn synchronize_nowait(env: Env<'_>) -> Term<'_> {
+    let Some(ctx) = Context::try_global() else { return atoms::busy().encode(env) };
+    match ctx.synchronize_within(ctx.stream.config().spin) {
+        Ok(false) => atoms::busy().encode(env),
+        r => encode_result(env, r, |env, _| atoms::ok().encode(env)),
+    }
+}
+
 /// `true`: every op waits for its own completion (as `NX_VULKAN_SYNC=1`); `false`: ops queue.
 /// Returns the previous setting.
 #[rustler::nif(schedule = "DirtyIo")]
