@@ -598,3 +598,41 @@ fn chat_templates_of_real_vocabularies_render_as_transformers() {
         }
     }
 }
+
+#[test]
+fn real_vocabularies_end_generation_where_their_chats_end_a_turn() {
+    let dir = vocabs_dir();
+    // (file, BOS, EOS, adds BOS, end-of-generation tokens): a chat must stop at the token its
+    // template closes the assistant's turn with (<|eot_id|>, <|im_end|>, <|end|>, ...).
+    let want: [(&str, &str, &str, bool, &[(u32, &str)]); 8] = [
+        ("llama-bpe", "<|begin_of_text|>", "<|end_of_text|>", true, &[(128001, "<|end_of_text|>"), (128009, "<|eot_id|>")]),
+        ("qwen2", "<|endoftext|>", "<|endoftext|>", false, &[(151643, "<|endoftext|>"), (151645, "<|im_end|>")]),
+        ("gpt-2", "<|endoftext|>", "<|endoftext|>", false, &[(50256, "<|endoftext|>")]),
+        ("starcoder", "<|endoftext|>", "<|endoftext|>", false, &[(0, "<|endoftext|>")]),
+        ("refact", "<|endoftext|>", "<|endoftext|>", false, &[(0, "<|endoftext|>")]),
+        ("command-r", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>", true, &[(255001, "<|END_OF_TURN_TOKEN|>")]),
+        ("llama-spm", "<s>", "</s>", true, &[(2, "</s>")]),
+        ("phi-3", "<s>", "<|endoftext|>", true, &[(32000, "<|endoftext|>"), (32007, "<|end|>")]),
+    ];
+    for (name, bos, eos, adds_bos, eog) in want {
+        let g = Gguf::open(dir.join(format!("ggml-vocab-{name}.gguf"))).unwrap();
+        let tok = LlmTokenizer::from_gguf(&g).unwrap();
+        assert_eq!(tok.bos().and_then(|i| tok.piece(i)), Some(bos), "{name}");
+        assert_eq!(tok.eos().and_then(|i| tok.piece(i)), Some(eos), "{name}");
+        assert_eq!(tok.adds_bos(), adds_bos, "{name}");
+        let got: Vec<(u32, &str)> = tok.eog_ids().iter().map(|&i| (i, tok.piece(i).unwrap())).collect();
+        assert_eq!(got, eog, "{name}");
+    }
+    // A real chat prompt through a real vocabulary: Qwen2's template, then its tokenizer — the
+    // turn markers are single control tokens and the text around them decodes back unchanged.
+    let g = Gguf::open(dir.join("ggml-vocab-qwen2.gguf")).unwrap();
+    let tok = LlmTokenizer::from_gguf(&g).unwrap();
+    let tmpl = ChatTemplate::from_gguf(&g, &tok).unwrap().unwrap();
+    let prompt = tmpl.render(&[msg("user", "Say hi in 日本語 🤗")], true).unwrap();
+    let ids = tok.encode(&prompt, true, true).unwrap();
+    let (start, end) = (tok.token_id("<|im_start|>").unwrap(), tok.token_id("<|im_end|>").unwrap());
+    assert_eq!(ids.iter().filter(|&&i| i == start).count(), 3, "system, user, assistant");
+    assert_eq!(ids.iter().filter(|&&i| i == end).count(), 2);
+    assert_eq!(ids[0], start, "Qwen2 adds no BOS");
+    assert_eq!(tok.decode(&ids, false), prompt);
+}
