@@ -128,7 +128,13 @@ defmodule NxVulkan do
 
   @doc "Copies a row-major little-endian binary to a new device tensor."
   def upload(data, type, shape) when is_binary(data) and is_tuple(shape) do
-    unwrap!(Native.upload(data, type_name(type), Tuple.to_list(shape)))
+    {type, shape} = {type_name(type), Tuple.to_list(shape)}
+
+    # A small binary is copied on this (normal) scheduler unless that would wait.
+    case Native.upload_nowait(data, type, shape) do
+      :busy -> unwrap!(Native.upload(data, type, shape))
+      result -> unwrap!(result)
+    end
   end
 
   @doc "Reads a device tensor back as a binary (waits for the ops that produce it)."

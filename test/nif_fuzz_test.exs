@@ -88,6 +88,7 @@ defmodule NxVulkan.NifFuzzTest do
   # as well as junk of any kind.
   @kinds %{
     upload: [:bin, :dtype, :shape],
+    upload_nowait: [:bin, :dtype, :shape],
     download: [:h],
     download_nowait: [:h],
     # Only download_nowait makes a pending read-back: this gets handles and junk, both refused.
@@ -140,13 +141,13 @@ defmodule NxVulkan.NifFuzzTest do
   }
 
   # Functions that return a tensor handle on success.
-  @tensor_funs ~w(upload contiguous convert bitcast unary unary_nowait binary binary_nowait select clip iota reshape transpose
+  @tensor_funs ~w(upload upload_nowait contiguous convert bitcast unary unary_nowait binary binary_nowait select clip iota reshape transpose
                   broadcast slice reverse pad put_slice concatenate reduce arg_reduce dot gather take
                   take_along_axis indexed_add indexed_put sort argsort cumulative fft ifft
                   window_reduce window_scatter conv)a
 
   # Functions that may build a pipeline.
-  @kernel_funs (@tensor_funs -- ~w(upload bitcast transpose broadcast slice reverse)a) ++
+  @kernel_funs (@tensor_funs -- ~w(upload upload_nowait bitcast transpose broadcast slice reverse)a) ++
                  [:download, :download_nowait, :top_k]
 
   # Calls made less often than the others (weight 6). The profiler is global state too, but
@@ -433,7 +434,7 @@ defmodule NxVulkan.NifFuzzTest do
         outcome(st, :already_deallocated)
 
       # The no-wait variants decline (having done nothing) when the op would compile or wait.
-      {:returned, :busy} when name in [:unary_nowait, :binary_nowait, :download_nowait, :synchronize_nowait] ->
+      {:returned, :busy} when name in [:unary_nowait, :binary_nowait, :upload_nowait, :download_nowait, :synchronize_nowait] ->
         outcome(st, :busy)
 
       # A read-back the device had not finished within the spin: collected on a dirty
@@ -1039,6 +1040,7 @@ defmodule NxVulkan.NifFuzzTest do
   end
 
   defp valid_args(:unary_nowait, st), do: valid_args(:unary, st)
+  defp valid_args(:upload_nowait, st), do: valid_args(:upload, st)
   defp valid_args(:binary_nowait, st), do: valid_args(:binary, st)
 
   defp valid_args(:unary, st) do

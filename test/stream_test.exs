@@ -187,6 +187,12 @@ defmodule NxVulkan.StreamTest do
     :erlang.garbage_collect()
     assert NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32})) == want
     assert_raise ArgumentError, fn -> NxVulkan.Native.download_finish(x) end
+    # Small uploads likewise, byte for byte; over 64 KiB they decline.
+    bytes = :crypto.strong_rand_bytes(4 * 999)
+    assert {:ok, u} = NxVulkan.Native.upload_nowait(bytes, "u32", [999])
+    assert NxVulkan.download(u) == bytes
+    assert NxVulkan.Native.upload_nowait(:binary.copy(<<0>>, 65_537), "u8", [65_537]) == :busy
+    assert {:error, {:argument, _}} = NxVulkan.Native.upload_nowait(bytes, "u32", [1000])
     # synchronize likewise: done on this scheduler when the device is idle, else :busy.
     assert NxVulkan.Native.synchronize_nowait() == {:ok, :ok}
     _queued = Enum.reduce(1..4, big, fn _, t -> NxVulkan.unary(:sin, t, {:f, 32}) end)

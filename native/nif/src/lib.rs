@@ -223,6 +223,22 @@ fn upload<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: List<us
     tensor_result(env, r)
 }
 
+/// `upload` on the calling normal scheduler for a small binary (≤ 64 KiB, as read-backs):
+/// `:busy`, having done nothing, when it would wait (a full queue, synchronous mode) or the
+/// device is not open yet; the caller then calls `upload`.
+#[rustler::nif]
+fn upload_nowait<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: List<usize>) -> Term<'a> {
+    let r = (|| {
+        let t = dtype(&dtype_name)?;
+        let Some(ctx) = Context::try_global() else { return Ok(None) };
+        if data.len() > NOWAIT_TRANSFER_BYTES {
+            return Ok(None);
+        }
+        engine::exec::try_without_waiting(|| ctx.upload(t, &shape, data.as_slice())).transpose()
+    })();
+    nowait_result(env, r)
+}
+
 /// Reads a tensor into a new Erlang binary (no intermediate copy). A synchronisation point:
 /// errors of queued work surface here.
 #[rustler::nif(schedule = "DirtyCpu")]
@@ -239,8 +255,9 @@ fn download(env: Env<'_>, t: Handle) -> NifResult<Term<'_>> {
     }
 }
 
-/// The most a read-back on a normal scheduler copies (`download_nowait`): a few µs of memcpy.
-const NOWAIT_DOWNLOAD_BYTES: usize = 64 << 10;
+/// The most an upload or read-back on a normal scheduler copies (`upload_nowait`,
+/// `download_nowait`): a few µs of memcpy.
+const NOWAIT_TRANSFER_BYTES: usize = 64 << 10;
 
 /// A read-back `download_nowait` started and did not see finish within its spin.
 pub struct PendingDownloadRef(parking_lot::Mutex<Option<engine::ops::PendingDownload>>);
@@ -262,7 +279,7 @@ fn download_nowait(env: Env<'_>, t: Handle) -> NifResult<Term<'_>> {
     let r = (|| {
         let t = get(&t)?;
         let Some(ctx) = Context::try_global() else { return Ok(None) };
-        if t.byte_size() > NOWAIT_DOWNLOAD_BYTES {
+        if t.byte_size() > NOWAIT_TRANSFER_BYTES {
             return Ok(None);
         }
         let Some(started) = engine::exec::try_without_waiting(|| {
