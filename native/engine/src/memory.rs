@@ -279,7 +279,7 @@ impl PoolShared {
     fn release(&self, buffer: Subbuffer<[u8]>, capacity: u64) {
         self.live_buffers.fetch_sub(1, Relaxed);
         self.live_bytes.fetch_sub(capacity, Relaxed);
-        let freed = Freed { buffer, stamp: self.clock.open.load(Acquire) };
+        let freed = Freed { buffer, stamp: self.clock.used.load(Acquire) };
         if self.cached_bytes.load(Relaxed) + capacity <= self.max_cached_bytes {
             self.cached_buffers.fetch_add(1, Relaxed);
             self.cached_bytes.fetch_add(capacity, Relaxed);

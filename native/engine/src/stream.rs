@@ -39,20 +39,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vulkano::VulkanObject;
 
-/// Where the stream is, for the buffer pool. A buffer released while the open recording has
-/// id `k` may be used by queued work up to id `k` and by nothing after: later device work is
-/// ordered after it on the queue (every command starts with a barrier), so the pool may hand
-/// the buffer to any later op at once, as PyTorch's caching allocator does on one stream. Only
-/// host access (writing a mapped buffer, or freeing the memory) waits until `retired >= k`.
+/// Where the stream is, for the buffer pool. A buffer released when `used` is `k` may be used
+/// by queued work up to id `k` and by nothing after: later device work is ordered after it on
+/// the queue (every command starts with a barrier), so the pool may hand the buffer to any
+/// later op at once, as PyTorch's caching allocator does on one stream. Only host access
+/// (writing a mapped buffer, or freeing the memory) waits until `retired >= k`.
 #[derive(Debug)]
 pub struct StreamClock {
+    /// Every submission up to this id has completed (or failed).
     pub retired: AtomicU64,
-    pub open: AtomicU64,
+    /// The newest submission that holds commands (open or not): set when work joins the open
+    /// recording, before the buffers that work uses can be released. An idle stream's `used`
+    /// is retired, so buffers freed while nothing is queued are at once free for host writes
+    /// (stamping the open recording's id instead kept every buffer freed between submissions
+    /// from small uploads until the next op ran: 200 k tiny uploads in a row each made a new
+    /// device allocation).
+    pub used: AtomicU64,
 }
 
 impl StreamClock {
     pub(crate) fn new() -> StreamClock {
-        StreamClock { retired: AtomicU64::new(0), open: AtomicU64::new(1) }
+        StreamClock { retired: AtomicU64::new(0), used: AtomicU64::new(0) }
     }
 }
 
@@ -295,6 +302,7 @@ impl Stream {
         }
         st.open.append(rec);
         let id = st.open_id;
+        s.clock.used.store(id, Release);
         s.has_open.store(true, Release);
         drop(st);
         drop(buffers);
@@ -501,7 +509,6 @@ impl Shared {
             st.open_since = None;
             let id = st.open_id;
             st.open_id += 1;
-            self.clock.open.store(st.open_id, Release);
             self.has_open.store(false, Release);
             self.urgent.store(false, Release);
             (rec, id, st.spare.pop(), st.inject.take())

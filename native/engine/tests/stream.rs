@@ -358,3 +358,26 @@ fn a_read_back_started_now_is_collected_later_or_dropped_safely() {
         assert!(ctx.start_download(&view).is_err());
     });
 }
+
+#[test]
+fn uploads_while_the_stream_is_idle_reuse_their_buffers() {
+    on_engine_alone(|ctx| {
+        // Nothing queued: a buffer freed now is touched by no pending work, so the next upload
+        // may write it from the host at once. (Stamped with the open recording's id, it waited
+        // for a submission that never came: every upload made a new device allocation.)
+        ctx.synchronize().unwrap();
+        let before = ctx.pool.stats();
+        for i in 0..500 {
+            let t = ctx.upload(DType::F32, &[3], &f32s(&[i as f32, -0.0, f32::NAN])).unwrap();
+            let back = from_f32s(&ctx.download(&t).unwrap());
+            assert_eq!((back[0], back[1].to_bits(), back[2].is_nan()), (i as f32, (-0.0f32).to_bits(), true));
+        }
+        let after = ctx.pool.stats();
+        assert!(
+            after.device_allocations - before.device_allocations <= 1,
+            "500 small uploads on an idle stream made {} device allocations",
+            after.device_allocations - before.device_allocations
+        );
+        assert!(after.reuses - before.reuses >= 499, "{} reuses", after.reuses - before.reuses);
+    });
+}
