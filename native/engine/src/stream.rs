@@ -220,7 +220,6 @@ impl StreamKeeper {
         }
         drop(keep);
     }
-
 }
 
 /// The device's queue of work, with the thread that submits and retires it.
