@@ -239,27 +239,30 @@ impl Context {
             return Err(invalid!("start_download reads at most 1 MiB; {bytes} bytes go through download_into"));
         }
         let start = t.offset * t.dtype.size();
-        let source = if bytes == 0 {
-            DownloadSource::Nothing
+        let (id, source) = if bytes == 0 {
+            (self.stream.last_id(), DownloadSource::Nothing)
         } else if t.buffer.host_visible() && !self.staged_transfers.load(Relaxed) {
-            DownloadSource::Mapped { tensor: t.clone(), start }
-        } else {
-            let staging = self.staging.take(bytes as u64, true)?;
-            let mut batch = self.batch()?;
-            let (src, dst) = (t.buffer.subbuffer(), staging.subbuffer());
-            batch.copy_raw(src.buffer().handle(), src.offset() + start as u64, dst.buffer().handle(), dst.offset(), bytes as u64);
-            batch.keep(&t.buffer);
-            let id = batch.finish_submitted()?;
-            self.stats.downloads.fetch_add(1, Relaxed);
-            return Ok(PendingDownload { keeper: self.stream.keeper(), id, bytes, source: Some(DownloadSource::Staging(staging)) });
-        };
-        // Mapped memory is read once the device has run everything queued so far.
-        let id = self.stream.last_id();
-        if bytes > 0 {
+            // Mapped memory is read once the device has run everything queued so far.
+            let id = self.stream.last_id();
             self.stream.submit_now(id);
-        }
+            (id, DownloadSource::Mapped { tensor: t.clone(), start })
+        } else {
+            let (id, staging) = self.submit_staged_read(t, start, bytes)?;
+            (id, DownloadSource::Staging(staging))
+        };
         self.stats.downloads.fetch_add(1, Relaxed);
         Ok(PendingDownload { keeper: self.stream.keeper(), id, bytes, source: Some(source) })
+    }
+
+    /// Queues and submits a copy of `len` bytes of `t`'s buffer, from byte `from` of the
+    /// tensor's storage, into a new download staging buffer: (its submission, the buffer).
+    fn submit_staged_read(&self, t: &Tensor, from: usize, len: usize) -> Result<(u64, crate::memory::StagingBuffer)> {
+        let staging = self.staging.take(len as u64, true)?;
+        let mut batch = self.batch()?;
+        let (src, dst) = (t.buffer.subbuffer(), staging.subbuffer());
+        batch.copy_raw(src.buffer().handle(), src.offset() + from as u64, dst.buffer().handle(), dst.offset(), len as u64);
+        batch.keep(&t.buffer);
+        Ok((batch.finish_submitted()?, staging))
     }
 
     /// Copies a started read-back into `out` (exactly its byte size) once the device has run it:
@@ -320,16 +323,9 @@ impl Context {
         // In chunks, each its own submission: the host copies one out while the device copies
         // the next.
         let chunk = transfer_chunk(bytes);
-        let src = t.buffer.subbuffer();
         let mut parts = vec![];
         for (k, part) in out.chunks_mut(chunk).enumerate() {
-            let staging = self.staging.take(part.len() as u64, true)?;
-            let mut batch = self.batch()?;
-            let dst = staging.subbuffer();
-            let from = src.offset() + (start + k * chunk) as u64;
-            batch.copy_raw(src.buffer().handle(), from, dst.buffer().handle(), dst.offset(), part.len() as u64);
-            batch.keep(&t.buffer);
-            let id = batch.finish_submitted()?;
+            let (id, staging) = self.submit_staged_read(t, start + k * chunk, part.len())?;
             parts.push((id, staging, part));
         }
         for (id, staging, part) in parts {

@@ -338,11 +338,6 @@ impl Stream {
             self.submit_now(id);
             self.spin_for(id, s.config.spin);
             if s.clock.retired.load(Acquire) < id {
-                if s.config.spin.is_zero() {
-                    if let Some(_polling) = s.fence_lock.try_lock() {
-                        s.retire_locked();
-                    }
-                }
                 let mut st = s.state.lock();
                 while s.clock.retired.load(Acquire) < id {
                     s.done.wait_for(&mut st, Duration::from_millis(1));
@@ -352,32 +347,31 @@ impl Stream {
         self.take_failure(id)
     }
 
-    /// Spins up to `budget`, polling the fences ourselves whenever the flusher is not: a
-    /// sleeping flusher takes tens of µs to wake, longer than a small op runs.
+    /// Spins up to `budget` (a zero budget: one look), polling the fences ourselves whenever
+    /// the flusher is not: a sleeping flusher takes tens of µs to wake, longer than a small op
+    /// runs.
     fn spin_for(&self, id: u64, budget: Duration) {
         let s = &*self.shared;
         let deadline = Instant::now() + budget;
-        while s.clock.retired.load(Acquire) < id && Instant::now() < deadline {
+        while s.clock.retired.load(Acquire) < id {
             match s.fence_lock.try_lock() {
                 Some(_polling) => s.poll_front_until(deadline, &|| s.clock.retired.load(Acquire) >= id),
                 None => std::hint::spin_loop(),
+            }
+            if Instant::now() >= deadline {
+                break;
             }
         }
     }
 
     /// `wait_for` that never blocks: submits `id` if it is still open, spins up to `budget`
-    /// (at least one look at the fences) and says whether it has completed. Failures of queued
-    /// work are reported as `wait_for` reports them, once it has.
+    /// and says whether it has completed. Failures of queued work are reported as `wait_for`
+    /// reports them, once it has.
     pub(crate) fn wait_within(&self, id: u64, budget: Duration) -> Result<bool> {
         let s = &*self.shared;
         if s.clock.retired.load(Acquire) < id {
             self.submit_now(id);
             self.spin_for(id, budget);
-            if s.clock.retired.load(Acquire) < id {
-                if let Some(_polling) = s.fence_lock.try_lock() {
-                    s.poll_front_until(Instant::now(), &|| s.clock.retired.load(Acquire) >= id);
-                }
-            }
             if s.clock.retired.load(Acquire) < id {
                 return Ok(false);
             }

@@ -26,18 +26,20 @@ fn ids_of(v: &Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
+/// Where the fetch scripts keep models: `NX_VULKAN_MODEL_CACHE`, else ~/.cache/nx_vulkan/models.
+fn model_cache() -> PathBuf {
+    std::env::var_os("NX_VULKAN_MODEL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nx_vulkan/models")))
+        .expect("neither NX_VULKAN_MODEL_CACHE nor HOME is set")
+}
+
 /// The SmolLM2 GGUF: `NX_VULKAN_SMOLLM2`, else the cache `scripts/fetch-smollm2.sh` fills.
 /// Absent → the test fails saying how to fetch it.
 fn smollm2_path() -> PathBuf {
     let path = match std::env::var_os("NX_VULKAN_SMOLLM2") {
         Some(p) => PathBuf::from(p),
-        None => {
-            let cache = std::env::var_os("NX_VULKAN_MODEL_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nx_vulkan/models")))
-                .expect("neither NX_VULKAN_MODEL_CACHE nor HOME is set");
-            cache.join("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
-        }
+        None => model_cache().join("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"),
     };
     assert!(
         path.is_file(),
@@ -468,11 +470,7 @@ fn builtin_and_hf_style_templates() {
 fn vocabs_dir() -> PathBuf {
     let dir = match std::env::var_os("NX_VULKAN_VOCABS") {
         Some(p) => PathBuf::from(p),
-        None => std::env::var_os("NX_VULKAN_MODEL_CACHE")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nx_vulkan/models")))
-            .expect("neither NX_VULKAN_MODEL_CACHE nor HOME is set")
-            .join("llama.cpp-vocabs"),
+        None => model_cache().join("llama.cpp-vocabs"),
     };
     assert!(
         dir.join(".complete").is_file() || std::env::var_os("NX_VULKAN_VOCABS").is_some(),

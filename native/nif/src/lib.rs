@@ -317,10 +317,7 @@ fn download_finish(env: Env<'_>, p: ResourceArc<PendingDownloadRef>) -> NifResul
         ctx.finish_download(&mut pending, bin.as_mut_slice(), None)?;
         Ok(bin)
     })();
-    Ok(match r {
-        Ok(bin) => (atoms::ok(), bin.release(env)).encode(env),
-        Err(e) => (atoms::error(), (kind(&e), e.to_string())).encode(env),
-    })
+    Ok(encode_result(env, r, |env, bin| bin.release(env).encode(env)))
 }
 
 /// Waits until every queued op has run; returns the first failure of queued work, if any.

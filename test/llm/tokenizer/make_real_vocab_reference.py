@@ -33,7 +33,7 @@ import gguf
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_tokenizer_reference import TEXTS  # noqa: E402
+from make_tokenizer_reference import TEXTS, field  # noqa: E402
 
 # As published in Meta-Llama-3-8B's and Qwen2-7B's tokenizer.json.
 LLAMA3_RE = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -47,11 +47,6 @@ CONVERSATIONS = [
      {"role": "user", "content": "  And the next one?  "}],
     [{"role": "user", "content": "日本語で答えて: 1+1は? 🤗\n\tTabs and\r\nCRLF."}],
 ]
-
-
-def field(reader, key):
-    f = reader.fields.get(key)
-    return None if f is None else f.contents()
 
 
 def vocab_cases(d, name):
