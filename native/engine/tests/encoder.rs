@@ -208,12 +208,7 @@ fn repo() -> PathBuf {
 
 /// all-MiniLM-L6-v2 from PyPI (scripts/fetch-minilm.sh; `make test` fetches it).
 fn minilm_dir() -> PathBuf {
-    let dir = std::env::var_os("NX_VULKAN_MINILM_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("NX_VULKAN_MODEL_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nx_vulkan/models"));
-        cache.join("all-MiniLM-L6-v2")
-    });
+    let dir = std::env::var_os("NX_VULKAN_MINILM_DIR").map(PathBuf::from).unwrap_or_else(|| common::model_cache().join("all-MiniLM-L6-v2"));
     assert!(dir.join("model.safetensors").exists(), "{} has no checkpoint: run scripts/fetch-minilm.sh", dir.display());
     dir
 }

@@ -2,11 +2,13 @@
 //! every weight type, qwen2 with biases, qwen3 with QK-norm and head_dim ≠ n_embd/n_head),
 //! against the independent float64 NumPy reference stored beside them (test/llm/reference.py):
 //! prompt logits, teacher-forced decode logits and greedy ids, KV-cache decode against full
-//! recompute, and batched decode of several sessions against each session alone, bit for bit.
+//! recompute, and batched decode of several sessions against each session alone, bit for bit;
+//! and the real SmolLM2-135M-Instruct against its float64 reference, with f32 and with int8
+//! activations.
 
 mod common;
 
-use common::llm_fixtures::{all_fixtures, fixture, fixtures, max_abs, Fixture};
+use common::llm_fixtures::{all_fixtures, fixture, fixtures, max_abs, smollm2_path, test_llm, Fixture};
 use common::on_engine;
 use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
 
@@ -339,3 +341,68 @@ fn int8_activations_stay_near_the_reference() {
 
 /// The int8-activation mode's stated tolerance on these fixtures' logits (README, bench/README).
 const INT8_TOLERANCE: f64 = 0.75;
+
+/// The real SmolLM2-135M-Instruct (30 layers of Q4_1, tied Q8_0 output) against its float64
+/// reference (make_smollm2_reference.py): the last prompt row's 49,152 logits and, teacher-forced
+/// through the KV cache, each of the 32 greedy steps' top-10 logits and pick.
+/// - Default f32 activations: within 1e-3 (these logits reach ≈ 24), every pick the reference's.
+/// - Opt-in int8 activations (every matrix of this model takes the int8 form: checked): within
+///   SMOLLM2_INT8_TOLERANCE, and every pick whose margin exceeds twice the error the reference's.
+///   The int8 products themselves are checked tightly against a host model of the quantization
+///   in tests/llm_kernels.rs; across 30 layers the mode is chaotic (a value that rounds to the
+///   other int8 step changes the next layer's inputs by about a step, and so on), so here it
+///   can only be held to its own spread.
+#[test]
+fn smollm2_matches_its_float64_reference_with_and_without_int8_activations() {
+    on_engine(|_| {
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(test_llm().join("smollm2-reference.json")).unwrap()).unwrap();
+        let g = &r["greedy"];
+        let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect::<Vec<_>>();
+        let (prompt, greedy) = (ids(&g["prompt_ids"]), ids(&g["greedy_ids"]));
+        let logits0: Vec<f32> = std::fs::read(test_llm().join(g["logits0_file"].as_str().unwrap())).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(logits0.len(), 49152);
+        let steps = g["steps"].as_array().unwrap();
+        let mut f32_logits = vec![];
+        for int8 in [false, true] {
+            let opts = LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: int8, ..LlmOptions::default() };
+            let m = Llm::load(common::ctx(), smollm2_path(), &opts, &|_, _| {}).unwrap();
+            let matrices = m.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]).chain([m.output_matrix()]);
+            assert!(matrices.into_iter().all(|q| q.x_int8 == int8), "int8 = {int8}: not every matrix took that form");
+            let p = prompt.len();
+            let mut logits = vec![m.forward(&rows(0, 0, &prompt), &[p - 1]).unwrap().remove(0)];
+            for (i, &tok) in greedy.iter().enumerate().take(31) {
+                logits.push(m.forward(&rows(0, (p + i) as u32, &[tok]), &[0]).unwrap().remove(0));
+            }
+            let prompt_err = max_abs(&logits[0], &logits0);
+            let mut step_err = 0f64;
+            for (k, step) in steps.iter().enumerate() {
+                for pair in step["top10"].as_array().unwrap() {
+                    let (id, want) = (pair[0].as_u64().unwrap() as usize, pair[1].as_f64().unwrap());
+                    step_err = step_err.max((logits[k][id] as f64 - want).abs());
+                }
+            }
+            let err = prompt_err.max(step_err);
+            let clear: Vec<usize> = (0..32).filter(|&k| steps[k]["margin"].as_f64().unwrap() > 2.0 * err).collect();
+            let picks = clear.iter().filter(|&&k| argmax(&logits[k]) == greedy[k]).count();
+            eprintln!("SmolLM2, int8 activations {int8}: last prompt row {prompt_err:.2e}, 32 steps' top-10 logits {step_err:.2e}; picks {picks}/{}", clear.len());
+            let tolerance = if int8 { SMOLLM2_INT8_TOLERANCE } else { 1e-3 };
+            assert!(err <= tolerance, "int8 = {int8}: logits moved by {prompt_err:.2e} / {step_err:.2e} (tolerance {tolerance})");
+            assert_eq!(picks, clear.len(), "int8 = {int8}: a clear greedy pick changed");
+            if int8 {
+                assert!(err > 0.1, "int8 activations moved the logits by only {err:.2e}: did the int8 path run?");
+                assert!(logits[0].iter().zip(&f32_logits).any(|(a, b): (&f32, &f32)| a.to_bits() != b.to_bits()), "int8 gave the f32 path's bits");
+            } else {
+                assert_eq!(clear.len(), 32);
+                f32_logits = logits[0].clone();
+            }
+        }
+    });
+}
+
+/// The int8-activation mode's tolerance on SmolLM2's logits (README, bench/README.md). Its
+/// basis (test/llm/int8_spread.py, a host model of the mode): in float64 the mode lands 2.3
+/// from the exact last-prompt-row logits (which reach 24); rounding the activations to f32
+/// before each quantization alone moves that to 3.1 (2.2 from the float64 model). Lavapipe:
+/// 2.2 (prompt row) and 1.8 (steps).
+const SMOLLM2_INT8_TOLERANCE: f64 = 5.0;
+

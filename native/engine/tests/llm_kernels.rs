@@ -153,13 +153,15 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
     });
 }
 
-/// Opt-in int8 activations (Q4_K): each 32 values of x become dx·round(x / dx) with
-/// dx = max|x| / 127, so the product may move by up to Σ |d·sc·q_i| · dx_i / 2 (the weights'
-/// scaled quants — their `dmin` part meets the exact Σ x) beyond f32 rounding. Checked in both
+/// Opt-in int8 activations, for every format that has them (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1):
+/// each group of x — the format's weight scale group, 32 values (16 for Q6_K) — becomes
+/// dx·round(x / dx) with dx = max|x| / 127, so the product may move by up to
+/// Σ |w_q| · dx / 2, where w_q is the part of the weight multiplied by the quants (Q4_K's
+/// `dmin` and Q4_1's `m` terms meet the exact Σ x), beyond f32 rounding. Checked in both
 /// kernels against an f64 dot of the unquantized x (that bound) and of the quantization
-/// emulated on the host (f32 rounding), with a zero block and an outlier; the
-/// results must differ from the f32-activation path (the int8 one ran), and a column's bits
-/// must not depend on its batch-mates.
+/// emulated on the host (f32 rounding), with a zero group, an outlier, -0.0, a denormal and
+/// odd row counts; the results must differ from the f32-activation path (the int8 one ran),
+/// and a column's bits must not depend on its batch-mates.
 #[test]
 fn int8_activations_stay_within_the_quantization_bound() {
     on_engine_alone(|_| {
@@ -169,70 +171,78 @@ fn int8_activations_stay_within_the_quantization_bound() {
             return;
         }
         let mut rng = Rng::new(23);
-        let (n, k, ty) = (37usize, 1024usize, GgmlType::Q4_K);
-        let wb = random_rows(ty, n, k, &mut rng);
-        let mut wd = vec![0f32; n * k];
-        dequantize(ty, &wb, &mut wd).unwrap();
-        // d·sc·q alone: the same blocks with dmin (bytes 2..4 of each 144) zeroed.
-        let mut qb = wb.clone();
-        for blk in qb.chunks_exact_mut(144) {
-            blk[2] = 0;
-            blk[3] = 0;
-        }
-        let mut wq = vec![0f32; n * k];
-        dequantize(ty, &qb, &mut wq).unwrap();
-        let exact = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap();
-        let w = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap().with_int8_activations(&ctx, true).unwrap();
-        assert!(w.x_int8 && !exact.x_int8);
-        for kernel in ["row", "workgroup"] {
-            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
-            for t in [1usize, 3] {
-                let mut xv: Vec<f32> = (0..t * k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
-                xv[..32].fill(0.0);
-                xv[40] = 50.0;
-                let x = f32_tensor(&ctx, &[t, k], &xv);
-                let got = run(&ctx, &w, None, &x, None, None);
-                let f32_path = run(&ctx, &exact, None, &x, None, None);
-                assert!(got.iter().zip(&f32_path).any(|(a, b)| a.to_bits() != b.to_bits()), "{kernel} T={t}: the int8 path gave the f32 path's bits");
-                for c in 0..t {
-                    let row = &xv[c * k..(c + 1) * k];
-                    for r in 0..n {
-                        let (mut d, mut mag, mut bound) = (0f64, 0f64, 0f64);
-                        for (b, blk) in row.chunks_exact(32).enumerate() {
-                            let dx = blk.iter().fold(0f32, |m, v| m.max(v.abs())) as f64 / 127.0;
-                            for (j, &xj) in blk.iter().enumerate() {
-                                let i = r * k + b * 32 + j;
-                                d += wd[i] as f64 * xj as f64;
-                                mag += (wd[i] as f64 * xj as f64).abs();
-                                bound += wq[i].abs() as f64 * dx * 0.502;
-                            }
-                        }
-                        let tol = bound + mag * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
-                        let at = c * n + r;
-                        // And against the quantization emulated on the host (round half away from
-                        // zero vs the device's even: a value within 1e-4 of a tie may land on
-                        // either side, worth |d·sc·q|·dx).
-                        let (mut emul, mut ties) = (0f64, 0f64);
-                        for (b, blk) in row.chunks_exact(32).enumerate() {
-                            let amax = blk.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
-                            for (j, &xj) in blk.iter().enumerate() {
-                                let i = r * k + b * 32 + j;
-                                let scaled = if amax > 0.0 { xj as f64 * 127.0 / amax } else { 0.0 };
-                                emul += wq[i] as f64 * scaled.round() * amax / 127.0 - (wq[i] as f64 - wd[i] as f64) * xj as f64;
-                                if ((scaled - scaled.trunc()).abs() - 0.5).abs() < 1e-4 {
-                                    ties += wq[i].abs() as f64 * amax / 127.0;
+        let k = 1024usize;
+        for (ty, n) in [(GgmlType::Q4_K, 37usize), (GgmlType::Q6_K, 29), (GgmlType::Q8_0, 31), (GgmlType::Q4_0, 19), (GgmlType::Q4_1, 23)] {
+            assert!(QMatrix::int8_capable(ty));
+            let group = if ty == GgmlType::Q6_K { 16 } else { 32 };
+            let wb = random_rows(ty, n, k, &mut rng);
+            let mut wd = vec![0f32; n * k];
+            dequantize(ty, &wb, &mut wd).unwrap();
+            // w_q alone: the same blocks with the offset term's f16 (Q4_K's dmin, bytes 2..4 of
+            // 144; Q4_1's m, bytes 2..4 of 20) zeroed.
+            let mut qb = wb.clone();
+            if let Some(bb) = match ty {
+                GgmlType::Q4_K => Some(144),
+                GgmlType::Q4_1 => Some(20),
+                _ => None,
+            } {
+                for blk in qb.chunks_exact_mut(bb) {
+                    blk[2] = 0;
+                    blk[3] = 0;
+                }
+            }
+            let mut wq = vec![0f32; n * k];
+            dequantize(ty, &qb, &mut wq).unwrap();
+            let exact = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap();
+            let w = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap().with_int8_activations(&ctx, true).unwrap();
+            assert!(w.x_int8 && !exact.x_int8);
+            for kernel in ["row", "workgroup"] {
+                std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+                for t in [1usize, 3] {
+                    let mut xv: Vec<f32> = (0..t * k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
+                    xv[..32].fill(0.0);
+                    xv[40] = 50.0;
+                    xv[70] = -0.0;
+                    xv[100] = 1e-40;
+                    let x = f32_tensor(&ctx, &[t, k], &xv);
+                    let got = run(&ctx, &w, None, &x, None, None);
+                    let f32_path = run(&ctx, &exact, None, &x, None, None);
+                    let at = format!("{ty:?} {kernel} T={t}");
+                    assert!(got.iter().zip(&f32_path).any(|(a, b)| a.to_bits() != b.to_bits()), "{at}: the int8 path gave the f32 path's bits");
+                    for c in 0..t {
+                        let row = &xv[c * k..(c + 1) * k];
+                        for r in 0..n {
+                            let (mut d, mut mag, mut bound) = (0f64, 0f64, 0f64);
+                            // And the quantization emulated on the host (round half away from zero
+                            // vs the device's even: a value within 1e-4 of a tie may land on either
+                            // side, worth |w_q|·dx).
+                            let (mut emul, mut ties) = (0f64, 0f64);
+                            for (b, blk) in row.chunks_exact(group).enumerate() {
+                                let amax = blk.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+                                let dx = amax / 127.0;
+                                for (j, &xj) in blk.iter().enumerate() {
+                                    let i = r * k + b * group + j;
+                                    d += wd[i] as f64 * xj as f64;
+                                    mag += (wd[i] as f64 * xj as f64).abs();
+                                    bound += wq[i].abs() as f64 * dx * 0.502;
+                                    let scaled = if amax > 0.0 { xj as f64 * 127.0 / amax } else { 0.0 };
+                                    emul += wq[i] as f64 * scaled.round() * dx + (wd[i] as f64 - wq[i] as f64) * xj as f64;
+                                    if ((scaled - scaled.trunc()).abs() - 0.5).abs() < 1e-4 {
+                                        ties += wq[i].abs() as f64 * dx;
+                                    }
                                 }
                             }
+                            let rounding = mag * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
+                            let v = got[c * n + r] as f64;
+                            assert!((v - emul).abs() <= ties + rounding, "{at} row {r} col {c}: {v} vs the emulated quantization {emul}");
+                            assert!((v - d).abs() <= bound + rounding, "{at} row {r} col {c}: {v} vs {d} (bound {bound})");
                         }
-                        let tol_emul = ties + mag * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
-                        assert!((got[at] as f64 - emul).abs() <= tol_emul, "{kernel} T={t} row {r} col {c}: {} vs the emulated quantization {emul}", got[at]);
-                        assert!((got[at] as f64 - d).abs() <= tol, "{kernel} T={t} row {r} col {c}: {} vs {d} (bound {bound})", got[at]);
                     }
-                }
-                if t > 1 {
-                    let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
-                    let alone = run(&ctx, &w, None, &x0, None, None);
-                    assert!(alone.iter().zip(&got[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel}: int8 column 0 changed with T={t}");
+                    if t > 1 {
+                        let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
+                        let alone = run(&ctx, &w, None, &x0, None, None);
+                        assert!(alone.iter().zip(&got[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{at}: int8 column 0 changed with T={t}");
+                    }
                 }
             }
         }

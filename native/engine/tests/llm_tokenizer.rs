@@ -7,15 +7,15 @@
 //! their own Hugging Face tokenizers gave, Llama-3 and Qwen2 on the hard texts and three real
 //! chat templates (test/llm/tokenizer/real-vocabs.json), streaming decode, and damaged metadata.
 
+mod common;
+
+use common::llm_fixtures::{smollm2_path, test_llm};
+use common::model_cache;
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::tokenizer::{pre_tokenize, LlmTokenizer, StreamDecoder};
 use nx_vulkan_engine::llm::Gguf;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn test_llm() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm")
-}
 
 fn json(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -24,30 +24,6 @@ fn json(path: &Path) -> Value {
 
 fn ids_of(v: &Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
-}
-
-/// Where the fetch scripts keep models: `NX_VULKAN_MODEL_CACHE`, else ~/.cache/nx_vulkan/models.
-fn model_cache() -> PathBuf {
-    std::env::var_os("NX_VULKAN_MODEL_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nx_vulkan/models")))
-        .expect("neither NX_VULKAN_MODEL_CACHE nor HOME is set")
-}
-
-/// The SmolLM2 GGUF: `NX_VULKAN_SMOLLM2`, else the cache `scripts/fetch-smollm2.sh` fills.
-/// Absent → the test fails saying how to fetch it.
-fn smollm2_path() -> PathBuf {
-    let path = match std::env::var_os("NX_VULKAN_SMOLLM2") {
-        Some(p) => PathBuf::from(p),
-        None => model_cache().join("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    };
-    assert!(
-        path.is_file(),
-        "SmolLM2 GGUF not found at {}: run `bash scripts/fetch-smollm2.sh` (it prints the path; \
-         or set NX_VULKAN_SMOLLM2 to the file)",
-        path.display()
-    );
-    path
 }
 
 fn smollm2() -> (Gguf, LlmTokenizer) {

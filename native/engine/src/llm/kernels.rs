@@ -51,7 +51,7 @@ impl QMatrix {
 
     /// The formats whose matvec has an int8-activation form.
     pub fn int8_capable(ty: GgmlType) -> bool {
-        ty == GgmlType::Q4_K
+        matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
     }
 
     /// Opts this matrix's matvecs into int8 activations where its format has that form

@@ -4,6 +4,27 @@
 
 use std::path::{Path, PathBuf};
 
+/// The SmolLM2 GGUF: `NX_VULKAN_SMOLLM2`, else the cache `scripts/fetch-smollm2.sh` fills.
+/// Absent → the test fails saying how to fetch it.
+pub fn smollm2_path() -> PathBuf {
+    let path = match std::env::var_os("NX_VULKAN_SMOLLM2") {
+        Some(p) => PathBuf::from(p),
+        None => super::model_cache().join("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    };
+    assert!(
+        path.is_file(),
+        "SmolLM2 GGUF not found at {}: run `bash scripts/fetch-smollm2.sh` (it prints the path; \
+         or set NX_VULKAN_SMOLLM2 to the file)",
+        path.display()
+    );
+    path
+}
+
+/// test/llm: the SmolLM2 reference (smollm2-reference.json and the files it names).
+pub fn test_llm() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm")
+}
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm/fixtures")
 }

@@ -6,6 +6,7 @@
 use half::f16;
 use nx_vulkan_engine::*;
 use std::cmp::Ordering;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use DType::*;
@@ -28,6 +29,14 @@ pub fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> T + Send + 'stat
 pub fn on_engine_alone<T: Send + 'static>(f: impl FnOnce(&Context) -> T + Send + 'static) -> T {
     let _alone = GATE.write().unwrap_or_else(|e| e.into_inner());
     run_engine(f)
+}
+
+/// Where the fetch scripts keep models: `NX_VULKAN_MODEL_CACHE`, else ~/.cache/nx_vulkan/models.
+pub fn model_cache() -> PathBuf {
+    std::env::var_os("NX_VULKAN_MODEL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nx_vulkan/models")))
+        .expect("neither NX_VULKAN_MODEL_CACHE nor HOME is set")
 }
 
 static GATE: std::sync::RwLock<()> = std::sync::RwLock::new(());

@@ -79,6 +79,27 @@ int pack_q8(vec4 v, float inv) {
     uvec4 b = floatBitsToUint(r);
     return int(bitfieldInsert(bitfieldInsert(bitfieldInsert(b.x & 255u, b.y, 8, 8), b.z, 16, 8), b.w, 24, 8));
 }
+// A quantization group of activations as int8 (its own scale for every row and batch
+// composition): dx = max|x| / 127, xq = round(x / dx), four to an int in p; returns dx. An
+// all-zero group gives dx = 0 and xq = 0.
+float quant_x8(vec4 v[8], out int p[8]) {
+    float amax = 0.0;
+    [[unroll]] for (uint i = 0u; i < 8u; i++) amax = max(amax, max4(abs(v[i])));
+    float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    [[unroll]] for (uint i = 0u; i < 8u; i++) p[i] = pack_q8(v[i], inv);
+    return amax / 127.0;
+}
+float quant_x4(vec4 v[4], out int p[4]) {
+    float amax = 0.0;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) amax = max(amax, max4(abs(v[i])));
+    float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) p[i] = pack_q8(v[i], inv);
+    return amax / 127.0;
+}
+// Four quants (the bytes of w) as the signed bytes q − 8 (4-bit, Q4_0) or q − 32 (6-bit, Q6_K):
+// each byte lifted by 0x80 first, so the subtraction never borrows across bytes.
+int s8_minus8(uint w) { return int(((w | 0x80808080u) - 0x08080808u) ^ 0x80808080u); }
+int s8_minus32(uint w) { return int(((w | 0x80808080u) - 0x20202020u) ^ 0x80808080u); }
 #endif
 
 // Each format's task_acc adds task `task` of NR weight rows (addresses rows[0 .. NR)) to
@@ -126,22 +147,14 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             uint xb = xb0 + uint(c) * K;
             vec4 xl[8], xu[8];
             precise float xa = 0.0, xh = 0.0;
-            float amax_a = 0.0, amax_b = 0.0;
             [[unroll]] for (uint i = 0u; i < 8u; i++) {
                 xl[i] = x4(addrX, addrG, xb, k0 + 4u * i);
                 xu[i] = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
                 xa = sum4(xl[i], xa);
                 xh = sum4(xu[i], xh);
-                amax_a = max(amax_a, max4(abs(xl[i])));
-                amax_b = max(amax_b, max4(abs(xu[i])));
             }
-            float inv_a = amax_a > 0.0 ? 127.0 / amax_a : 0.0, inv_b = amax_b > 0.0 ? 127.0 / amax_b : 0.0;
-            float dx_a = amax_a / 127.0, dx_b = amax_b / 127.0;
             int pa[8], pb[8];
-            [[unroll]] for (uint i = 0u; i < 8u; i++) {
-                pa[i] = pack_q8(xl[i], inv_a);
-                pb[i] = pack_q8(xu[i], inv_b);
-            }
+            float dx_a = quant_x8(xl, pa), dx_b = quant_x8(xu, pb);
             [[unroll]] for (int r = 0; r < NR; r++) {
                 int ia = 0, ib = 0;
                 [[unroll]] for (uint i = 0u; i < 8u; i++) {
@@ -224,9 +237,50 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         acc[r] = acc[r] + t;
     }
 }
+#ifdef X_INT8
+// Opt-in int8 activations: each quarter's 16 values of x (one weight scale group) as dx·xq
+// (quant_x4), then Σ (q − 32)·xq as integer dot products.
+void task_acc_col_int8(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
+    uint l0 = 16u * h;
+    uint kb = s * 256u + n * 128u + l0;
+    int p[4][4];
+    float dx[4];
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        vec4 v[4];
+        [[unroll]] for (uint i = 0u; i < 4u; i++) v[i] = x4(addrX, addrG, xb, kb + 32u * q + 4u * i);
+        dx[q] = quant_x4(v, p[q]);
+    }
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        uint64_t blk = rows[r] + uint64_t(s * 210u);
+        int iq[4] = int[4](0, 0, 0, 0);
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            uint a = w16x2(blk, 64u * n + l0 + 4u * i);
+            uint b = w16x2(blk, 64u * n + 32u + l0 + 4u * i);
+            uint hh = w16x2(blk, 128u + 32u * n + l0 + 4u * i);
+            iq[0] += dotPacked4x8EXT(s8_minus32((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4)), p[0][i]);
+            iq[1] += dotPacked4x8EXT(s8_minus32((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4)), p[1][i]);
+            iq[2] += dotPacked4x8EXT(s8_minus32(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4)), p[2][i]);
+            iq[3] += dotPacked4x8EXT(s8_minus32(((b >> 4) & 0x0F0F0F0Fu) | (((hh >> 6) & 0x03030303u) << 4)), p[3][i]);
+        }
+        float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
+        precise float t = 0.0;
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            int sc = s8(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
+            precise float ds = d * float(sc);
+            t = t + ds * (dx[q] * float(iq[q]));
+        }
+        acc[r] = acc[r] + t;
+    }
+}
+#endif
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     [[unroll]] for (int c = 0; c < TC; c++) {
+#ifdef X_INT8
+        if (uint(c) < ncols) task_acc_col_int8(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+#else
         if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+#endif
     }
 }
 #elif defined(WT_Q8_0) || defined(WT_Q4_0)
@@ -241,6 +295,42 @@ const uint BLOCK_BYTES = 18u;
 #endif
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint k0 = task * 32u;
+#ifdef X_INT8
+    // Opt-in int8 activations: the block's 32 values of x as dx·xq (quant_x8), then Σ q·xq as
+    // integer dot products, four values an instruction; the weights' words are loaded once
+    // for all the columns. Q8_0's bytes are already signed; Q4_0's nibbles become q − 8.
+    int wq[NR][8];
+    float dw[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
+        dw[r] = enc_f16_to_f32(uint(WU16(blk).v[0]));
+#if defined(WT_Q8_0)
+        [[unroll]] for (uint i = 0u; i < 8u; i++) wq[r][i] = int(uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16));
+#else
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            uint w = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
+            wq[r][i] = s8_minus8(w & 0x0F0F0F0Fu);        // values 4i .. 4i+3
+            wq[r][4u + i] = s8_minus8((w >> 4) & 0x0F0F0F0Fu);  // values 16+4i ..
+        }
+#endif
+    }
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            vec4 xv[8];
+            [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = x4(addrX, addrG, xb, k0 + 4u * i);
+            int p[8];
+            float dx = quant_x8(xv, p);
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                int iq = 0;
+                [[unroll]] for (uint i = 0u; i < 8u; i++) iq += dotPacked4x8EXT(wq[r][i], p[i]);
+                precise float t = dw[r] * (dx * float(iq));
+                acc[c][r] = acc[c][r] + t;
+            }
+        }
+    }
+    return;
+#endif
     float part[TC][NR];
     [[unroll]] for (int c = 0; c < TC; c++) {
         [[unroll]] for (int r = 0; r < NR; r++) part[c][r] = 0.0;
@@ -286,6 +376,42 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 #define TASK_VALUES 32u
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint k0 = task * 32u;
+#ifdef X_INT8
+    // Opt-in int8 activations: d·dx·Σ q·xq as integer dot products (quant_x8); the m term
+    // meets the exact f32 Σ x, as Q4_K's dmin does.
+    int wq[NR][8];
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            uint w = WU32(rows[r] + uint64_t(task * 20u)).v[1u + i];
+            wq[r][i] = int(w & 0x0F0F0F0Fu);
+            wq[r][4u + i] = int((w >> 4) & 0x0F0F0F0Fu);
+        }
+    }
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            vec4 xv[8];
+            precise float xs = 0.0;
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                xv[i] = x4(addrX, addrG, xb, k0 + 4u * i);
+                xv[4u + i] = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
+                xs = sum4(xv[i], xs);
+                xs = sum4(xv[4u + i], xs);
+            }
+            int p[8];
+            float dx = quant_x8(xv, p);
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                int iq = 0;
+                [[unroll]] for (uint i = 0u; i < 8u; i++) iq += dotPacked4x8EXT(wq[r][i], p[i]);
+                uint dm = WU32(rows[r] + uint64_t(task * 20u)).v[0];
+                float d = enc_f16_to_f32(dm & 0xFFFFu), m = enc_f16_to_f32(dm >> 16);
+                precise float t = d * (dx * float(iq)) + m * xs;
+                acc[c][r] = acc[c][r] + t;
+            }
+        }
+    }
+    return;
+#endif
     float part[TC][NR];
     float xs[TC];
     [[unroll]] for (int c = 0; c < TC; c++) {
