@@ -405,6 +405,13 @@ defmodule NxVulkan do
     value
   end
 
+  # ... and for the young generation when a large buffer's size class ran dry: the results of
+  # the last few ops are likely dead there, and the next large op can reuse their memory.
+  defp unwrap!({:ok, value, :gc_young}) do
+    :erlang.garbage_collect(self(), type: :minor)
+    value
+  end
+
   defp unwrap!(:ok), do: :ok
   defp unwrap!({:error, {:argument, message}}), do: raise(ArgumentError, message)
   defp unwrap!({:error, {kind, message}}), do: raise(NxVulkan.Error, kind: kind, message: message)

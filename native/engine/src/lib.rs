@@ -46,7 +46,7 @@ pub use device::{list_devices, DeviceCaps, DeviceSelector};
 pub use dtype::DType;
 pub use elementwise::{Access, BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 pub use error::{EngineError, Result};
-pub use memory::PoolStats;
+pub use memory::{GcHint, PoolStats};
 pub use tensor::Tensor;
 pub use vulkano;
 

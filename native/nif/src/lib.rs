@@ -6,7 +6,7 @@
 //! `{:error, {kind, message}}` (kind: `:argument`, `:out_of_memory`, `:device`, `:internal`).
 //! Panics are caught in the engine thread and by rustler; none reaches the VM.
 
-use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, FloatMath, Tensor, UnaryOp};
+use nx_vulkan_engine::{self as engine, BinaryOp, Context, DType, EngineError, FloatMath, GcHint, Tensor, UnaryOp};
 use parking_lot::RwLock;
 use rustler::{Atom, Binary, Encoder, Env, NifResult, OwnedBinary, ResourceArc, Term};
 use std::panic::RefUnwindSafe;
@@ -22,7 +22,7 @@ mod sort;
 mod window;
 
 pub(crate) mod atoms {
-    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc, busy, pending }
+    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc, gc_young, busy, pending }
 }
 
 /// An Elixir handle to a device tensor. `deallocate` empties it early; the garbage collector
@@ -76,18 +76,20 @@ pub(crate) fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::R
     })
 }
 
-/// `{:ok, value}`, or `{:ok, value, :gc}` when the pool asks the caller to collect garbage
-/// (dead handles keep device memory until the BEAM collects them; see `take_gc_hint`): for
-/// results that hold new device tensors.
+/// `{:ok, value}`, or `{:ok, value, :gc}` / `{:ok, value, :gc_young}` when the pool asks the
+/// caller to collect garbage, all of it or the young generation (dead handles keep device
+/// memory until the BEAM collects them; see `take_gc_hint`): for results that hold new device
+/// tensors.
 pub(crate) fn device_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
-    let gc = r.is_ok() && Context::try_global().is_some_and(|ctx| ctx.pool.take_gc_hint());
-    match r {
-        Ok(v) if gc => (atoms::ok(), ok(env, v), atoms::gc()).encode(env),
-        r => encode_result(env, r, ok),
+    let hint = if r.is_ok() { Context::try_global().and_then(|ctx| ctx.pool.take_gc_hint()) } else { None };
+    match (r, hint) {
+        (Ok(v), Some(GcHint::Full)) => (atoms::ok(), ok(env, v), atoms::gc()).encode(env),
+        (Ok(v), Some(GcHint::Young)) => (atoms::ok(), ok(env, v), atoms::gc_young()).encode(env),
+        (r, _) => encode_result(env, r, ok),
     }
 }
 
-/// `device_result` of one tensor: `{:ok, handle}` or `{:ok, handle, :gc}`.
+/// `device_result` of one tensor: `{:ok, handle}`, or with a collection hint as a third element.
 pub(crate) fn tensor_result<'a>(env: Env<'a>, r: engine::Result<Tensor>) -> Term<'a> {
     device_result(env, r, |env, t| handle(t).encode(env))
 }
