@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::llm_fixtures::{all_fixtures, fixture, fixtures, max_abs, smollm2_path, test_llm, Fixture};
+use common::llm_fixtures::{all_fixtures, fixture, fixtures, ids_of, max_abs, read_f32s, smollm2_path, test_llm, Fixture};
 use common::on_engine;
 use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
 
@@ -357,9 +357,8 @@ fn smollm2_matches_its_float64_reference_with_and_without_int8_activations() {
     on_engine(|_| {
         let r: serde_json::Value = serde_json::from_slice(&std::fs::read(test_llm().join("smollm2-reference.json")).unwrap()).unwrap();
         let g = &r["greedy"];
-        let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect::<Vec<_>>();
-        let (prompt, greedy) = (ids(&g["prompt_ids"]), ids(&g["greedy_ids"]));
-        let logits0: Vec<f32> = std::fs::read(test_llm().join(g["logits0_file"].as_str().unwrap())).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let (prompt, greedy) = (ids_of(&g["prompt_ids"]), ids_of(&g["greedy_ids"]));
+        let logits0 = read_f32s(&test_llm().join(g["logits0_file"].as_str().unwrap()));
         assert_eq!(logits0.len(), 49152);
         let steps = g["steps"].as_array().unwrap();
         let mut f32_logits = vec![];
@@ -405,4 +404,3 @@ fn smollm2_matches_its_float64_reference_with_and_without_int8_activations() {
 /// before each quantization alone moves that to 3.1 (2.2 from the float64 model). Lavapipe:
 /// 2.2 (prompt row) and 1.8 (steps).
 const SMOLLM2_INT8_TOLERANCE: f64 = 5.0;
-

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::llm_fixtures::{smollm2_path, test_llm};
+use common::llm_fixtures::{ids_of, smollm2_path, test_llm};
 use common::model_cache;
 use nx_vulkan_engine::llm::chat::{ChatMessage, ChatTemplate};
 use nx_vulkan_engine::llm::tokenizer::{pre_tokenize, LlmTokenizer, StreamDecoder};
@@ -20,10 +20,6 @@ use std::path::{Path, PathBuf};
 fn json(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_slice(&bytes).unwrap()
-}
-
-fn ids_of(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
 fn smollm2() -> (Gguf, LlmTokenizer) {

@@ -25,6 +25,17 @@ pub fn test_llm() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm")
 }
 
+/// A JSON array of token ids.
+pub fn ids_of(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+/// A file of little-endian f32 values (the references' logits).
+pub fn read_f32s(path: &Path) -> Vec<f32> {
+    let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/llm/fixtures")
 }
@@ -42,15 +53,13 @@ pub struct Fixture {
 pub fn fixture(name: &str) -> Fixture {
     let dir = fixtures();
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap();
-    let ids = |k: &str| j[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect::<Vec<_>>();
     let shape: Vec<usize> = j["logits_shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
-    let raw = std::fs::read(dir.join(j["logits_file"].as_str().unwrap())).unwrap();
-    let vals: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let vals = read_f32s(&dir.join(j["logits_file"].as_str().unwrap()));
     assert_eq!(vals.len(), shape[0] * shape[1]);
     Fixture {
         name: name.into(),
-        prompt: ids("prompt_ids"),
-        greedy: ids("greedy_ids"),
+        prompt: ids_of(&j["prompt_ids"]),
+        greedy: ids_of(&j["greedy_ids"]),
         margins: j["margins"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect(),
         logits: vals.chunks_exact(shape[1]).map(|r| r.to_vec()).collect(),
     }
