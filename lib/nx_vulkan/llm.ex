@@ -51,8 +51,8 @@ defmodule NxVulkan.LLM do
   (sessions that can run at once, default 4), `:kv_type` (`:f16` default, or `:f32`),
   `:template` (`nil`: the file's chat template; `"chatml"` or `"llama3"`), `:prefill_chunk`
   (prompt rows per step, default 512), `:int8_activations` (default `false`; opt-in: decode
-  products of Q4_K, Q6_K, Q8_0, Q4_0 and Q4_1 weights quantize their activations to int8 per
-  32 values (16 for Q6_K) and take integer dot products, llama.cpp's precision — faster on
+  products of quantized weights (every quantized format) quantize their activations to int8
+  per 32 values (16 for Q6_K) and take integer dot products, llama.cpp's precision — faster on
   some models, and logits further from the reference; see bench/README.md),
   `:prefill_precision` (`nil`: `:split`, or the `NX_VULKAN_LLM_GEMM_PRECISION` environment
   variable; on devices with tensor cores, prompt chunks run on a GEMM whose operands are f16

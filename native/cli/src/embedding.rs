@@ -83,8 +83,8 @@ pub struct ServeArgs {
     /// Generation requests waiting for a session at most (503 beyond).
     #[arg(long, default_value_t = 64)]
     gen_queue: usize,
-    /// Opt-in for a GGUF model: decode matvecs on int8-quantized activations (Q4_K, Q6_K, Q8_0,
-    /// Q4_0, Q4_1 weights; faster, less accurate — bench/README.md states how much), as
+    /// Opt-in for a GGUF model: decode matvecs on int8-quantized activations (quantized
+    /// weights; faster, less accurate — bench/README.md states how much), as
     /// `generate --int8-activations`.
     #[arg(long)]
     int8_activations: bool,

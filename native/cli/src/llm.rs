@@ -32,8 +32,8 @@ pub struct ModelArgs {
     /// Chat template: the file's (default), or chatml / llama3.
     #[arg(long)]
     pub template: Option<String>,
-    /// Opt-in: decode matvecs on int8-quantized activations (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1
-    /// weights; faster, less accurate — bench/README.md states how much).
+    /// Opt-in: decode matvecs on int8-quantized activations (quantized weights; faster, less
+    /// accurate — bench/README.md states how much).
     #[arg(long)]
     pub int8_activations: bool,
     /// The prompt GEMM on tensor cores: split (default; f16 hi + lo operands, within the
@@ -342,7 +342,7 @@ pub struct LlmBenchArgs {
     /// measured copy rate).
     #[arg(long)]
     pub peak_gbs: Option<f64>,
-    /// Opt-in: decode matvecs on int8-quantized activations (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1 weights).
+    /// Opt-in: decode matvecs on int8-quantized activations (quantized weights).
     #[arg(long)]
     pub int8_activations: bool,
     /// The prompt GEMM on tensor cores: split (default) or f16 (llama.cpp's precision).

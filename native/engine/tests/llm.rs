@@ -10,6 +10,7 @@ mod common;
 
 use common::llm_fixtures::{all_fixtures, fixture, fixtures, ids_of, max_abs, read_f32s, smollm2_path, test_llm, Fixture};
 use common::on_engine;
+use nx_vulkan_engine::llm::kernels::QMatrix;
 use nx_vulkan_engine::llm::model::{Llm, LlmOptions, Row};
 
 fn load(name: &str, kv_f16: bool, slots: usize) -> Llm {
@@ -18,6 +19,11 @@ fn load(name: &str, kv_f16: bool, slots: usize) -> Llm {
 
 fn load_with(name: &str, opts: &LlmOptions) -> Llm {
     Llm::load(common::ctx(), fixtures().join(format!("{name}.gguf")), opts, &|_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Every weight matrix of the model: the layers' seven and the output's.
+fn matrices(m: &Llm) -> Vec<&QMatrix> {
+    m.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]).chain([m.output_matrix()]).collect()
 }
 
 fn argmax(v: &[f32]) -> u32 {
@@ -312,10 +318,11 @@ fn separate_norms_and_the_prefill_gemm_match_too() {
     });
 }
 
-/// Opt-in int8 activations (the Q4_K fixtures; f32 KV cache): the logits stay within the mode's
-/// stated tolerance of the float64 reference — far looser than the default's 1e-3: these
-/// random-weight fixtures' logits (rms ≈ 1) move by up to ≈ 0.5 — and greedy decoding keeps
-/// the reference's token wherever its margin exceeds that tolerance.
+/// Opt-in int8 activations (every quantized fixture, each of its quantized matrices checked to
+/// take the int8 form; f32 KV cache): the logits stay within the mode's stated tolerance of
+/// the float64 reference — far looser than the default's 1e-3: these random-weight fixtures'
+/// logits (rms ≈ 1) move by up to ≈ 0.7 (Q2_K; 0.1–0.55 the others) — and greedy decoding
+/// keeps the reference's token wherever its margin exceeds that tolerance.
 #[test]
 fn int8_activations_stay_near_the_reference() {
     on_engine(|_| {
@@ -323,9 +330,13 @@ fn int8_activations_stay_near_the_reference() {
             eprintln!("skipped: no integer dot product");
             return;
         }
-        for name in ["llama-q4_k", "qwen2-q4_k"] {
+        let names = ["llama-q4_k", "qwen2-q4_k", "llama-q4_0", "llama-q4_1", "llama-q5_0", "llama-q5_1", "llama-q8_0", "llama-q2_k", "llama-q3_k", "llama-q5_k", "llama-q6_k"];
+        for name in names {
             let f = fixture(name);
             let m = load_with(name, &LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: true, ..LlmOptions::default() });
+            let int8 = matrices(&m).into_iter().filter(|q| q.x_int8).count();
+            assert!(matrices(&m).into_iter().all(|q| q.x_int8 == QMatrix::int8_capable(q.ty)), "{name}: a quantized matrix did not take the int8 form");
+            assert!(int8 >= 7, "{name}: only {int8} matrices took the int8 form");
             let (prompt_logits, decode) = run_fixture(&m, &f, 0);
             let (prompt_err, decode_err, picks) = score(&f, &prompt_logits, &decode);
             let clear = (0..32).filter(|&k| f.margins[k] > INT8_TOLERANCE).collect::<Vec<_>>();
@@ -365,8 +376,7 @@ fn smollm2_matches_its_float64_reference_with_and_without_int8_activations() {
         for int8 in [false, true] {
             let opts = LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: int8, ..LlmOptions::default() };
             let m = Llm::load(common::ctx(), smollm2_path(), &opts, &|_, _| {}).unwrap();
-            let matrices = m.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]).chain([m.output_matrix()]);
-            assert!(matrices.into_iter().all(|q| q.x_int8 == int8), "int8 = {int8}: not every matrix took that form");
+            assert!(matrices(&m).into_iter().all(|q| q.x_int8 == int8), "int8 = {int8}: not every matrix took that form");
             let p = prompt.len();
             let mut logits = vec![m.forward(&rows(0, 0, &prompt), &[p - 1]).unwrap().remove(0)];
             for (i, &tok) in greedy.iter().enumerate().take(31) {

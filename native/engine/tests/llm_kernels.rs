@@ -153,11 +153,11 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
     });
 }
 
-/// Opt-in int8 activations, for every format that has them (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1):
-/// each group of x — the format's weight scale group, 32 values (16 for Q6_K) — becomes
-/// dx·round(x / dx) with dx = max|x| / 127, so the product may move by up to
-/// Σ |w_q| · dx / 2, where w_q is the part of the weight multiplied by the quants (Q4_K's
-/// `dmin` and Q4_1's `m` terms meet the exact Σ x), beyond f32 rounding. Checked in both
+/// Opt-in int8 activations, for every quantized format (all have them): each group of x — 32
+/// values, Q6_K's 16 (its weight scale group) — becomes dx·round(x / dx) with
+/// dx = max|x| / 127, so the product may move by up to Σ |w_q| · dx / 2, where w_q is the part
+/// of the weight multiplied by the quants (the `dmin` and `m` terms of Q4_K, Q5_K, Q4_1, Q5_1
+/// and Q2_K meet the exact Σ x), beyond f32 rounding. Checked in both
 /// kernels against an f64 dot of the unquantized x (that bound) and of the quantization
 /// emulated on the host (f32 rounding), with a zero group, an outlier, -0.0, a denormal and
 /// odd row counts; the results must differ from the f32-activation path (the int8 one ran),
@@ -172,23 +172,43 @@ fn int8_activations_stay_within_the_quantization_bound() {
         }
         let mut rng = Rng::new(23);
         let k = 1024usize;
-        for (ty, n) in [(GgmlType::Q4_K, 37usize), (GgmlType::Q6_K, 29), (GgmlType::Q8_0, 31), (GgmlType::Q4_0, 19), (GgmlType::Q4_1, 23)] {
+        let formats = [
+            (GgmlType::Q4_K, 37usize),
+            (GgmlType::Q6_K, 29),
+            (GgmlType::Q8_0, 31),
+            (GgmlType::Q4_0, 19),
+            (GgmlType::Q4_1, 23),
+            (GgmlType::Q5_0, 17),
+            (GgmlType::Q5_1, 21),
+            (GgmlType::Q5_K, 41),
+            (GgmlType::Q2_K, 27),
+            (GgmlType::Q3_K, 33),
+        ];
+        let listed: Vec<GgmlType> = formats.iter().map(|f| f.0).collect();
+        for ty in GgmlType::ALL.into_iter().filter(|&ty| QMatrix::int8_capable(ty)) {
+            assert!(listed.contains(&ty), "{ty:?} has an int8 form this test does not check");
+        }
+        for (ty, n) in formats {
             assert!(QMatrix::int8_capable(ty));
             let group = if ty == GgmlType::Q6_K { 16 } else { 32 };
             let wb = random_rows(ty, n, k, &mut rng);
             let mut wd = vec![0f32; n * k];
             dequantize(ty, &wb, &mut wd).unwrap();
-            // w_q alone: the same blocks with the offset term's f16 (Q4_K's dmin, bytes 2..4 of
-            // 144; Q4_1's m, bytes 2..4 of 20) zeroed.
+            // w_q alone: the same blocks with the offset term's f16 zeroed (Q4_K's and Q5_K's
+            // dmin, bytes 2..4 of 144 and 176; Q4_1's and Q5_1's m, bytes 2..4 of 20 and 24;
+            // Q2_K's dmin, bytes 82..84 of 84).
             let mut qb = wb.clone();
-            if let Some(bb) = match ty {
-                GgmlType::Q4_K => Some(144),
-                GgmlType::Q4_1 => Some(20),
+            if let Some((bb, at)) = match ty {
+                GgmlType::Q4_K => Some((144, 2)),
+                GgmlType::Q5_K => Some((176, 2)),
+                GgmlType::Q4_1 => Some((20, 2)),
+                GgmlType::Q5_1 => Some((24, 2)),
+                GgmlType::Q2_K => Some((84, 82)),
                 _ => None,
             } {
                 for blk in qb.chunks_exact_mut(bb) {
-                    blk[2] = 0;
-                    blk[3] = 0;
+                    blk[at] = 0;
+                    blk[at + 1] = 0;
                 }
             }
             let mut wq = vec![0f32; n * k];

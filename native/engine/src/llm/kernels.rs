@@ -49,9 +49,10 @@ impl QMatrix {
         Ok(QMatrix { ty, rows, cols, data, x_int8: false })
     }
 
-    /// The formats whose matvec has an int8-activation form.
+    /// The formats whose matvec has an int8-activation form: every quantized weight format
+    /// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K); not F32, F16 or BF16.
     pub fn int8_capable(ty: GgmlType) -> bool {
-        matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
+        ty.is_weight_type() && !matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     }
 
     /// Opts this matrix's matvecs into int8 activations where its format has that form

@@ -28,7 +28,7 @@ pub struct LlmOptions {
     pub kv_f16: bool,
     /// Opt-in: decode matvecs quantize their activations to int8 per 32 values (16 for Q6_K)
     /// and take integer dot products, where the weight format has that form
-    /// ([`QMatrix::int8_capable`]: Q4_K, Q6_K, Q8_0, Q4_0, Q4_1): faster, and logits
+    /// ([`QMatrix::int8_capable`]: every quantized one): faster, and logits
     /// further from the reference than the default f32 activations (bench/README.md). Prefill
     /// GEMMs are unaffected.
     pub int8_activations: bool,

@@ -13,6 +13,20 @@ uint r32(uint64_t a, uint off) { return BufU32(a).v[off >> 2]; }
 uint byte_of(uint word, uint i) { return (word >> (8u * i)) & 255u; }
 int s8(uint b) { return int(b << 24) >> 24; }
 
+
+#ifdef X_INT8
+// The integer forms (int8 activations on the matvec's unit path, llm_qdot.glsl): qi_unit gives
+// the unit's 32 values as d[h]·v + m[h] (h = value / 16) with small integers v — dq_unit's
+// fields, not yet multiplied out — four to an int (value 4i + b in byte b of q[i]). QI_OFFSET
+// marks the formats whose m is not zero.
+void pack_units(int v[32], out int q[8]) {
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        q[i] = int(bitfieldInsert(bitfieldInsert(bitfieldInsert(uint(v[4u * i]) & 255u, uint(v[4u * i + 1u]), 8, 8),
+                                                 uint(v[4u * i + 2u]), 16, 8), uint(v[4u * i + 3u]), 24, 8));
+    }
+}
+#endif
+
 #if defined(WT_F32)
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
     [[unroll]] for (uint i = 0u; i < 32u; i++) w[i] = uintBitsToFloat(BufU32(row).v[unit * 32u + i]);
@@ -65,6 +79,22 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
         w[j] = lo; w[j + 16u] = hi;
     }
 }
+#ifdef X_INT8
+void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
+    uint b = unit * 22u;
+    uint qh = rb(row, b + 2u) | (rb(row, b + 3u) << 8) | (rb(row, b + 4u) << 16) | (rb(row, b + 5u) << 24);
+    int v[32];
+    [[unroll]] for (uint j = 0u; j < 16u; j++) {
+        uint qb = rb(row, b + 6u + j);
+        uint h0 = ((qh >> j) << 4) & 16u, h1 = (qh >> (j + 12u)) & 16u;
+        v[j] = int((qb & 15u) | h0) - 16;
+        v[j + 16u] = int((qb >> 4) | h1) - 16;
+    }
+    pack_units(v, q);
+    d = vec2(rh(row, b));
+    m = vec2(0.0);
+}
+#endif
 #elif defined(WT_Q5_1)
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
     uint b = unit * 24u;
@@ -78,6 +108,23 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
         w[j] = lo; w[j + 16u] = hi;
     }
 }
+#ifdef X_INT8
+#define QI_OFFSET
+void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
+    uint b = unit * 24u;
+    uint qh = rb(row, b + 4u) | (rb(row, b + 5u) << 8) | (rb(row, b + 6u) << 16) | (rb(row, b + 7u) << 24);
+    int v[32];
+    [[unroll]] for (uint j = 0u; j < 16u; j++) {
+        uint qb = rb(row, b + 8u + j);
+        uint h0 = ((qh >> j) << 4) & 16u, h1 = (qh >> (j + 12u)) & 16u;
+        v[j] = int((qb & 15u) | h0);
+        v[j + 16u] = int((qb >> 4) | h1);
+    }
+    pack_units(v, q);
+    d = vec2(rh(row, b));
+    m = vec2(rh(row, b + 2u));
+}
+#endif
 #elif defined(WT_Q8_0)
 // 34-byte blocks: 2-aligned, so 16-bit loads.
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
@@ -106,6 +153,26 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
         }
     }
 }
+#ifdef X_INT8
+#define QI_OFFSET
+void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
+    uint b = (unit >> 3) * 84u, j = unit & 7u, n = j >> 2, s = j & 3u;
+    float dd = rh(row, b + 80u), dmin = rh(row, b + 82u);
+    int v[32];
+    [[unroll]] for (uint half_ = 0u; half_ < 2u; half_++) {
+        uint sc = rb(row, b + n * 8u + s * 2u + half_);
+        precise float dl = dd * float(sc & 15u);
+        precise float ml = dmin * float(sc >> 4);
+        d[half_] = dl;
+        m[half_] = -ml;
+        [[unroll]] for (uint l = 0u; l < 16u; l++) {
+            uint qb = rb(row, b + 16u + n * 32u + half_ * 16u + l);
+            v[half_ * 16u + l] = int((qb >> (2u * s)) & 3u);
+        }
+    }
+    pack_units(v, q);
+}
+#endif
 #elif defined(WT_Q3_K)
 // hmask[32] qs[64] scales[12] d; unit j: n = j/4, s = j%4, high-bit mask 1 << (4n + s)
 uint q3k_scale(uint64_t row, uint b, uint is) {
@@ -130,6 +197,25 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
         }
     }
 }
+#ifdef X_INT8
+void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
+    uint b = (unit >> 3) * 110u, j = unit & 7u, n = j >> 2, s = j & 3u;
+    float dd = rh(row, b + 108u);
+    uint mask = 1u << (4u * n + s);
+    int v[32];
+    [[unroll]] for (uint half_ = 0u; half_ < 2u; half_++) {
+        precise float dl = dd * float(int(q3k_scale(row, b, n * 8u + s * 2u + half_)) - 32);
+        d[half_] = dl;
+        [[unroll]] for (uint l = 0u; l < 16u; l++) {
+            uint i = half_ * 16u + l;
+            uint qb = rb(row, b + 32u + n * 32u + i);
+            v[i] = int((qb >> (2u * s)) & 3u) - ((rb(row, b + i) & mask) != 0u ? 0 : 4);
+        }
+    }
+    pack_units(v, q);
+    m = vec2(0.0);
+}
+#endif
 #elif defined(WT_Q4_K) || defined(WT_Q5_K)
 // d dmin scales[12] (qh[32]) qs[128]; unit j: sub-block j, bytes qs[(j/2)·32 ..], nibble j%2.
 // 144- and 176-byte blocks keep rows 4-aligned: 32-bit loads.
@@ -170,6 +256,40 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
         }
     }
 }
+#if defined(X_INT8) && defined(WT_Q5_K)
+// (Q4_K's int8 form is its own, in llm_qdot.glsl.)
+#define QI_OFFSET
+void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
+    uint b = (unit >> 3) * 176u, qs = b + 48u;
+    uint j = unit & 7u;
+    uint dd = r32(row, b);
+    float d0 = enc_f16_to_f32(dd & 0xFFFFu), dmin = enc_f16_to_f32(dd >> 16);
+    uvec3 sc = uvec3(r32(row, b + 4u), r32(row, b + 8u), r32(row, b + 12u));
+    uint sv, mv;
+    if (j < 4u) {
+        sv = kbyte(sc, j) & 63u; mv = kbyte(sc, j + 4u) & 63u;
+    } else {
+        sv = (kbyte(sc, j + 4u) & 15u) | ((kbyte(sc, j - 4u) >> 6) << 4);
+        mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
+    }
+    precise float d1 = d0 * float(sv);
+    precise float m1 = dmin * float(mv);
+    uint qb = qs + (j >> 1) * 32u;
+    int v[32];
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        uint q4 = r32(row, qb + 4u * i);
+        uint h4 = r32(row, b + 16u + 4u * i);
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            uint qv = byte_of(q4, k);
+            qv = (j & 1u) == 0u ? (qv & 15u) : (qv >> 4);
+            v[4u * i + k] = int(qv + (((byte_of(h4, k) >> j) & 1u) << 4));
+        }
+    }
+    pack_units(v, q);
+    d = vec2(d1);
+    m = vec2(-m1);
+}
+#endif
 #elif defined(WT_Q6_K)
 // ql[128] qh[64] scales[16] d; unit j: n = j/4 (128-half), r = j%4 (which quarter).
 // 210-byte blocks are 2-aligned: 16-bit loads, two values per load.

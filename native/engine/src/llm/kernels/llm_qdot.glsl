@@ -12,6 +12,10 @@
 // path: a column's bits never depend on its batch-mates. The values differ from the unit path
 // (dequantize, then one chain) by rounding only; the kernel test bounds both against an f64 dot.
 // Other formats use the unit path: dq_unit (ggml's dequantization) and one fma chain.
+//
+// Opt-in int8 activations (X_INT8, every quantized format): each weight scale group's
+// activations become dx·round(x / dx) with dx = max|x| / 127 — 32 values, Q6_K's 16 — and the
+// sums Σ q·xq exact integer dot products, four values an instruction.
 
 #ifdef X_L2
 layout(buffer_reference, std430, buffer_reference_align = 16) coherent readonly buffer BufV4 { vec4 v[]; };
@@ -460,11 +464,55 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         acc[r] = acc[r] + part;
     }
 }
+#ifdef X_INT8
+// Opt-in int8 activations (Q5_0, Q5_1, Q5_K, Q2_K, Q3_K): the unit's 32 values of x as dx·xq
+// (quant_x8), then each 16-value half's Σ v·xq as integer dot products against the weights'
+// integer fields (qi_unit), times the half's scale d·dx; a half's offset m meets the exact f32
+// Σ x of its 16 values, as Q4_K's dmin does. Weights are decoded once for all the columns.
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
+    uint k0 = task * 32u;
+    int wq[NR][8];
+    vec2 wd[NR], wm[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) qi_unit(rows[r], task, wq[r], wd[r], wm[r]);
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            vec4 xv[8];
+            [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = x4(addrX, addrG, xb, k0 + 4u * i);
+#ifdef QI_OFFSET
+            precise float xs0 = 0.0, xs1 = 0.0;
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                xs0 = sum4(xv[i], xs0);
+                xs1 = sum4(xv[4u + i], xs1);
+            }
+#endif
+            int p[8];
+            float dx = quant_x8(xv, p);
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                int i0 = 0, i1 = 0;
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    i0 += dotPacked4x8EXT(wq[r][i], p[i]);
+                    i1 += dotPacked4x8EXT(wq[r][4u + i], p[4u + i]);
+                }
+#ifdef QI_OFFSET
+                precise float t = wd[r].x * (dx * float(i0)) + wm[r].x * xs0;
+                t = t + (wd[r].y * (dx * float(i1)) + wm[r].y * xs1);
+#else
+                precise float t = wd[r].x * (dx * float(i0));
+                t = t + wd[r].y * (dx * float(i1));
+#endif
+                acc[c][r] = acc[c][r] + t;
+            }
+        }
+    }
+}
+#else
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     [[unroll]] for (int c = 0; c < TC; c++) {
         if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
     }
 }
+#endif
 #endif
 
 // Σ x² over task t's values [t·TASK_VALUES, ..) of one column (raw x: the RMSNorm's statistic).
