@@ -4,10 +4,11 @@ defmodule NxVulkan.LLMServeTest do
   fetched by scripts/fetch-smollm2.sh): `nx-vulkan chat` (stdin lines in, answers out),
   `nx-vulkan generate --json` (greedy token ids against the float64 reference,
   test/llm/smollm2-reference.json) and `nx-vulkan serve` (OpenAI's /v1/chat/completions whole
-  and streamed, /v1/models, bad requests, two streams at once, /metrics). The binary is the
-  release build `make test` makes. Every answer here is greedy, so every path must give the
-  reference's "The capital of France is Paris." and stop on <|im_end|>: 7 tokens and the end
-  token. Tokens are kept few (lavapipe decodes ≈ 2–3 s each): 51 in the whole file.
+  and streamed, /v1/models, bad requests, two streams at once, /metrics; and with
+  `--int8-activations`). The binary is the release build `make test` makes. Every answer here
+  is greedy, so every path must give the reference's "The capital of France is Paris." and
+  stop on <|im_end|>: 7 tokens and the end token. Tokens are kept few (lavapipe decodes ≈ 2–3 s
+  each): 59 in the whole file.
   """
   use ExUnit.Case, async: false
   @moduletag timeout: 600_000
@@ -83,13 +84,13 @@ defmodule NxVulkan.LLMServeTest do
   end
 
   # Starts `nx-vulkan serve` on port 0 and returns {port, base_url} once it listens.
-  defp start_server do
+  defp start_server(extra \\ []) do
     port =
       Port.open({:spawn_executable, @cli}, [
         :binary,
         :exit_status,
         :stderr_to_stdout,
-        args: ["serve", "--model", @gguf, "--port", "0", "--slots", "2", "--context", "256"]
+        args: ["serve", "--model", @gguf, "--port", "0", "--slots", "2", "--context", "256"] ++ extra
       ])
 
     {port, await_url(port, "")}
@@ -190,6 +191,7 @@ defmodule NxVulkan.LLMServeTest do
       {200, models} = http(:get, url <> "/v1/models")
       assert models =~ ~s("id":"#{Path.basename(@gguf, ".gguf")}")
       assert models =~ ~s("type":"generation")
+      assert models =~ ~s("activations":"f32")
       [_, device] = Regex.run(~r/"device":#{@string}/, models)
       assert device != ""
 
@@ -234,6 +236,26 @@ defmodule NxVulkan.LLMServeTest do
       assert metric(metrics, ~s(nx_vulkan_generations_total{finish_reason="length"})) == 1
       assert metric(metrics, "nx_vulkan_generated_tokens_total") == 4 * @completion_tokens + 1
       assert metric(metrics, ~s(nx_vulkan_requests_total{route="/v1/chat/completions",status="400"})) == 2
+    after
+      assert stop_server(port) == 0
+    end
+  end
+
+  test "nx-vulkan serve --int8-activations: the model takes them, and the greedy answer holds" do
+    # Every matrix of SmolLM2 (Q4_1 layers, tied Q8_0 output) has an int8 form; the server
+    # reports what its matrices took. The int8 mode moves these logits by ≈2 (tests/llm.rs),
+    # and this answer's greedy picks keep their tokens (the CLI gives the same 8 ids).
+    {port, url} = start_server(["--int8-activations"])
+
+    try do
+      {200, models} = http(:get, url <> "/v1/models")
+      assert models =~ ~s("activations":"int8")
+      {200, whole} = chat(url, "")
+      [_, content] = Regex.run(~r/"content":#{@string}/, whole)
+      assert unescape(content) == @answer
+      assert whole =~ ~s("completion_tokens":#{@completion_tokens})
+      {200, metrics} = http(:get, url <> "/metrics")
+      assert metrics =~ ~s(activations="int8")
     after
       assert stop_server(port) == 0
     end

@@ -21,11 +21,6 @@ fn load_with(name: &str, opts: &LlmOptions) -> Llm {
     Llm::load(common::ctx(), fixtures().join(format!("{name}.gguf")), opts, &|_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// Every weight matrix of the model: the layers' seven and the output's.
-fn matrices(m: &Llm) -> Vec<&QMatrix> {
-    m.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]).chain([m.output_matrix()]).collect()
-}
-
 fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;
     for (i, x) in v.iter().enumerate() {
@@ -334,8 +329,8 @@ fn int8_activations_stay_near_the_reference() {
         for name in names {
             let f = fixture(name);
             let m = load_with(name, &LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: true, ..LlmOptions::default() });
-            let int8 = matrices(&m).into_iter().filter(|q| q.x_int8).count();
-            assert!(matrices(&m).into_iter().all(|q| q.x_int8 == QMatrix::int8_capable(q.ty)), "{name}: a quantized matrix did not take the int8 form");
+            let int8 = m.matrices().into_iter().filter(|q| q.x_int8).count();
+            assert!(m.matrices().into_iter().all(|q| q.x_int8 == QMatrix::int8_capable(q.ty)), "{name}: a quantized matrix did not take the int8 form");
             assert!(int8 >= 7, "{name}: only {int8} matrices took the int8 form");
             let (prompt_logits, decode) = run_fixture(&m, &f, 0);
             let (prompt_err, decode_err, picks) = score(&f, &prompt_logits, &decode);
@@ -376,7 +371,7 @@ fn smollm2_matches_its_float64_reference_with_and_without_int8_activations() {
         for int8 in [false, true] {
             let opts = LlmOptions { context: Some(64), slots: 1, kv_f16: false, int8_activations: int8, ..LlmOptions::default() };
             let m = Llm::load(common::ctx(), smollm2_path(), &opts, &|_, _| {}).unwrap();
-            assert!(matrices(&m).into_iter().all(|q| q.x_int8 == int8), "int8 = {int8}: not every matrix took that form");
+            assert!(m.matrices().into_iter().all(|q| q.x_int8 == int8), "int8 = {int8}: not every matrix took that form");
             let p = prompt.len();
             let mut logits = vec![m.forward(&rows(0, 0, &prompt), &[p - 1]).unwrap().remove(0)];
             for (i, &tok) in greedy.iter().enumerate().take(31) {

@@ -277,6 +277,7 @@ async fn health(State(app): State<Arc<App>>) -> Json<Value> {
             "model": g.info.id,
             "device": g.info.device,
             "quantization": g.info.quantization,
+            "activations": g.info.activations,
             "context_length": g.info.context_length,
             "active_sessions": g.admission.running(),
             "waiting": g.admission.waiting(),

@@ -554,7 +554,7 @@ pub(crate) async fn models(State(app): State<Arc<App>>) -> Json<Value> {
     }
     if let Some(g) = &app.generation {
         let i = &g.info;
-        data.push(json!({"id": i.id, "object": "model", "created": 0, "owned_by": "nx_vulkan", "type": "generation", "device": i.device, "quantization": i.quantization, "context_length": i.context_length}));
+        data.push(json!({"id": i.id, "object": "model", "created": 0, "owned_by": "nx_vulkan", "type": "generation", "device": i.device, "quantization": i.quantization, "activations": i.activations, "context_length": i.context_length}));
     }
     Json(json!({"object": "list", "data": data}))
 }

@@ -17,10 +17,12 @@ pub struct EngineGenerator {
 }
 
 impl EngineGenerator {
-    /// `id`: the model name clients use; `quantization`: how its weights are stored.
+    /// `id`: the model name clients use; `quantization`: how its weights are stored. The
+    /// activations are read off the loaded matrices, not the options asked for.
     pub fn new(runtime: Arc<LlmRuntime>, template: Option<ChatTemplate>, id: String, device: String, quantization: String) -> EngineGenerator {
         let context_length = runtime.llm.attn.ctx;
-        EngineGenerator { runtime, template, info: GenModelInfo { id, device, context_length, quantization } }
+        let activations = if runtime.llm.matrices().iter().any(|m| m.x_int8) { "int8" } else { "f32" }.to_string();
+        EngineGenerator { runtime, template, info: GenModelInfo { id, device, context_length, quantization, activations } }
     }
 }
 

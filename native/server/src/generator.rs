@@ -39,6 +39,9 @@ pub struct GenModelInfo {
     pub context_length: usize,
     /// How the weights are stored (`"Q4_1"`, `"f16"`, …).
     pub quantization: String,
+    /// What the decode products multiply the weights with: `"f32"`, or `"int8"` where the
+    /// model was loaded with int8 activations (and its matrices took that form).
+    pub activations: String,
 }
 
 /// One chat message. `content` is plain text (the server flattens OpenAI's text parts).

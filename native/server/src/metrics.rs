@@ -150,10 +150,11 @@ impl Metrics {
         if let Some(g) = &generation {
             let _ = writeln!(
                 out,
-                "# HELP nx_vulkan_generator_info The language model served.\n# TYPE nx_vulkan_generator_info gauge\nnx_vulkan_generator_info{{model=\"{}\",device=\"{}\",quantization=\"{}\",context_length=\"{}\"}} 1",
+                "# HELP nx_vulkan_generator_info The language model served.\n# TYPE nx_vulkan_generator_info gauge\nnx_vulkan_generator_info{{model=\"{}\",device=\"{}\",quantization=\"{}\",activations=\"{}\",context_length=\"{}\"}} 1",
                 label(&g.info.id),
                 label(&g.info.device),
                 label(&g.info.quantization),
+                label(&g.info.activations),
                 g.info.context_length
             );
         }

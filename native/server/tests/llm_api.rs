@@ -406,12 +406,13 @@ async fn a_server_serves_what_it_was_started_with() {
     assert_eq!(models["data"][0]["id"], GEN_MODEL);
     assert_eq!(models["data"][0]["device"], GEN_DEVICE);
     assert_eq!(models["data"][0]["context_length"], CONTEXT);
+    assert_eq!(models["data"][0]["activations"], "f32");
     let h = request(s.addr, "GET", "/health", &[], b"").await.json();
     assert_eq!(h["status"], "ok");
     assert_eq!(h["generator"]["model"], GEN_MODEL);
     assert!(h.get("queue_depth").is_none(), "{h}");
     let m = metrics(s.addr).await;
-    assert!(m.contains("nx_vulkan_generator_info{model=\"fake-llm\",device=\"fake gpu\",quantization=\"Q4_1\",context_length=\"4096\"} 1"), "{m}");
+    assert!(m.contains("nx_vulkan_generator_info{model=\"fake-llm\",device=\"fake gpu\",quantization=\"Q4_1\",activations=\"f32\",context_length=\"4096\"} 1"), "{m}");
     assert!(!m.contains("nx_vulkan_model_info"), "{m}");
     // Embedder only: the generation endpoints are 404.
     let s = start(FakeEmbedder::new(0), config()).await;

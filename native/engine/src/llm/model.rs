@@ -233,6 +233,11 @@ impl Llm {
         self.output.as_ref().unwrap_or(&self.token_embd)
     }
 
+    /// Every weight matrix the decode products read: each layer's seven and the output's.
+    pub fn matrices(&self) -> Vec<&QMatrix> {
+        self.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]).chain([self.output_matrix()]).collect()
+    }
+
     /// Checks a step's rows against the model and cache.
     pub fn check_rows(&self, rows: &[Row], want: &[usize]) -> Result<()> {
         for r in rows {

@@ -96,7 +96,7 @@ pub fn fake_logprob(i: usize) -> f32 {
 
 impl Generator for FakeGenerator {
     fn info(&self) -> GenModelInfo {
-        GenModelInfo { id: GEN_MODEL.into(), device: GEN_DEVICE.into(), context_length: CONTEXT, quantization: "Q4_1".into() }
+        GenModelInfo { id: GEN_MODEL.into(), device: GEN_DEVICE.into(), context_length: CONTEXT, quantization: "Q4_1".into(), activations: "f32".into() }
     }
 
     fn start(&self, prompt: GenPrompt, params: GenParams) -> Result<mpsc::Receiver<GenEvent>, GenError> {
