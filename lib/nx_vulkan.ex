@@ -61,10 +61,7 @@ defmodule NxVulkan do
   """
   def synchronize do
     # Short waits spin on this (normal) scheduler; longer ones move to a dirty scheduler.
-    case Native.synchronize_nowait() do
-      :busy -> unwrap!(Native.synchronize())
-      result -> unwrap!(result)
-    end
+    nowait_or(Native.synchronize_nowait(), &Native.synchronize/0)
   end
 
   @doc """
@@ -131,10 +128,7 @@ defmodule NxVulkan do
     {type, shape} = {type_name(type), Tuple.to_list(shape)}
 
     # A small binary is copied on this (normal) scheduler unless that would wait.
-    case Native.upload_nowait(data, type, shape) do
-      :busy -> unwrap!(Native.upload(data, type, shape))
-      result -> unwrap!(result)
-    end
+    nowait_or(Native.upload_nowait(data, type, shape), fn -> Native.upload(data, type, shape) end)
   end
 
   @doc "Reads a device tensor back as a binary (waits for the ops that produce it)."
@@ -142,9 +136,8 @@ defmodule NxVulkan do
     # A small result is read on this (normal) scheduler when the device finishes it within
     # the engine's spin; otherwise the wait moves to a dirty scheduler.
     case Native.download_nowait(handle) do
-      :busy -> unwrap!(Native.download(handle))
       {:pending, read} -> unwrap!(Native.download_finish(read))
-      result -> unwrap!(result)
+      result -> nowait_or(result, fn -> Native.download(handle) end)
     end
   end
 
@@ -165,20 +158,18 @@ defmodule NxVulkan do
     {op, out, fast} = {Atom.to_string(op), type_name(out), fast?()}
 
     # A warm op is queued from this scheduler; one that would compile or wait goes dirty.
-    case Native.unary_nowait(op, handle, out, fast) do
-      :busy -> unwrap!(Native.unary(op, handle, out, fast))
-      result -> unwrap!(result)
-    end
+    nowait_or(Native.unary_nowait(op, handle, out, fast), fn ->
+      Native.unary(op, handle, out, fast)
+    end)
   end
 
   @doc "An elementwise binary op with broadcasting and result type `out` (see `unary/3`)."
   def binary(op, a, b, out) do
     {op, out, fast} = {Atom.to_string(op), type_name(out), fast?()}
 
-    case Native.binary_nowait(op, a, b, out, fast) do
-      :busy -> unwrap!(Native.binary(op, a, b, out, fast))
-      result -> unwrap!(result)
-    end
+    nowait_or(Native.binary_nowait(op, a, b, out, fast), fn ->
+      Native.binary(op, a, b, out, fast)
+    end)
   end
 
   defp fast?, do: NxVulkan.Precision.current() == :fast
@@ -395,6 +386,11 @@ defmodule NxVulkan do
   @doc false
   def parse_type("bf16"), do: {:bf, 16}
   def parse_type(<<k, bits::binary>>), do: {List.to_atom([k]), String.to_integer(bits)}
+
+  # A `*_nowait` NIF's answer: its result, or `:busy` where it would have waited or compiled
+  # on this normal scheduler, and then `dirty` (the same call on a dirty scheduler) runs.
+  defp nowait_or(:busy, dirty), do: unwrap!(dirty.())
+  defp nowait_or(result, _dirty), do: unwrap!(result)
 
   defp unwrap!({:ok, value}), do: value
 
