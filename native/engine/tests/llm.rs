@@ -241,14 +241,15 @@ fn the_gpu_matvec_kernel_matches_too() {
 #[test]
 fn rope_in_the_products_gives_the_separate_bits() {
     // Steps without a GEMM segment rotate q and k and store k and v into the caches in the Q, K
-    // and V products themselves (llama-style models); NX_VULKAN_LLM_ROPE=separate runs
+    // and V products themselves (llama and qwen2 models); NX_VULKAN_LLM_ROPE=separate runs
     // llm_rope.glsl's dispatch after them instead. The prompt step (several rows of one slot)
     // and every decode step must give the same bits both ways, with both matvec kernels and
     // both cache types, and the fused way must run one dispatch fewer per layer and step.
     // (Alone: the variables change the kernels other tests would run.)
     common::on_engine_alone(|ctx| {
         // (the workgroup kernel on one fixture: it is slow on a CPU driver)
-        for (kernel, name, kv_f16) in [("row", "llama-q4_k", true), ("row", "llama-q8_0", false), ("workgroup", "llama-q4_k", false)] {
+        // (qwen2: NEOX rotation, and biases on Q, K and V)
+        for (kernel, name, kv_f16) in [("row", "llama-q4_k", true), ("row", "llama-q8_0", false), ("workgroup", "llama-q4_k", false), ("row", "qwen2-q4_k", false), ("workgroup", "qwen2-q4_k", true)] {
             std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
             {
                 let f = fixture(name);

@@ -269,3 +269,120 @@ fn int8_activations_stay_within_the_quantization_bound() {
         std::env::remove_var("NX_VULKAN_LLM_MATVEC");
     });
 }
+
+/// The Q, K and V products with the rotation and the cache stores fused into them
+/// (`record_llm_qkv_rope`) give the bits of the products followed by llm_rope.glsl's dispatch
+/// (`record_llm_qkv`, then `record_llm_rope_store`): adjacent-pair (llama) and NEOX (qwen2)
+/// rotation, every dimension of a head rotated and only the first half (`rope_dims` <
+/// `head_dim`, which no fixture model has), f32 and f16 caches, both kernels, with biases. And
+/// the rotated q is within f32 rounding of a host rotation (f64) of the host product.
+#[test]
+fn fused_rope_store_gives_the_separate_bits() {
+    use nx_vulkan_engine::llm::kernels::{AttnShape, RopeStore};
+    on_engine_alone(|_| {
+        let ctx = common::ctx();
+        let mut rng = Rng::new(31);
+        let (n_head, n_head_kv, hd, k) = (4usize, 2usize, 64usize, 256usize);
+        let widths = [n_head * hd, n_head_kv * hd, n_head_kv * hd];
+        let ty = GgmlType::Q8_0;
+        let (mut w, mut wd, mut bias, mut bias_t) = (vec![], vec![], vec![], vec![]);
+        for &n in &widths {
+            let wb = random_rows(ty, n, k, &mut rng);
+            let mut d = vec![0f32; n * k];
+            dequantize(ty, &wb, &mut d).unwrap();
+            w.push(QMatrix::upload(&ctx, ty, n, k, &wb).unwrap());
+            wd.push(d);
+            let b: Vec<f32> = (0..n).map(|_| (rng.next_f64() - 0.5) as f32).collect();
+            bias_t.push(f32_tensor(&ctx, &[n], &b));
+            bias.push(b);
+        }
+        // three rows: (slot, position)
+        let rows = [(0u32, 5u32), (1, 0), (1, 17)];
+        let t = rows.len();
+        let row_bytes: Vec<u8> = rows.iter().flat_map(|&(s, p)| [s.to_le_bytes(), p.to_le_bytes()].concat()).collect();
+        let rows_t = ctx.upload(DType::U32, &[t, 2], &row_bytes).unwrap();
+        let xv: Vec<f32> = (0..t * k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
+        let x = f32_tensor(&ctx, &[t, k], &xv);
+        let ctx_len = 24usize;
+        for kernel in ["row", "workgroup"] {
+            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            for (neox, rope_dims) in [(false, 64usize), (true, 64), (true, 32), (false, 32)] {
+                let half = rope_dims / 2;
+                let mut table = vec![0f32; ctx_len * half * 2];
+                for pos in 0..ctx_len {
+                    for i in 0..half {
+                        let theta = pos as f64 * 10000f64.powf(-2.0 * i as f64 / rope_dims as f64);
+                        table[(pos * half + i) * 2] = theta.cos() as f32;
+                        table[(pos * half + i) * 2 + 1] = theta.sin() as f32;
+                    }
+                }
+                let cos_sin = f32_tensor(&ctx, &[ctx_len, half, 2], &table);
+                for kv_f16 in [false, true] {
+                    let shape = AttnShape { n_head, n_head_kv, head_dim: hd, rope_dims, rope_neox: neox, ctx: ctx_len, slots: 2, kv_f16 };
+                    let at = format!("{kernel} neox {neox} rope_dims {rope_dims} f16 cache {kv_f16}");
+                    let run = |fused: bool| {
+                        let cs = shape.cache_shape();
+                        let zeros = vec![0u8; cs.iter().product::<usize>() * shape.kv_dtype().size()];
+                        let (ck, cv) = (ctx.upload(shape.kv_dtype(), &cs, &zeros).unwrap(), ctx.upload(shape.kv_dtype(), &cs, &zeros).unwrap());
+                        let q = ctx.empty(DType::F32, &[t, widths[0]]).unwrap();
+                        let ws = [&w[0], &w[1], &w[2]];
+                        let bs = [Some(&bias_t[0]), Some(&bias_t[1]), Some(&bias_t[2])];
+                        if fused {
+                            let mut batch = ctx.batch().unwrap();
+                            let store = RopeStore { shape: &shape, rows: &rows_t, cos_sin: &cos_sin, cache_k: &ck, cache_v: &cv };
+                            ctx.record_llm_qkv_rope(&mut batch, ws, &x, None, bs, &q, store).unwrap();
+                            batch.finish().unwrap();
+                        } else {
+                            let (kt, vt) = (ctx.empty(DType::F32, &[t, widths[1]]).unwrap(), ctx.empty(DType::F32, &[t, widths[2]]).unwrap());
+                            let mut batch = ctx.batch().unwrap();
+                            ctx.record_llm_qkv(&mut batch, ws, &x, None, bs, [&q, &kt, &vt]).unwrap();
+                            batch.finish().unwrap();
+                            let mut batch = ctx.batch().unwrap();
+                            ctx.record_llm_rope_store(&mut batch, &shape, &q, &kt, &vt, &rows_t, &cos_sin, None, &ck, &cv).unwrap();
+                            batch.finish().unwrap();
+                        }
+                        (download(&ctx, &q), ctx.download(&ck).unwrap(), ctx.download(&cv).unwrap())
+                    };
+                    let (q_sep, k_sep, v_sep) = run(false);
+                    let (q_fused, k_fused, v_fused) = run(true);
+                    assert!(q_sep.iter().zip(&q_fused).all(|(a, b)| a.to_bits() == b.to_bits()), "{at}: q differs");
+                    assert!(k_sep == k_fused, "{at}: the k cache differs");
+                    assert!(v_sep == v_fused, "{at}: the v cache differs");
+                    assert!(k_fused.iter().any(|&b| b != 0), "{at}: nothing reached the k cache");
+                    // q against the host: product (f64) + bias, then the rotation
+                    let (qd, wq) = (widths[0], &wd[0]);
+                    for (r, &(_, pos)) in rows.iter().enumerate() {
+                        let xr = &xv[r * k..(r + 1) * k];
+                        let prod = |n: usize| -> (f64, f64) {
+                            let wr = &wq[n * k..(n + 1) * k];
+                            let v = wr.iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() + bias[0][n] as f64;
+                            let mag = wr.iter().zip(xr).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum::<f64>() + (bias[0][n] as f64).abs();
+                            (v, mag)
+                        };
+                        for n in 0..qd {
+                            let (h, d) = (n / hd, n % hd);
+                            let (want, mag) = if d >= rope_dims {
+                                prod(n)
+                            } else {
+                                // (first, second) members of d's pair and which one d is
+                                let (i, a, b, first) = if neox {
+                                    let i = d % half;
+                                    (i, h * hd + i, h * hd + i + half, d < half)
+                                } else {
+                                    (d / 2, h * hd + d - d % 2, h * hd + d - d % 2 + 1, d % 2 == 0)
+                                };
+                                let (c, s) = (table[(pos as usize * half + i) * 2] as f64, table[(pos as usize * half + i) * 2 + 1] as f64);
+                                let ((x0, m0), (x1, m1)) = (prod(a), prod(b));
+                                (if first { x0 * c - x1 * s } else { x0 * s + x1 * c }, m0 + m1)
+                            };
+                            let got = q_fused[r * qd + n] as f64;
+                            let tol = mag * 8.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
+                            assert!((got - want).abs() <= tol, "{at}: q[{r}, {n}] = {got}, host {want}");
+                        }
+                    }
+                }
+            }
+        }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+    });
+}

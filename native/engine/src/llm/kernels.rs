@@ -202,8 +202,8 @@ pub struct RmsNorm<'a> {
 
 /// What [`Context::record_llm_rope_store`] does to the Q, K and V products, done by the products
 /// themselves ([`Context::record_llm_qkv_rope`]): q rotated in place, k rotated and v stored
-/// into the layer's caches at each row's (slot, position). For llama-style rotation (adjacent
-/// pairs, not NEOX) without a per-head norm (not qwen3's QK norm).
+/// into the layer's caches at each row's (slot, position). Adjacent-pair (llama) or NEOX
+/// (qwen2) rotation; not with a per-head norm (qwen3's QK norm).
 #[derive(Clone, Copy, Debug)]
 pub struct RopeStore<'a> {
     pub shape: &'a AttnShape,
@@ -260,15 +260,13 @@ impl Context {
     /// [`Context::record_llm_qkv`] followed by [`Context::record_llm_rope_store`], in the three
     /// products alone: `q` (`[T, n_head · head_dim]`) gets the rotated queries and the caches
     /// the rotated keys and the values, with the same bits as the two calls and one dispatch
-    /// and barrier fewer. `rope.shape` must be llama-style (not NEOX).
+    /// and barrier fewer. Both rotations: adjacent pairs (llama) and NEOX's pairs half the
+    /// rotated dimensions apart (qwen2); not the QK norm (qwen3: record_llm_rope_store).
     #[allow(clippy::too_many_arguments)]
     pub fn record_llm_qkv_rope(&self, batch: &mut Batch<'_>, w: [&QMatrix; 3], x: &Tensor, norm: Option<RmsNorm<'_>>, bias: [Option<&Tensor>; 3], q: &Tensor, rope: RopeStore<'_>) -> Result<()> {
         const OP: &str = "llm qkv rope";
         let shape = rope.shape;
         shape.check(OP)?;
-        if shape.rope_neox {
-            return Err(invalid!("{OP}: NEOX rotation pairs dimensions half a head apart, in different lane groups; use record_llm_rope_store"));
-        }
         let (t, two) = matrix(rope.rows, DType::U32, OP, "rows")?;
         let (qd, kvd) = (shape.n_head * shape.head_dim, shape.n_head_kv * shape.head_dim);
         if two != 2 || rope.rows.offset % 2 != 0 || matrix(q, DType::F32, OP, "q")? != (t, qd) || w[0].rows != qd || w[1].rows != kvd || w[2].rows != kvd {
@@ -380,6 +378,9 @@ impl Context {
             defines.push(format!("ROPE_DIMS {}", st.shape.rope_dims));
             if rope {
                 defines.push("ROPE".into());
+                if st.shape.rope_neox {
+                    defines.push("ROPE_NEOX".into());
+                }
             }
             if kv_out {
                 defines.push("KV_OUT".into());

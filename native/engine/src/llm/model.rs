@@ -368,9 +368,9 @@ impl Llm {
             if let Some(xn) = &xn {
                 ctx.record_llm_rmsnorm(batch, &x, None, &l.attn_norm, cfg.rms_eps, xn)?;
             }
-            // Without a GEMM segment, llama-style models rotate q and k and store k and v in the
-            // Q, K and V products themselves (the same bits; a dispatch fewer per layer).
-            let rope_in_products = gemm.is_none() && !self.attn.rope_neox && l.qk_norm.is_none() && rope_in_products();
+            // Without a GEMM segment, models without a QK norm rotate q and k and store k and v
+            // in the Q, K and V products themselves (the same bits; a dispatch fewer per layer).
+            let rope_in_products = gemm.is_none() && l.qk_norm.is_none() && rope_in_products();
             for s in segs {
                 let outs = [part(&q, s)?, part(&k, s)?, part(&v, s)?];
                 match normed_input(gemm.as_ref(), xn.as_ref(), &x, separate, s, attn_norm)? {

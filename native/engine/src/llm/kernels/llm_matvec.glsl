@@ -10,9 +10,10 @@
 // not on T, the chunk of columns or the other rows — so a token's result is the same bits
 // however many tokens (or sessions) share the dispatch.
 //
-// ROPE (the Q and K products of a llama-style model, adjacent pairs): the rotary embedding of
-// the first ROPE_DIMS dimensions of each HD-wide head, for column t's position, applied in the
-// store (row pairs (2i, 2i + 1) are in one lane group: LANE_ROWS is even). KV_OUT (K and V):
+// ROPE (the Q and K products): the rotary embedding of the first ROPE_DIMS dimensions of each
+// HD-wide head, for column t's position, applied in the store (lane rows (2i, 2i + 1) are in
+// one lane group: LANE_ROWS is even; they compute a pair — adjacent output rows, or with
+// ROPE_NEOX rows i and i + ROPE_DIMS/2 of the head: out_row). KV_OUT (K and V):
 // the row is stored into the KV cache at column t's (slot, position) — f16 with KV_F16 —
 // instead of out. Together they do what llm_rope.glsl does for these products, with the same
 // arithmetic (so the same bits), and save its dispatch.
@@ -50,14 +51,28 @@ Args args() {
     return r;
 }
 
-// Adds task `task` of the LANE_ROWS rows n0, n0 + 1, ... (then, with SWIGLU, the same rows of
+// The output row that lane row n computes: n itself, except with ROPE_NEOX (NEOX rotation, as
+// qwen2's, pairs dimensions i and i + ROPE_DIMS/2 of a head), where lane rows 2i and 2i + 1 of
+// a head compute its rows i and i + ROPE_DIMS/2, so a pair still meets in one lane group;
+// dimensions from ROPE_DIMS on keep their places.
+uint out_row(uint n) {
+#ifdef ROPE_NEOX
+    uint d = n % uint(HD);
+    if (d >= uint(ROPE_DIMS)) return n;
+    return n - d + (d >> 1) + (d & 1u) * uint(ROPE_DIMS / 2);
+#else
+    return n;
+#endif
+}
+
+// Adds task `task` of the LANE_ROWS rows n0, n0 + 1, ... (output rows out_row(n0 + j)) (then, with SWIGLU, the same rows of
 // the up matrix) for columns t0 .. t0+TC-1 (those < T): acc[c][j] is column c's sum for row
 // pointer j, ss[c] its Σ x². Rows past N repeat row N − 1 (computed, never stored), so every
 // lane runs the same code.
 void add_task(Args p, uint n0, uint task, uint t0, inout float acc[TC][NR], inout float ss[TC]) {
     uint64_t rows[NR];
     [[unroll]] for (int j = 0; j < LANE_ROWS; j++) {
-        uint n = min(n0 + uint(j), p.N - 1u);
+        uint n = out_row(min(n0 + uint(j), p.N - 1u));
         rows[j] = p.w + uint64_t(n) * uint64_t(p.rowBytes);
 #ifdef SWIGLU
         rows[LANE_ROWS + j] = p.w2 + uint64_t(n) * uint64_t(p.rowBytes);
@@ -92,16 +107,16 @@ float epilogue(Args p, float v, float up, float ss, uint n, uint t) {
     return v;
 }
 
-// Stores out[t, n] = v; with ROPE, v is first rotated with its pair's value `pair` (row n ^ 1,
-// its epilogue applied) by rope_rotate (llm_rope_rotate.glsl, as llm_rope.glsl rotates); with
-// KV_OUT, into the cache.
+// Stores lane row n's value v at out[t, out_row(n)]; with ROPE, v is first rotated with its
+// pair's value `pair` (lane row n ^ 1, its epilogue applied) by rope_rotate
+// (llm_rope_rotate.glsl, as llm_rope.glsl rotates); with KV_OUT, into the cache.
 void store_out(Args p, float v, float pair, uint n, uint t) {
 #if defined(ROPE) || defined(KV_OUT)
     uint slot = min(BufU32(p.rows).v[2u * (p.offRows + t)], p.slots - 1u);
     uint pos = min(BufU32(p.rows).v[2u * (p.offRows + t) + 1u], p.ctx - 1u);
 #endif
 #ifdef ROPE
-    uint d = n % uint(HD);
+    uint d = n % uint(HD);   // pair d / 2 of the head; its first member where d is even
     if (d < uint(ROPE_DIMS)) {
         uint cs = (pos * uint(ROPE_DIMS / 2) + d / 2u) * 2u;
         float c = uintBitsToFloat(BufU32(p.cs).v[cs]), s = uintBitsToFloat(BufU32(p.cs).v[cs + 1u]);
@@ -111,14 +126,14 @@ void store_out(Args p, float v, float pair, uint n, uint t) {
     }
 #endif
 #ifdef KV_OUT
-    uint idx = (slot * p.ctx + pos) * p.N + n;
+    uint idx = (slot * p.ctx + pos) * p.N + out_row(n);
 #ifdef KV_F16
     BufU16(p.o).v[idx] = uint16_t(enc_f32_to_f16(floatBitsToUint(v)));
 #else
     BufU32(p.o).v[idx] = floatBitsToUint(v);
 #endif
 #else
-    BufU32(p.o).v[p.offO + t * p.N + n] = floatBitsToUint(v);
+    BufU32(p.o).v[p.offO + t * p.N + out_row(n)] = floatBitsToUint(v);
 #endif
 }
 
@@ -148,10 +163,10 @@ void main() {
             uint t = t0 + uint(c);
             [[unroll]] for (int j = 0; j < LANE_ROWS; j++) {
                 if (t < p.T && n0 + uint(j) < p.N) {
-                    float v = epilogue(p, acc[c][j], acc[c][UP + j], ss[c], n0 + uint(j), t);
+                    float v = epilogue(p, acc[c][j], acc[c][UP + j], ss[c], out_row(n0 + uint(j)), t);
 #ifdef ROPE
                     int q = j ^ 1;
-                    float pair = epilogue(p, acc[c][q], acc[c][UP + q], ss[c], n0 + uint(q), t);
+                    float pair = epilogue(p, acc[c][q], acc[c][UP + q], ss[c], out_row(n0 + uint(q)), t);
 #else
                     float pair = 0.0;
 #endif
@@ -215,10 +230,10 @@ void main() {
 #else
                 float sq = 0.0;
 #endif
-                float v = epilogue(p, red[int(c) * NR + int(j)][base], red[int(c) * NR + UP + int(j)][base], sq, n, t);
+                float v = epilogue(p, red[int(c) * NR + int(j)][base], red[int(c) * NR + UP + int(j)][base], sq, out_row(n), t);
 #ifdef ROPE
                 uint q = j ^ 1u;   // the pair's row: in this lane group (LANE_ROWS is even)
-                float pair = epilogue(p, red[int(c) * NR + int(q)][base], red[int(c) * NR + UP + int(q)][base], sq, n0 + q, t);
+                float pair = epilogue(p, red[int(c) * NR + int(q)][base], red[int(c) * NR + UP + int(q)][base], sq, out_row(n0 + q), t);
 #else
                 float pair = 0.0;
 #endif
