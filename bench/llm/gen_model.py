@@ -4,12 +4,18 @@
 #   1b       Llama-3.2-1B-like: h 2048, 16 layers, 32/8 heads, ffn 8192, vocab 32000
 #   8b       Llama-3-8B: h 4096, 32 layers, 32/8 heads, ffn 14336, vocab 32000
 # Mixes: q4km (Q4_K matrices; Q6_K output, attn_v and every other ffn_down, as llama.cpp's
-# Q4_K_M), q8_0, q4_1 (SmolLM2's own: Q4_1 matrices, Q8_0 embedding).
-# Usage: python3 gen_model.py OUT.gguf PRESET MIX
+# Q4_K_M), q5km (the same with Q5_K), q8_0, q4_1 (SmolLM2's own: Q4_1 matrices, Q8_0
+# embedding), q5_0 (Q5_0 matrices, Q8_0 embedding and output), q2k and q3k (Q2_K / Q3_K
+# matrices, Q6_K output).
+# ARCH (optional): llama (default) or qwen2 (NEOX rotation, biases on Q, K and V).
+# Usage: python3 gen_model.py OUT.gguf PRESET MIX [ARCH]
 import sys, os, numpy as np
 from gguf import GGUFWriter, GGMLQuantizationType as Q
 
 out, preset, mix = sys.argv[1], sys.argv[2], sys.argv[3]
+arch = sys.argv[4] if len(sys.argv) > 4 else "llama"
+if arch not in ("llama", "qwen2"):
+    raise SystemExit(f"unknown arch {arch}")
 P = {"smollm2": dict(h=576, L=30, heads=9, kv=3, ffn=1536, vocab=49152, tied=True),
      "1b": dict(h=2048, L=16, heads=32, kv=8, ffn=8192, vocab=32000, tied=False),
      "8b": dict(h=4096, L=32, heads=32, kv=8, ffn=14336, vocab=32000, tied=False)}[preset]
@@ -21,6 +27,10 @@ KINDS = {
     "q6_k": (256, 210, [(208, F16(1e-4))], Q.Q6_K),
     "q8_0": (32, 34, [(0, F16(1e-3))], Q.Q8_0),
     "q4_1": (32, 20, [(0, F16(1e-3)), (2, F16(-4e-3))], Q.Q4_1),
+    "q5_k": (256, 176, [(0, F16(2e-4)), (2, F16(1e-3))], Q.Q5_K),
+    "q5_0": (32, 22, [(0, F16(1e-3))], Q.Q5_0),
+    "q3_k": (256, 110, [(108, F16(1e-4))], Q.Q3_K),
+    "q2_k": (256, 84, [(80, F16(1e-4)), (82, F16(1e-4))], Q.Q2_K),
 }
 
 def mat(rows, cols, kind):
@@ -38,6 +48,13 @@ hd = h // nh
 if mix == "q4km":
     main, out_kind, v_kind, down = "q4_k", "q6_k", "q6_k", lambda i: "q6_k" if i % 2 == 0 else "q4_k"
     embd = "q4_k"
+elif mix == "q5km":
+    main, out_kind, v_kind, down = "q5_k", "q6_k", "q6_k", lambda i: "q6_k" if i % 2 == 0 else "q5_k"
+    embd = "q5_k"
+elif mix == "q5_0":
+    main = v_kind = "q5_0"; out_kind = embd = "q8_0"; down = lambda i: "q5_0"
+elif mix in ("q2k", "q3k"):
+    main = v_kind = embd = mix[:2] + "_k"; out_kind = "q6_k"; down = lambda i: main
 elif mix == "q8_0":
     main = out_kind = v_kind = embd = "q8_0"; down = lambda i: "q8_0"
 elif mix == "q4_1":
@@ -47,7 +64,7 @@ else:
 if h % 256 and "k" in main:
     raise SystemExit(f"{preset}: rows of {h} are not whole K-quant blocks")
 
-w = GGUFWriter(out, "llama")
+w = GGUFWriter(out, arch)
 w.add_name(f"random-{preset}-{mix}")
 w.add_context_length(8192); w.add_embedding_length(h); w.add_block_count(L)
 w.add_feed_forward_length(ffn); w.add_head_count(nh); w.add_head_count_kv(kv)
@@ -75,5 +92,8 @@ for i in range(L):
     add(p + "attn_v.weight", mat(kv * hd, h, v_kind)); add(p + "attn_output.weight", mat(h, h, main))
     add(p + "ffn_gate.weight", mat(ffn, h, main)); add(p + "ffn_up.weight", mat(ffn, h, main))
     add(p + "ffn_down.weight", mat(h, ffn, down(i)))
+    if arch == "qwen2":
+        for t, n in (("q", h), ("k", kv * hd), ("v", kv * hd)):
+            w.add_tensor(p + f"attn_{t}.bias", (rng.standard_normal(n) * 0.01).astype(np.float32))
 w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 print(f"wrote {out}: {os.path.getsize(out) / 1e9:.3f} GB", file=sys.stderr)
