@@ -157,11 +157,11 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
 /// values, Q6_K's 16 (its weight scale group) — becomes dx·round(x / dx) with
 /// dx = max|x| / 127, so the product may move by up to Σ |w_q| · dx / 2, where w_q is the part
 /// of the weight multiplied by the quants (the `dmin` and `m` terms of Q4_K, Q5_K, Q4_1, Q5_1
-/// and Q2_K meet the exact Σ x), beyond f32 rounding. Checked in both
-/// kernels against an f64 dot of the unquantized x (that bound) and of the quantization
-/// emulated on the host (f32 rounding), with a zero group, an outlier, -0.0, a denormal and
-/// odd row counts; the results must differ from the f32-activation path (the int8 one ran),
-/// and a column's bits must not depend on its batch-mates.
+/// and Q2_K meet the exact Σ x), beyond f32 rounding. Checked in both kernels against an f64
+/// dot of the unquantized x (that bound) and of the quantization emulated on the host (f32
+/// rounding), with a zero group, an outlier, -0.0, a denormal and odd row counts; the results
+/// must differ from the f32-activation path (the int8 one ran), and a column's bits must not
+/// depend on its batch-mates.
 #[test]
 fn int8_activations_stay_within_the_quantization_bound() {
     on_engine_alone(|_| {

@@ -13,7 +13,6 @@ uint r32(uint64_t a, uint off) { return BufU32(a).v[off >> 2]; }
 uint byte_of(uint word, uint i) { return (word >> (8u * i)) & 255u; }
 int s8(uint b) { return int(b << 24) >> 24; }
 
-
 #ifdef X_INT8
 // The integer forms (int8 activations on the matvec's unit path, llm_qdot.glsl): qi_unit gives
 // the unit's 32 values as d[h]·v + m[h] (h = value / 16) with small integers v — dq_unit's

@@ -65,10 +65,10 @@ uint out_row(uint n) {
 #endif
 }
 
-// Adds task `task` of the LANE_ROWS rows n0, n0 + 1, ... (output rows out_row(n0 + j)) (then, with SWIGLU, the same rows of
-// the up matrix) for columns t0 .. t0+TC-1 (those < T): acc[c][j] is column c's sum for row
-// pointer j, ss[c] its Σ x². Rows past N repeat row N − 1 (computed, never stored), so every
-// lane runs the same code.
+// Adds task `task` of the LANE_ROWS lane rows n0, n0 + 1, ... (output rows out_row(n0 + j);
+// then, with SWIGLU, the same rows of the up matrix) for columns t0 .. t0+TC-1 (those < T):
+// acc[c][j] is column c's sum for row pointer j, ss[c] its Σ x². Rows past N repeat row N − 1
+// (computed, never stored), so every lane runs the same code.
 void add_task(Args p, uint n0, uint task, uint t0, inout float acc[TC][NR], inout float ss[TC]) {
     uint64_t rows[NR];
     [[unroll]] for (int j = 0; j < LANE_ROWS; j++) {

@@ -13,9 +13,9 @@
 // (dequantize, then one chain) by rounding only; the kernel test bounds both against an f64 dot.
 // Other formats use the unit path: dq_unit (ggml's dequantization) and one fma chain.
 //
-// Opt-in int8 activations (X_INT8, every quantized format): each weight scale group's
-// activations become dx·round(x / dx) with dx = max|x| / 127 — 32 values, Q6_K's 16 — and the
-// sums Σ q·xq exact integer dot products, four values an instruction.
+// Opt-in int8 activations (X_INT8, every quantized format): each group of 32 activations
+// (Q6_K: of 16, its weight scale group) becomes dx·round(x / dx) with dx = max|x| / 127, and
+// the sums Σ q·xq exact integer dot products, four values an instruction.
 
 #ifdef X_L2
 layout(buffer_reference, std430, buffer_reference_align = 16) coherent readonly buffer BufV4 { vec4 v[]; };
