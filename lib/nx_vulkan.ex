@@ -203,22 +203,22 @@ defmodule NxVulkan do
     do: unwrap!(Native.concatenate(handles, axis, type_name(out)))
 
   @doc "A reduction (`:sum`, `:product`, `:reduce_max`, `:reduce_min`, `:all`, `:any`) over `axes`."
-  def reduce(op, handle, axes, keep_axes, out),
-    do: unwrap!(Native.reduce(Atom.to_string(op), handle, axes, keep_axes, type_name(out)))
+  def reduce(op, handle, axes, keep_axes, out) do
+    {op, out} = {Atom.to_string(op), type_name(out)}
+
+    nowait_or(Native.reduce_nowait(op, handle, axes, keep_axes, out), fn ->
+      Native.reduce(op, handle, axes, keep_axes, out)
+    end)
+  end
 
   @doc "`:argmax` or `:argmin` along `axis` (`nil`: flattened); `tie_break` is `:low` or `:high`."
-  def arg_reduce(op, handle, axis, keep_axis, tie_break, out),
-    do:
-      unwrap!(
-        Native.arg_reduce(
-          Atom.to_string(op),
-          handle,
-          axis,
-          keep_axis,
-          tie_break == :high,
-          type_name(out)
-        )
-      )
+  def arg_reduce(op, handle, axis, keep_axis, tie_break, out) do
+    {op, high, out} = {Atom.to_string(op), tie_break == :high, type_name(out)}
+
+    nowait_or(Native.arg_reduce_nowait(op, handle, axis, keep_axis, high, out), fn ->
+      Native.arg_reduce(op, handle, axis, keep_axis, high, out)
+    end)
+  end
 
   @doc "Nx.dot/6: contraction and batch axes of each operand."
   def dot(a, contract_a, batch_a, b, contract_b, batch_b, out),
@@ -259,8 +259,10 @@ defmodule NxVulkan do
   def top_k(x, k, index_type), do: unwrap!(Native.top_k(x, k, type_name(index_type)))
 
   @doc "`:cumulative_sum`, `:cumulative_product`, `:cumulative_max` or `:cumulative_min` along `axis`."
-  def cumulative(op, x, axis, reverse),
-    do: unwrap!(Native.cumulative(Atom.to_string(op), x, axis, reverse == true))
+  def cumulative(op, x, axis, reverse) do
+    {op, reverse} = {Atom.to_string(op), reverse == true}
+    nowait_or(Native.cumulative_nowait(op, x, axis, reverse), fn -> Native.cumulative(op, x, axis, reverse) end)
+  end
 
   @doc """
   Nx.fft along `axis`, padded or truncated to `length`; real and imaginary parts with

@@ -114,7 +114,9 @@ defmodule NxVulkan.NifFuzzTest do
     put_slice: [:h, :axes, :h],
     concatenate: [:hlist, :axis, :dtype],
     reduce: [:op, :h, :axes, :bool, :dtype],
+    reduce_nowait: [:op, :h, :axes, :bool, :dtype],
     arg_reduce: [:op, :h, :opt_axis, :bool, :bool, :dtype],
+    arg_reduce_nowait: [:op, :h, :opt_axis, :bool, :bool, :dtype],
     dot: [:h, :axes, :axes, :h, :axes, :axes, :dtype],
     gather: [:h, :h, :axes],
     take: [:h, :h, :axis],
@@ -125,6 +127,7 @@ defmodule NxVulkan.NifFuzzTest do
     argsort: [:h, :axis, :op, :bool, :dtype],
     top_k: [:h, :axis, :dtype],
     cumulative: [:op, :h, :axis, :bool],
+    cumulative_nowait: [:op, :h, :axis, :bool],
     fft: [:h, :axis, :axis, :float],
     ifft: [:h, :axis, :axis, :float],
     window_reduce: [:op, :h, :shape, :axes, :padding, :axes],
@@ -140,10 +143,15 @@ defmodule NxVulkan.NifFuzzTest do
     trim_pool: []
   }
 
+  # The no-wait variants: `:busy` (having done nothing) is one of their answers.
+  @nowait_funs ~w(unary_nowait binary_nowait upload_nowait download_nowait synchronize_nowait reduce_nowait
+                  arg_reduce_nowait cumulative_nowait)a
+
   # Functions that return a tensor handle on success.
   @tensor_funs ~w(upload upload_nowait contiguous convert bitcast unary unary_nowait binary binary_nowait select clip iota reshape transpose
-                  broadcast slice reverse pad put_slice concatenate reduce arg_reduce dot gather take
-                  take_along_axis indexed_add indexed_put sort argsort cumulative fft ifft
+                  broadcast slice reverse pad put_slice concatenate reduce reduce_nowait arg_reduce
+                  arg_reduce_nowait dot gather take take_along_axis indexed_add indexed_put sort argsort
+                  cumulative cumulative_nowait fft ifft
                   window_reduce window_scatter conv)a
 
   # Functions that may build a pipeline.
@@ -434,7 +442,7 @@ defmodule NxVulkan.NifFuzzTest do
         outcome(st, :already_deallocated)
 
       # The no-wait variants decline (having done nothing) when the op would compile or wait.
-      {:returned, :busy} when name in [:unary_nowait, :binary_nowait, :upload_nowait, :download_nowait, :synchronize_nowait] ->
+      {:returned, :busy} when name in @nowait_funs ->
         outcome(st, :busy)
 
       # A read-back the device had not finished within the spin: collected on a dirty
@@ -1042,6 +1050,9 @@ defmodule NxVulkan.NifFuzzTest do
   defp valid_args(:unary_nowait, st), do: valid_args(:unary, st)
   defp valid_args(:upload_nowait, st), do: valid_args(:upload, st)
   defp valid_args(:binary_nowait, st), do: valid_args(:binary, st)
+  defp valid_args(:reduce_nowait, st), do: valid_args(:reduce, st)
+  defp valid_args(:arg_reduce_nowait, st), do: valid_args(:arg_reduce, st)
+  defp valid_args(:cumulative_nowait, st), do: valid_args(:cumulative, st)
 
   defp valid_args(:unary, st) do
     e = pick(st)

@@ -172,11 +172,24 @@ defmodule NxVulkan.StreamTest do
     assert NxVulkan.Native.binary_nowait("atan2", x, x, "f64", false) == :busy
     assert NxVulkan.download(NxVulkan.binary(:atan2, x, x, {:f, 64})) |> byte_size() == 16
     assert {:ok, _} = NxVulkan.Native.binary_nowait("atan2", x, x, "f64", false)
+    # The same for reductions, arg-reductions and scans (warmed by their dirty forms first)
+    NxVulkan.download(NxVulkan.reduce(:sum, x, [0], false, {:f, 32}))
+    NxVulkan.download(NxVulkan.arg_reduce(:argmax, x, 0, false, :low, {:s, 64}))
+    NxVulkan.download(NxVulkan.cumulative(:cumulative_sum, x, 0, false))
+    assert {:ok, s} = NxVulkan.Native.reduce_nowait("sum", x, [0], false, "f32")
+    assert NxVulkan.download(s) == <<5.0::float-32-little>>
+    assert {:ok, i} = NxVulkan.Native.arg_reduce_nowait("argmax", x, 0, false, false, "s64")
+    assert NxVulkan.download(i) == <<1::signed-64-little>>
+    assert {:ok, c} = NxVulkan.Native.cumulative_nowait("cumulative_sum", x, 0, false)
+    assert NxVulkan.download(c) == <<1.0::float-32-little, 5.0::float-32-little>>
     # Synchronous mode waits for every op: never on a normal scheduler.
     previous = NxVulkan.synchronous(true)
 
     try do
       assert NxVulkan.Native.unary_nowait("sqrt", x, "f32", false) == :busy
+      assert NxVulkan.Native.reduce_nowait("sum", x, [0], false, "f32") == :busy
+      assert NxVulkan.Native.arg_reduce_nowait("argmax", x, 0, false, false, "s64") == :busy
+      assert NxVulkan.Native.cumulative_nowait("cumulative_sum", x, 0, false) == :busy
       assert NxVulkan.download(NxVulkan.unary(:sqrt, x, {:f, 32})) == <<1.0::float-32-little, 2.0::float-32-little>>
     after
       NxVulkan.synchronous(previous)

@@ -457,7 +457,7 @@ fn binary_nowait(env: Env<'_>, op: String, a: Handle, b: Handle, out: String, fa
     nowait_result(env, r)
 }
 
-fn nowait_result(env: Env<'_>, r: engine::Result<Option<Tensor>>) -> Term<'_> {
+pub(crate) fn nowait_result(env: Env<'_>, r: engine::Result<Option<Tensor>>) -> Term<'_> {
     match r {
         Ok(None) => atoms::busy().encode(env),
         Ok(Some(t)) => tensor_result(env, Ok(t)),
@@ -572,41 +572,67 @@ fn concatenate(env: Env<'_>, parts: List<Handle>, axis: usize, out: String) -> T
     tensor_result(env, r)
 }
 
+fn reduce_op(op: &str) -> engine::Result<engine::reduce::ReduceOp> {
+    use engine::reduce::ReduceOp;
+    Ok(match op {
+        "sum" => ReduceOp::Sum,
+        "product" => ReduceOp::Product,
+        "reduce_max" => ReduceOp::Max,
+        "reduce_min" => ReduceOp::Min,
+        "all" => ReduceOp::All,
+        "any" => ReduceOp::Any,
+        other => return Err(EngineError::InvalidArgument(format!("unknown reduction {other:?}"))),
+    })
+}
+
 #[rustler::nif(schedule = "DirtyCpu")]
 fn reduce(env: Env<'_>, op: String, x: Handle, axes: List<usize>, keep_axes: bool, out: String) -> Term<'_> {
-    use engine::reduce::ReduceOp;
     let r = (|| {
-        let x = get(&x)?;
-        let op = match op.as_str() {
-            "sum" => ReduceOp::Sum,
-            "product" => ReduceOp::Product,
-            "reduce_max" => ReduceOp::Max,
-            "reduce_min" => ReduceOp::Min,
-            "all" => ReduceOp::All,
-            "any" => ReduceOp::Any,
-            other => return Err(EngineError::InvalidArgument(format!("unknown reduction {other:?}"))),
-        };
-        let out = dtype(&out)?;
+        let (x, op, out) = (get(&x)?, reduce_op(&op)?, dtype(&out)?);
         on_engine(move |ctx| ctx.reduce(op, &x, &axes, keep_axes, out))
     })();
     tensor_result(env, r)
 }
 
+/// `reduce` on the calling normal scheduler; see `unary_nowait`.
+#[rustler::nif]
+fn reduce_nowait(env: Env<'_>, op: String, x: Handle, axes: List<usize>, keep_axes: bool, out: String) -> Term<'_> {
+    let r = (|| {
+        let (x, op, out) = (get(&x)?, reduce_op(&op)?, dtype(&out)?);
+        let Some(ctx) = Context::try_global() else { return Ok(None) };
+        engine::exec::try_without_waiting(|| ctx.reduce(op, &x, &axes, keep_axes, out)).transpose()
+    })();
+    nowait_result(env, r)
+}
+
+fn arg_op(op: &str, high: bool) -> engine::Result<(engine::reduce::ArgOp, engine::reduce::TieBreak)> {
+    use engine::reduce::{ArgOp, TieBreak};
+    let op = match op {
+        "argmax" => ArgOp::ArgMax,
+        "argmin" => ArgOp::ArgMin,
+        other => return Err(EngineError::InvalidArgument(format!("unknown arg-reduction {other:?}"))),
+    };
+    Ok((op, if high { TieBreak::High } else { TieBreak::Low }))
+}
+
 #[rustler::nif(schedule = "DirtyCpu")]
 fn arg_reduce(env: Env<'_>, op: String, x: Handle, axis: Option<usize>, keep_axis: bool, high: bool, out: String) -> Term<'_> {
-    use engine::reduce::{ArgOp, TieBreak};
     let r = (|| {
-        let x = get(&x)?;
-        let op = match op.as_str() {
-            "argmax" => ArgOp::ArgMax,
-            "argmin" => ArgOp::ArgMin,
-            other => return Err(EngineError::InvalidArgument(format!("unknown arg-reduction {other:?}"))),
-        };
-        let tie = if high { TieBreak::High } else { TieBreak::Low };
-        let out = dtype(&out)?;
+        let (x, (op, tie), out) = (get(&x)?, arg_op(&op, high)?, dtype(&out)?);
         on_engine(move |ctx| ctx.arg_reduce(op, &x, axis, keep_axis, tie, out))
     })();
     tensor_result(env, r)
+}
+
+/// `arg_reduce` on the calling normal scheduler; see `unary_nowait`.
+#[rustler::nif]
+fn arg_reduce_nowait(env: Env<'_>, op: String, x: Handle, axis: Option<usize>, keep_axis: bool, high: bool, out: String) -> Term<'_> {
+    let r = (|| {
+        let (x, (op, tie), out) = (get(&x)?, arg_op(&op, high)?, dtype(&out)?);
+        let Some(ctx) = Context::try_global() else { return Ok(None) };
+        engine::exec::try_without_waiting(|| ctx.arg_reduce(op, &x, axis, keep_axis, tie, out)).transpose()
+    })();
+    nowait_result(env, r)
 }
 
 /// Nx.dot/6.

@@ -2,7 +2,8 @@
 //! Each returns `{:ok, handle}` (top_k: `{:ok, {values, indices}}`) or
 //! `{:error, {kind, message}}`.
 
-use crate::{dtype, encode_result, get, handle, on_engine, tensor_result, Handle};
+use crate::{dtype, encode_result, get, handle, nowait_result, on_engine, tensor_result, Handle};
+use nx_vulkan_engine::Context;
 use nx_vulkan_engine::scan::ScanOp;
 use nx_vulkan_engine::sort::Direction;
 use rustler::{Encoder, Env, Term};
@@ -50,4 +51,15 @@ fn cumulative(env: Env<'_>, op: String, x: Handle, axis: usize, reverse: bool) -
         on_engine(move |ctx| ctx.cumulative(op, &x, axis, reverse))
     })();
     tensor_result(env, r)
+}
+
+/// `cumulative` on the calling normal scheduler; see `unary_nowait`.
+#[rustler::nif]
+fn cumulative_nowait(env: Env<'_>, op: String, x: Handle, axis: usize, reverse: bool) -> Term<'_> {
+    let r = (|| {
+        let (x, op) = (get(&x)?, ScanOp::parse(&op)?);
+        let Some(ctx) = Context::try_global() else { return Ok(None) };
+        nx_vulkan_engine::exec::try_without_waiting(|| ctx.cumulative(op, &x, axis, reverse)).transpose()
+    })();
+    nowait_result(env, r)
 }
