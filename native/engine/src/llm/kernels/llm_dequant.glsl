@@ -219,6 +219,26 @@ void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
 // d dmin scales[12] (qh[32]) qs[128]; unit j: sub-block j, bytes qs[(j/2)·32 ..], nibble j%2.
 // 144- and 176-byte blocks keep rows 4-aligned: 32-bit loads.
 uint kbyte(uvec3 s, uint i) { return byte_of(i < 4u ? s.x : (i < 8u ? s.y : s.z), i & 3u); }
+// Sub-block j's 6-bit scale and min from the 12 packed scale bytes (ggml's get_scale_min_k4).
+void k4_scale_min(uvec3 sc, uint j, out uint sv, out uint mv) {
+    if (j < 4u) {
+        sv = kbyte(sc, j) & 63u; mv = kbyte(sc, j + 4u) & 63u;
+    } else {
+        sv = (kbyte(sc, j + 4u) & 15u) | ((kbyte(sc, j - 4u) >> 6) << 4);
+        mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
+    }
+}
+// Sub-block j of the super-block at byte b: its scale d·sv (d1) and offset dmin·mv (m1).
+void k_unit_scales(uint64_t row, uint b, uint j, out float d1, out float m1) {
+    uint dd = r32(row, b);
+    float d = enc_f16_to_f32(dd & 0xFFFFu), dmin = enc_f16_to_f32(dd >> 16);
+    uint sv, mv;
+    k4_scale_min(uvec3(r32(row, b + 4u), r32(row, b + 8u), r32(row, b + 12u)), j, sv, mv);
+    precise float a = d * float(sv);
+    precise float c = dmin * float(mv);
+    d1 = a;
+    m1 = c;
+}
 void dq_unit(uint64_t row, uint unit, out float w[32]) {
 #if defined(WT_Q4_K)
     uint b = (unit >> 3) * 144u, qs = b + 16u;
@@ -226,18 +246,8 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
     uint b = (unit >> 3) * 176u, qs = b + 48u;
 #endif
     uint j = unit & 7u;
-    uint dd = r32(row, b);
-    float d = enc_f16_to_f32(dd & 0xFFFFu), dmin = enc_f16_to_f32(dd >> 16);
-    uvec3 sc = uvec3(r32(row, b + 4u), r32(row, b + 8u), r32(row, b + 12u));
-    uint sv, mv;
-    if (j < 4u) {
-        sv = kbyte(sc, j) & 63u; mv = kbyte(sc, j + 4u) & 63u;
-    } else {
-        sv = (kbyte(sc, j + 4u) & 15u) | ((kbyte(sc, j - 4u) >> 6) << 4);
-        mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
-    }
-    precise float d1 = d * float(sv);
-    precise float m1 = dmin * float(mv);
+    float d1, m1;
+    k_unit_scales(row, b, j, d1, m1);
     uint qb = qs + (j >> 1) * 32u;
     [[unroll]] for (uint i = 0u; i < 8u; i++) {
         uint q4 = r32(row, qb + 4u * i);
@@ -261,18 +271,8 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
 void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
     uint b = (unit >> 3) * 176u, qs = b + 48u;
     uint j = unit & 7u;
-    uint dd = r32(row, b);
-    float d0 = enc_f16_to_f32(dd & 0xFFFFu), dmin = enc_f16_to_f32(dd >> 16);
-    uvec3 sc = uvec3(r32(row, b + 4u), r32(row, b + 8u), r32(row, b + 12u));
-    uint sv, mv;
-    if (j < 4u) {
-        sv = kbyte(sc, j) & 63u; mv = kbyte(sc, j + 4u) & 63u;
-    } else {
-        sv = (kbyte(sc, j + 4u) & 15u) | ((kbyte(sc, j - 4u) >> 6) << 4);
-        mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
-    }
-    precise float d1 = d0 * float(sv);
-    precise float m1 = dmin * float(mv);
+    float d1, m1;
+    k_unit_scales(row, b, j, d1, m1);
     uint qb = qs + (j >> 1) * 32u;
     int v[32];
     [[unroll]] for (uint i = 0u; i < 8u; i++) {

@@ -116,14 +116,6 @@ int s8_minus32(uint w) { return int(((w | 0x80808080u) - 0x20202020u) ^ 0x808080
 // (low nibbles of qs[32m ..+32]) and 2m+1 (high nibbles) = values 64m .. 64m+63. 144-byte
 // blocks keep 16-byte alignment: three 16-byte loads per task and row.
 #define TASK_VALUES 64u
-void k4_scale_min(uvec3 sc, uint j, out uint sv, out uint mv) {
-    if (j < 4u) {
-        sv = kbyte(sc, j) & 63u; mv = kbyte(sc, j + 4u) & 63u;
-    } else {
-        sv = (kbyte(sc, j + 4u) & 15u) | ((kbyte(sc, j - 4u) >> 6) << 4);
-        mv = (kbyte(sc, j + 4u) >> 4) | ((kbyte(sc, j) >> 6) << 4);
-    }
-}
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint s = task >> 2, m = task & 3u;
     uvec4 q0[NR], q1[NR];
