@@ -232,11 +232,10 @@ fn upload<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: List<us
 fn upload_nowait<'a>(env: Env<'a>, data: Binary<'a>, dtype_name: String, shape: List<usize>) -> Term<'a> {
     let r = (|| {
         let t = dtype(&dtype_name)?;
-        let Some(ctx) = Context::try_global() else { return Ok(None) };
         if data.len() > NOWAIT_TRANSFER_BYTES {
             return Ok(None);
         }
-        engine::exec::try_without_waiting(|| ctx.upload(t, &shape, data.as_slice())).transpose()
+        without_waiting(|ctx| ctx.upload(t, &shape, data.as_slice()))
     })();
     nowait_result(env, r)
 }
@@ -438,8 +437,7 @@ fn unary_nowait(env: Env<'_>, op: String, x: Handle, out: String, fast: bool) ->
         let x = get(&x)?;
         let op = UnaryOp::parse(&op)?;
         let out = dtype(&out)?;
-        let Some(ctx) = Context::try_global() else { return Ok(None) };
-        engine::exec::try_without_waiting(|| ctx.unary_with(float_math(fast), op, &x, out)).transpose()
+        without_waiting(|ctx| ctx.unary_with(float_math(fast), op, &x, out))
     })();
     nowait_result(env, r)
 }
@@ -451,10 +449,16 @@ fn binary_nowait(env: Env<'_>, op: String, a: Handle, b: Handle, out: String, fa
         let (a, b) = (get(&a)?, get(&b)?);
         let op = BinaryOp::parse(&op)?;
         let out = dtype(&out)?;
-        let Some(ctx) = Context::try_global() else { return Ok(None) };
-        engine::exec::try_without_waiting(|| ctx.binary_with(float_math(fast), op, &a, &b, out)).transpose()
+        without_waiting(|ctx| ctx.binary_with(float_math(fast), op, &a, &b, out))
     })();
     nowait_result(env, r)
+}
+
+/// Runs an op on the calling (normal) scheduler's thread if it neither compiles nor waits:
+/// `Ok(None)` when it would (or the device is not open yet), having done nothing.
+pub(crate) fn without_waiting(f: impl FnOnce(&Context) -> engine::Result<Tensor>) -> engine::Result<Option<Tensor>> {
+    let Some(ctx) = Context::try_global() else { return Ok(None) };
+    engine::exec::try_without_waiting(|| f(&ctx)).transpose()
 }
 
 pub(crate) fn nowait_result(env: Env<'_>, r: engine::Result<Option<Tensor>>) -> Term<'_> {
@@ -599,8 +603,7 @@ fn reduce(env: Env<'_>, op: String, x: Handle, axes: List<usize>, keep_axes: boo
 fn reduce_nowait(env: Env<'_>, op: String, x: Handle, axes: List<usize>, keep_axes: bool, out: String) -> Term<'_> {
     let r = (|| {
         let (x, op, out) = (get(&x)?, reduce_op(&op)?, dtype(&out)?);
-        let Some(ctx) = Context::try_global() else { return Ok(None) };
-        engine::exec::try_without_waiting(|| ctx.reduce(op, &x, &axes, keep_axes, out)).transpose()
+        without_waiting(|ctx| ctx.reduce(op, &x, &axes, keep_axes, out))
     })();
     nowait_result(env, r)
 }
@@ -629,8 +632,7 @@ fn arg_reduce(env: Env<'_>, op: String, x: Handle, axis: Option<usize>, keep_axi
 fn arg_reduce_nowait(env: Env<'_>, op: String, x: Handle, axis: Option<usize>, keep_axis: bool, high: bool, out: String) -> Term<'_> {
     let r = (|| {
         let (x, (op, tie), out) = (get(&x)?, arg_op(&op, high)?, dtype(&out)?);
-        let Some(ctx) = Context::try_global() else { return Ok(None) };
-        engine::exec::try_without_waiting(|| ctx.arg_reduce(op, &x, axis, keep_axis, tie, out)).transpose()
+        without_waiting(|ctx| ctx.arg_reduce(op, &x, axis, keep_axis, tie, out))
     })();
     nowait_result(env, r)
 }

@@ -2,8 +2,7 @@
 //! Each returns `{:ok, handle}` (top_k: `{:ok, {values, indices}}`) or
 //! `{:error, {kind, message}}`.
 
-use crate::{dtype, encode_result, get, handle, nowait_result, on_engine, tensor_result, Handle};
-use nx_vulkan_engine::Context;
+use crate::{dtype, encode_result, get, handle, nowait_result, on_engine, tensor_result, without_waiting, Handle};
 use nx_vulkan_engine::scan::ScanOp;
 use nx_vulkan_engine::sort::Direction;
 use rustler::{Encoder, Env, Term};
@@ -58,8 +57,7 @@ fn cumulative(env: Env<'_>, op: String, x: Handle, axis: usize, reverse: bool) -
 fn cumulative_nowait(env: Env<'_>, op: String, x: Handle, axis: usize, reverse: bool) -> Term<'_> {
     let r = (|| {
         let (x, op) = (get(&x)?, ScanOp::parse(&op)?);
-        let Some(ctx) = Context::try_global() else { return Ok(None) };
-        nx_vulkan_engine::exec::try_without_waiting(|| ctx.cumulative(op, &x, axis, reverse)).transpose()
+        without_waiting(|ctx| ctx.cumulative(op, &x, axis, reverse))
     })();
     nowait_result(env, r)
 }
