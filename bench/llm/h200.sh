@@ -7,12 +7,8 @@
 # (`nx-vulkan bench --model`: pp512, tg128, 1/8/32 concurrent sessions, roofline) and a short
 # profiled run (device time per kernel). JSON lines to $OUT/llm-h200.jsonl.
 set -euo pipefail
-C=.bench-carry
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/py /tmp/models
-tar -xJf $C/cyllama-trim.tar.xz -C /tmp/py
-for w in $C/*.whl; do python3 -m zipfile -e "$w" /tmp/py; done
-export PYTHONPATH=/tmp/py
-xz -dc $C/nx-vulkan.xz > /tmp/nx-vulkan; chmod +x /tmp/nx-vulkan
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source bench/llm/unpack-carry.sh
 R="$OUT/llm-h200.jsonl"
 /tmp/nx-vulkan info | head -3 >&2
 specs=("$@"); [ ${#specs[@]} -gt 0 ] || specs=(smollm2:q4_1 1b:q4km 8b:q4km)

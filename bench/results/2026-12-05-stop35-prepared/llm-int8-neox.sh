@@ -10,12 +10,8 @@
 #   source .gl/env.sh; bash bench/results/2026-12-05-stop35-prepared/llm-int8-neox.sh
 # JSON lines to $OUT/llm-int8-neox.jsonl. About 6-8 minutes (each 1B file ≈ 10 s to write).
 set -uo pipefail
-C=.bench-carry
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/py /tmp/models
-tar -xJf $C/cyllama-trim.tar.xz -C /tmp/py
-for w in $C/*.whl; do python3 -m zipfile -e "$w" /tmp/py; done
-export PYTHONPATH=/tmp/py
-xz -dc $C/nx-vulkan.xz > /tmp/nx-vulkan; chmod +x /tmp/nx-vulkan
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source bench/llm/unpack-carry.sh
 R="$OUT/llm-int8-neox.jsonl"
 tag() { sed "s/^{/{$1,/"; }
 for spec in 1b:q5km 1b:q5_0 1b:q2k 1b:q3k 1b:q4km 1b:q4_1; do
