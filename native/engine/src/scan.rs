@@ -7,10 +7,13 @@
 //! the tensor's own type. The result therefore depends on the combination tree (f32 sums
 //! differ from a sequential loop; max/min return the left operand on ties, which shows on
 //! -0.0/+0.0). We unroll that recursion into the in-place up-sweep/down-sweep it is
-//! (kernels/scan.glsl) and run every level over all rows as one dispatch: about `2*log2(n)`
-//! dispatches for rows of length `n`, the first of which also copies the input view. The
-//! order is a function of the shape only, so reruns are bit-identical and every device gives
-//! the same bits. The output type is the input type (Nx keeps it: u8 stays u8).
+//! (kernels/scan.glsl). Its levels below a segment of [`TILE`] positions stay inside that
+//! segment, and the levels above it are the same tree over every TILE-th position, so the
+//! levels run in shared memory, a pass per stride (1, TILE, TILE², ...) up and back down:
+//! one dispatch for rows up to TILE long, three up to TILE², five beyond (a level per
+//! dispatch took about `2*log2(n)`: 19 at 1 K, 47 at 16 M). The first pass also copies the
+//! input view. The order is a function of the shape only, so reruns are bit-identical and
+//! every device gives the same bits. The output type is the input type (Nx keeps it: u8 stays u8).
 //!
 //! `record_cumulative` records every level into a caller's batch and writes a caller's output
 //! (a new contiguous tensor of the input's type and shape); `cumulative` wraps it.
@@ -48,11 +51,17 @@ impl ScanOp {
 }
 
 const LOCAL: u32 = 256;
+/// Level elements one workgroup holds in shared memory (four per invocation): the longest
+/// segment, so rows up to this length take one dispatch and 16 M-element rows five.
+const TILE: usize = 1024;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Pass {
-    First,
+    /// The in-segment up-sweep levels of a stride below the last.
     Up,
+    /// The last stride: one segment per row, its up-sweep and then its down-sweep levels.
+    Both,
+    /// The in-segment down-sweep levels of a stride below the last.
     Down,
 }
 
@@ -81,42 +90,39 @@ impl Context {
         let n = x.shape[axis];
         let inner: usize = x.shape[axis + 1..].iter().product();
         let outer: usize = x.shape[..axis].iter().product();
-        // (n, inner, outer, d, positions, reverse, offset, axis, then (size, stride) per axis):
-        // `d` and `positions` change from one level to the next.
+        // (n, inner, outer, s, tiles, reverse, offset, axis, seg, unused, then (size, stride)
+        // per axis): `s`, `tiles` and `seg` change from one pass to the next.
         let mut p = ParamBlock::new("cumulative");
         p.addrs([x.buffer.address(), out.buffer.address()]);
         p.i32s([n, inner, outer])?;
-        let level = p.len();
-        p.i32s([1, 0])?.i32(reverse as i32)?.i32s([x.offset, axis])?;
+        let stride_slot = p.len();
+        p.i32s([1, 1])?.i32(reverse as i32)?.i32s([x.offset, axis])?;
+        let seg_slot = p.len();
+        p.i32s([1, 0])?;
         for d in 0..rank {
             p.i32(x.shape[d])?.i32(x.strides[d])?;
         }
         batch.keep(&x.buffer);
         batch.keep(&out.buffer);
-        let first = Spec { op, t: x.dtype, pass: Pass::First, rank };
-        let k = self.kernels.get(&first.key(), LOCAL, 1, || first.source())?;
-        batch.dispatch(&k, p.bytes(), total as u64)?;
-        let up = Spec { op, t: x.dtype, pass: Pass::Up, rank: 0 };
-        let down = Spec { op, t: x.dtype, pass: Pass::Down, rank: 0 };
-        let ku = self.kernels.get(&up.key(), LOCAL, 1, || up.source())?;
-        let kd = self.kernels.get(&down.key(), LOCAL, 1, || down.source())?;
-        let rows = (outer * inner) as u64;
-        let mut d = 2usize;
-        while 2 * d <= n {
-            let npos = n / (2 * d);
-            p.set_i32(level, d)?;
-            p.set_i32(level + 4, npos)?;
-            batch.dispatch(&ku, p.bytes(), rows * npos as u64)?;
-            d *= 2;
+        // Strides 1, TILE, TILE^2, ... until a row's level sequence fits one segment.
+        let mut strides = vec![1usize];
+        while n / strides.last().unwrap() > TILE {
+            strides.push(strides.last().unwrap() * TILE);
         }
-        // down-sweep from the largest d with 3d <= n
-        let mut d = if n >= 3 { 1usize << (usize::BITS - 1 - (n / 3).leading_zeros()) } else { 0 };
-        while d >= 1 {
-            let npos = (n / d - 1) / 2;
-            p.set_i32(level, d)?;
-            p.set_i32(level + 4, npos)?;
-            batch.dispatch(&kd, p.bytes(), rows * npos as u64)?;
-            d /= 2;
+        let rows = outer * inner;
+        let top = strides.len() - 1;
+        let passes = (0..top).map(|i| (i, Pass::Up)).chain([(top, Pass::Both)]).chain((0..top).rev().map(|i| (i, Pass::Down)));
+        for (i, pass) in passes {
+            let s = strides[i];
+            let ns = n / s;
+            let (seg, tiles) = if ns > TILE { (TILE, ns.div_ceil(TILE)) } else { (ns.next_power_of_two(), 1) };
+            let spec = Spec { op, t: x.dtype, pass, first: i == 0 && pass != Pass::Down, rank };
+            let k = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
+            p.set_i32(stride_slot, s)?;
+            p.set_i32(stride_slot + 4, tiles)?;
+            p.set_i32(seg_slot, seg)?;
+            let groups = (rows * tiles).div_ceil(TILE / seg);
+            batch.dispatch(&k, p.bytes(), groups as u64 * LOCAL as u64)?;
         }
         Ok(())
     }
@@ -136,12 +142,15 @@ struct Spec {
     op: ScanOp,
     t: DType,
     pass: Pass,
+    /// This pass loads the input view (the first pass at stride 1); the others read the output.
+    first: bool,
     rank: usize,
 }
 
 impl Spec {
     fn key(&self) -> String {
-        format!("scan {:?} {} {:?} r{}", self.op, self.t, self.pass, self.rank)
+        let rank = if self.first { self.rank } else { 0 };
+        format!("scan {:?} {} {:?} first:{} r{rank}", self.op, self.t, self.pass, self.first)
     }
 
     fn source(&self) -> String {
@@ -162,15 +171,20 @@ impl Spec {
             ScanOp::Min => format!("nx_min_{suffix}(a, b)"),
         };
         let precise = if t.is_float() { "precise " } else { "" };
-        writeln!(s, "#define LOCAL {LOCAL}\n#define RANK {}", self.rank).unwrap();
-        writeln!(s, "#define T {ct}\n#define STORE_T {}\n#define BUF {}", storage_type(t), buf_type(t)).unwrap();
+        let rank = if self.first { self.rank } else { 0 };
+        writeln!(s, "#define LOCAL {LOCAL}\n#define TILE {TILE}\n#define RANK {rank}").unwrap();
+        let shared = if t.bits() == 64 { "uint64_t" } else { "uint" };
+        writeln!(s, "#define T {ct}\n#define STORE_T {}\n#define SH_T {shared}\n#define BUF {}", storage_type(t), buf_type(t)).unwrap();
         writeln!(s, "#define DECODE(r) {}", decode(t, "(r)")).unwrap();
         writeln!(s, "#define ENCODE(v) {}", encode(t, "(v)")).unwrap();
         writeln!(s, "{ct} scan_fun({ct} a, {ct} b) {{ {precise}{ct} r = {expr}; return {}; }}", wrap(t, "r")).unwrap();
         s.push_str("#define FUN(a, b) scan_fun(a, b)\n");
+        if self.first {
+            s.push_str("#define K_FIRST\n");
+        }
         s.push_str(match self.pass {
-            Pass::First => "#define K_FIRST\n",
             Pass::Up => "#define K_UP\n",
+            Pass::Both => "#define K_UP\n#define K_DOWN\n",
             Pass::Down => "#define K_DOWN\n",
         });
         s.push_str(include_str!("kernels/scan.glsl"));

@@ -172,11 +172,22 @@ fn long_axes() {
     on_engine(|ctx| {
         let mut f = Failures::default();
         let mut rng = Rng(23);
-        for (t, shape, axis) in [(DType::F32, vec![4097], 0), (DType::F16, vec![3, 2500], 1), (DType::S32, vec![4096, 2], 0)] {
+        // Rows past one shared-memory segment (1,024 positions): 4,097 and 2,500 take a second
+        // stride (3 passes), 1,100,003 a third (5); short rows packed many to a workgroup.
+        let cases = [
+            (DType::F32, vec![4097], 0),
+            (DType::F16, vec![3, 2500], 1),
+            (DType::S32, vec![4096, 2], 0),
+            (DType::S16, vec![3001, 2], 1),
+            (DType::F64, vec![700, 3], 1),
+            (DType::F32, vec![1_100_003], 0),
+        ];
+        for (t, shape, axis) in cases {
             let n: usize = shape.iter().product();
             let data = values(t, n, &mut rng);
             let x = upload(ctx, t, &shape, &data);
-            for o in OPS {
+            let ops: &[ScanOp] = if n > 1_000_000 { &[ScanOp::Sum, ScanOp::Max] } else { &OPS };
+            for &o in ops {
                 check(ctx, &mut f, o, t, &data, &x, axis, false);
             }
             check(ctx, &mut f, ScanOp::Sum, t, &data, &x, axis, true);
@@ -214,15 +225,17 @@ fn binary_backend_examples() {
 fn runs_on_the_device_and_reruns_bit_identically() {
     on_engine_alone(|ctx| {
         let mut rng = Rng(24);
-        let data = values(DType::F32, 1000, &mut rng);
-        let x = upload(ctx, DType::F32, &[1000], &data);
-        let before = ctx.stats();
-        let a = ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap();
-        let mid = ctx.stats();
-        // first level + up levels d = 2..256 (8) + down levels d = 256..1 (9)
-        assert_eq!(mid.dispatches - before.dispatches, 18, "{before:?} -> {mid:?}");
-        assert_eq!(mid.recordings - before.recordings, 1, "one recording for the scan");
-        let b = ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap();
-        assert_eq!(download(ctx, &a), download(ctx, &b));
+        // a pass per stride up and back down: 1 (one segment), 1 + 1,024, 1 + 1,024 + 1,024²
+        for (n, passes) in [(1000usize, 1u64), (1024, 1), (1025, 3), (1_048_576, 3), (1_048_576 + 1024, 5)] {
+            let data = values(DType::F32, n, &mut rng);
+            let x = upload(ctx, DType::F32, &[n], &data);
+            let before = ctx.stats();
+            let a = ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap();
+            let mid = ctx.stats();
+            assert_eq!(mid.dispatches - before.dispatches, passes, "n = {n}: {before:?} -> {mid:?}");
+            assert_eq!(mid.recordings - before.recordings, 1, "one recording for the scan");
+            let b = ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap();
+            assert_eq!(download(ctx, &a), download(ctx, &b));
+        }
     });
 }

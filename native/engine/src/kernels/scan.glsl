@@ -6,15 +6,27 @@
 // positions p of a row of length n:
 //   up, d = 1, 2, 4, ... (2d <= n):   x[p] = f(x[p], x[p - d])   for p = 2d-1, 4d-1, ... < n
 //   down, d = ..., 2, 1 (3d <= n):    x[p] = f(x[p - d], x[p])   for p = 3d-1, 5d-1, ... < n
-// (operand order matters: max/min return the left operand on ties, -0.0 vs +0.0). Each level
-// is one pass over all rows; the first up level also copies the input view into the output.
+// (operand order matters: max/min return the left operand on ties, -0.0 vs +0.0).
 // `reverse` mirrors the logical positions (Nx reverses, scans, reverses back).
 //
-// The including Rust code defines LOCAL, STORE_T, BUF, DECODE(raw), ENCODE(v), T (compute
-// type), FUN(a, b) (rounded to the type), RANK, and K_FIRST or K_UP or K_DOWN.
+// Levels with d < SEG never leave an aligned segment of SEG positions (the down-sweep's
+// d < SEG levels read one value before it: the previous segment's last, final by then), and
+// the levels with d >= SEG touch only the positions SEG-1, 2*SEG-1, ...: the same tree again
+// over that sub-sequence (level element m = logical position (m+1)*s - 1 at stride s, n/s of
+// them). So a pass at stride s loads segments of its level sequence into shared memory and
+// runs its in-segment levels there: K_UP the up levels, K_DOWN the down levels, both for the
+// last stride (one segment per row). Every combination reads and writes the stored bits, so
+// the result is the level-by-level scan's, bit for bit.
 //
-// Parameters: u64 slots 0 input, 1 output; int slots from 4: n, inner, outer, d, npos,
-// reverse, in_offset, axis (index into the dims), then RANK x (size, in_stride).
+// The including Rust code defines LOCAL, TILE (shared slots per workgroup), STORE_T, SH_T
+// (STORE_T widened to 32 or 64 bits), BUF, DECODE(raw), ENCODE(v), T (compute type),
+// FUN(a, b) (rounded to the type), RANK, K_FIRST (this pass copies the input view into the
+// output), and K_UP and/or K_DOWN.
+//
+// Parameters: u64 slots 0 input, 1 output; int slots from 4: n, inner, outer, s (stride),
+// tiles (segments per row), reverse, in_offset, axis (index into the dims), seg (segment
+// length, a power of two dividing TILE; TILE when tiles > 1), unused, then RANK x (size,
+// in_stride).
 
 layout(local_size_x = LOCAL) in;
 
@@ -22,73 +34,103 @@ layout(local_size_x = LOCAL) in;
 #define PI(i) ParamsI32(pc.params).v[i]
 #define N_ uint(PI(4))
 #define INNER uint(PI(5))
-#define D_ uint(PI(7))
-#define NPOS uint(PI(8))
+#define OUTER uint(PI(6))
+#define S_ uint(PI(7))
+#define TILES uint(PI(8))
 #define REVERSE (PI(9) != 0)
+#define SEG uint(PI(12))
+
+shared SH_T sh[TILE];
+shared SH_T sh_prev;
+
+// Output index of level element m of row r (rows: outer-major, inner-minor).
+uint out_index(uint r, uint m) {
+    uint q = (m + 1u) * S_ - 1u;
+    uint phys = REVERSE ? (N_ - 1u - q) : q;
+    return (r / INNER) * N_ * INNER + (r % INNER) + phys * INNER;
+}
 
 #ifdef K_FIRST
-// Copies the input view into the (contiguous) output, applying the d = 1 up-sweep level.
-void main() {
-    uint total = uint(pc.count);
-    int axis = PI(11);
-    uint n = N_;
-    bool rev = REVERSE;
-    for (uint e = gl_GlobalInvocationID.x; e < total; e += gl_NumWorkGroups.x * LOCAL) {
-        uint rest = e;
-        int src = PI(10);
-        uint q = 0u;
-        int axis_stride = 0;
-        for (int d = RANK - 1; d >= 0; d--) {
-            uint sz = uint(PI(12 + 2 * d));
-            uint c = rest % sz;
-            rest /= sz;
-            src += int(c) * PI(13 + 2 * d);
-            if (d == axis) { q = c; axis_stride = PI(13 + 2 * d); }
-        }
-        uint p = rev ? (n - 1u - q) : q;
-        STORE_T raw = BUF(PU(0)).v[uint(src)];
-        if ((p & 1u) == 1u) {
-            // x[p] = f(x[p], x[p - 1]); logical p - 1 is physical q - 1 (q + 1 when reversed)
-            STORE_T prev = BUF(PU(0)).v[uint(src + (rev ? axis_stride : -axis_stride))];
-            T a = DECODE(raw);
-            T b = DECODE(prev);
-            BUF(PU(1)).v[e] = ENCODE(FUN(a, b));
-        } else {
-            BUF(PU(1)).v[e] = raw;
-        }
+// The input view's element at output (contiguous) index e.
+STORE_T load_elem(uint e) {
+    uint rest = e;
+    int src = PI(10);
+    for (int d = RANK - 1; d >= 0; d--) {
+        uint sz = uint(PI(14 + 2 * d));
+        uint c = rest % sz;
+        rest /= sz;
+        src += int(c) * PI(15 + 2 * d);
     }
+    return BUF(PU(0)).v[uint(src)];
 }
 #else
+STORE_T load_elem(uint e) { return BUF(PU(1)).v[e]; }
+#endif
+
+SH_T combine(SH_T a, SH_T b) { return SH_T(ENCODE(FUN(DECODE(STORE_T(a)), DECODE(STORE_T(b))))); }
+
 void main() {
-    uint total = uint(pc.count);
-    uint n = N_;
-    uint inner = INNER;
-    uint npos = NPOS;
-    uint d = D_;
-    bool rev = REVERSE;
-    for (uint t = gl_GlobalInvocationID.x; t < total; t += gl_NumWorkGroups.x * LOCAL) {
-        uint in_ = t % inner;
-        uint rest = t / inner;
-        uint j = rest % npos;
-        uint o = rest / npos;
-#ifdef K_UP
-        uint p = (j + 1u) * 2u * d - 1u;
-#else
-        uint p = (2u * j + 3u) * d - 1u;
+    uint seg = SEG;
+    uint per_group = TILE / seg;
+    uint ns = N_ / S_;
+    uint tiles = TILES;
+    uint nseg = OUTER * INNER * tiles;
+    uint ngroups = (nseg + per_group - 1u) / per_group;
+    uint lid = gl_LocalInvocationID.x;
+    for (uint g = gl_WorkGroupID.x; g < ngroups; g += gl_NumWorkGroups.x) {
+        for (uint i = lid; i < TILE; i += LOCAL) {
+            uint sg = g * per_group + i / seg;
+            uint m = (sg % tiles) * seg + i % seg;
+            if (sg < nseg && m < ns) sh[i] = SH_T(load_elem(out_index(sg / tiles, m)));
+        }
+#ifdef K_DOWN
+        // tiles > 1 only with seg == TILE: one segment per group
+        if (lid == 0u && tiles > 1u && g < nseg && g % tiles > 0u) {
+            sh_prev = SH_T(BUF(PU(1)).v[out_index(g / tiles, (g % tiles) * seg - 1u)]);
+        }
 #endif
-        uint pa = p - d;
-        uint qp = rev ? (n - 1u - p) : p;
-        uint qa = rev ? (n - 1u - pa) : pa;
-        uint base = o * n * inner + in_;
-        uint ip = base + qp * inner;
-        uint ia = base + qa * inner;
-        T xp = DECODE(BUF(PU(1)).v[ip]);
-        T xa = DECODE(BUF(PU(1)).v[ia]);
+        barrier();
 #ifdef K_UP
-        BUF(PU(1)).v[ip] = ENCODE(FUN(xp, xa));
-#else
-        BUF(PU(1)).v[ip] = ENCODE(FUN(xa, xp));
+        for (uint d = 1u; 2u * d <= seg; d *= 2u) {
+            uint per = seg / (2u * d);
+            for (uint i = lid; i < per_group * per; i += LOCAL) {
+                uint s = i / per;
+                uint l = (i % per + 1u) * 2u * d - 1u;
+                uint sg = g * per_group + s;
+                if (sg < nseg && (sg % tiles) * seg + l < ns) {
+                    uint at = s * seg + l;
+                    sh[at] = combine(sh[at], sh[at - d]);
+                }
+            }
+            barrier();
+        }
 #endif
+#ifdef K_DOWN
+        for (uint d = seg / 2u; d >= 1u; d /= 2u) {
+            uint per = seg / (2u * d);
+            for (uint i = lid; i < per_group * per; i += LOCAL) {
+                uint s = i / per;
+                uint k = i % per;
+                uint l = (2u * k + 1u) * d - 1u;
+                uint sg = g * per_group + s;
+                uint m = (sg % tiles) * seg + l;
+                // m + 1 >= 3d: the first such position of a row is 3d - 1; with k == 0 that
+                // means a segment after the first, whose operand is the one before it
+                if (sg < nseg && m < ns && m + 1u >= 3u * d) {
+                    uint at = s * seg + l;
+                    SH_T before;
+                    if (k == 0u) before = sh_prev; else before = sh[at - d];
+                    sh[at] = combine(before, sh[at]);
+                }
+            }
+            barrier();
+        }
+#endif
+        for (uint i = lid; i < TILE; i += LOCAL) {
+            uint sg = g * per_group + i / seg;
+            uint m = (sg % tiles) * seg + i % seg;
+            if (sg < nseg && m < ns) BUF(PU(1)).v[out_index(sg / tiles, m)] = STORE_T(sh[i]);
+        }
+        barrier();
     }
 }
-#endif
