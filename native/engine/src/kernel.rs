@@ -23,6 +23,11 @@ use vulkano::pipeline::{ComputePipeline, PipelineLayout, PipelineShaderStageCrea
 use vulkano::shader::{ShaderModule, ShaderModuleCreateInfo, ShaderStages};
 use vulkano::VulkanObject;
 
+/// `NX_VULKAN_TRACE_BUILDS` set: each kernel built (GLSL, SPIR-V and the driver's pipeline)
+/// is reported on stderr with its time — where a slow test's time goes on lavapipe, which
+/// compiles every pipeline anew in each process.
+static TRACE_BUILDS: once_cell::sync::Lazy<bool> = once_cell::sync::Lazy::new(|| std::env::var_os("NX_VULKAN_TRACE_BUILDS").is_some());
+
 /// A compiled compute pipeline and how it maps work items to workgroups.
 pub struct Kernel {
     pipeline: Pipeline,
@@ -245,6 +250,7 @@ impl KernelCache {
         if let Some(k) = self.kernels.lock().get(key) {
             return Ok(k.clone());
         }
+        let started = std::time::Instant::now();
         let source = source();
         let spirv = self.spirv(key, &source, target)?;
         let injected = self.inject_refusal.lock().as_ref().is_some_and(|needle| key.contains(needle.as_str()));
@@ -261,6 +267,9 @@ impl KernelCache {
         self.kernels.lock().insert(key.to_string(), kernel.clone());
         self.stats.compiled.fetch_add(1, Relaxed);
         self.save_pipeline_cache();
+        if *TRACE_BUILDS {
+            eprintln!("nx_vulkan: built {key} in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+        }
         Ok(kernel)
     }
 
