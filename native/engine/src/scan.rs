@@ -13,9 +13,10 @@
 //! one dispatch for rows up to TILE long, three up to TILE², five beyond (a level per
 //! dispatch took about `2*log2(n)`: 19 at 1 K, 47 at 16 M). The first pass also copies the
 //! input view. The order is a function of the shape only, so reruns are bit-identical and
-//! every device gives the same bits. The output type is the input type (Nx keeps it: u8 stays u8).
+//! every device gives the same bits. The output type is the input type (Nx keeps it: u8
+//! stays u8).
 //!
-//! `record_cumulative` records every level into a caller's batch and writes a caller's output
+//! `record_cumulative` records every pass into a caller's batch and writes a caller's output
 //! (a new contiguous tensor of the input's type and shape); `cumulative` wraps it.
 
 use crate::dtype::{DType, Kind};

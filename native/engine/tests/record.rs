@@ -169,8 +169,8 @@ fn dispatch_counts_of_recorded_families() {
         // sort of rows of 8 (one block): init, presort, output
         let out = ctx.empty(F32, &[4, 8]).unwrap();
         assert_eq!(count(&|b| ctx.record_sort(b, &x, 1, Direction::Asc, &out).unwrap()), 3);
-        // scan of 8: the first pass, up-sweeps d = 2, 4, down-sweeps d = 2, 1
-        assert_eq!(count(&|b| ctx.record_cumulative(b, ScanOp::Sum, &x, 1, false, &out).unwrap()), 5);
+        // scan of 8 (one shared-memory segment): one pass, its up- and down-sweep levels
+        assert_eq!(count(&|b| ctx.record_cumulative(b, ScanOp::Sum, &x, 1, false, &out).unwrap()), 1);
         // fft of 8 = 2^3 along the last axis: leaf + 3 radix-2 stages, straight into the output
         let out = ctx.empty(C64, &[4, 8]).unwrap();
         assert_eq!(count(&|b| ctx.record_fft(b, &x, 1, 8, 1e-10, &out).unwrap()), 4);
