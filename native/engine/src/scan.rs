@@ -117,7 +117,8 @@ impl Context {
             let s = strides[i];
             let ns = n / s;
             let (seg, tiles) = if ns > TILE { (TILE, ns.div_ceil(TILE)) } else { (ns.next_power_of_two(), 1) };
-            let spec = Spec { op, t: x.dtype, pass, first: i == 0 && pass != Pass::Down, rank };
+            let first = i == 0 && pass != Pass::Down;
+            let spec = Spec { op, t: x.dtype, pass, first, rank: if first { rank } else { 0 } };
             let k = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
             p.set_i32(stride_slot, s)?;
             p.set_i32(stride_slot + 4, tiles)?;
@@ -145,13 +146,13 @@ struct Spec {
     pass: Pass,
     /// This pass loads the input view (the first pass at stride 1); the others read the output.
     first: bool,
+    /// The input view's rank where `first` (its indexing is generated for it), else 0.
     rank: usize,
 }
 
 impl Spec {
     fn key(&self) -> String {
-        let rank = if self.first { self.rank } else { 0 };
-        format!("scan {:?} {} {:?} first:{} r{rank}", self.op, self.t, self.pass, self.first)
+        format!("scan {:?} {} {:?} first:{} r{}", self.op, self.t, self.pass, self.first, self.rank)
     }
 
     fn source(&self) -> String {
@@ -172,8 +173,7 @@ impl Spec {
             ScanOp::Min => format!("nx_min_{suffix}(a, b)"),
         };
         let precise = if t.is_float() { "precise " } else { "" };
-        let rank = if self.first { self.rank } else { 0 };
-        writeln!(s, "#define LOCAL {LOCAL}\n#define TILE {TILE}\n#define RANK {rank}").unwrap();
+        writeln!(s, "#define LOCAL {LOCAL}\n#define TILE {TILE}\n#define RANK {}", self.rank).unwrap();
         let shared = if t.bits() == 64 { "uint64_t" } else { "uint" };
         writeln!(s, "#define T {ct}\n#define STORE_T {}\n#define SH_T {shared}\n#define BUF {}", storage_type(t), buf_type(t)).unwrap();
         writeln!(s, "#define DECODE(r) {}", decode(t, "(r)")).unwrap();

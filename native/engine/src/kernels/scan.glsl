@@ -53,6 +53,17 @@ uint out_index(uint r, uint m) {
     return (r / INNER) * N_ * INNER + (r % INNER) + phys * INNER;
 }
 
+// Position l of segment sg (its row's segment sg % TILES): whether it is in the level
+// sequence (of ns elements; sg < nseg) and, if so, its output index e. The passes' load and
+// store loops both walk a workgroup's slots through this.
+bool element_of(uint sg, uint l, uint nseg, uint ns, out uint e) {
+    uint m = (sg % TILES) * SEG + l;
+    e = 0u;
+    if (sg >= nseg || m >= ns) return false;
+    e = out_index(sg / TILES, m);
+    return true;
+}
+
 #ifdef K_FIRST
 // The input view's element at output (contiguous) index e.
 STORE_T load_elem(uint e) {
@@ -82,9 +93,8 @@ void main() {
     uint lid = gl_LocalInvocationID.x;
     for (uint g = gl_WorkGroupID.x; g < ngroups; g += gl_NumWorkGroups.x) {
         for (uint i = lid; i < TILE; i += LOCAL) {
-            uint sg = g * per_group + i / seg;
-            uint m = (sg % tiles) * seg + i % seg;
-            if (sg < nseg && m < ns) sh[SLOT(i)] = SH_T(load_elem(out_index(sg / tiles, m)));
+            uint e;
+            if (element_of(g * per_group + i / seg, i % seg, nseg, ns, e)) sh[SLOT(i)] = SH_T(load_elem(e));
         }
 #ifdef K_DOWN
         // tiles > 1 only with seg == TILE: one segment per group
@@ -130,9 +140,8 @@ void main() {
         }
 #endif
         for (uint i = lid; i < TILE; i += LOCAL) {
-            uint sg = g * per_group + i / seg;
-            uint m = (sg % tiles) * seg + i % seg;
-            if (sg < nseg && m < ns) BUF(PU(1)).v[out_index(sg / tiles, m)] = STORE_T(sh[SLOT(i)]);
+            uint e;
+            if (element_of(g * per_group + i / seg, i % seg, nseg, ns, e)) BUF(PU(1)).v[e] = STORE_T(sh[SLOT(i)]);
         }
         barrier();
     }
