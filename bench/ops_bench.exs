@@ -90,3 +90,21 @@ for d <- [1024, 4096] do
   a = NxVulkan.unary(:sin, NxVulkan.iota(f32, {d, d}), f32)
   emit.("dot_exact", d, timed.(10, fn -> NxVulkan.dot(a, [1], [], a, [0], [], f32) end), 10)
 end
+
+# conv2d: batch 8, 64 -> 64 channels, 56x56, 3x3, padding 1 (a ResNet stage), as the Rust table
+input = NxVulkan.unary(:sin, NxVulkan.iota(f32, {8, 64, 56, 56}), f32)
+kernel = NxVulkan.unary(:cos, NxVulkan.iota(f32, {64, 64, 3, 3}), f32)
+
+conv_opts = [
+  strides: [1, 1],
+  padding: [{1, 1}, {1, 1}],
+  input_dilation: [1, 1],
+  kernel_dilation: [1, 1],
+  feature_group_size: 1,
+  batch_group_size: 1,
+  input_permutation: [0, 1, 2, 3],
+  kernel_permutation: [0, 1, 2, 3],
+  output_permutation: [0, 1, 2, 3]
+]
+
+emit.("conv2d", 8 * 64 * 56 * 56, timed.(10, fn -> NxVulkan.conv(input, kernel, conv_opts, f32) end), 10)

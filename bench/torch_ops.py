@@ -98,5 +98,8 @@ inp = torch.sin(torch.arange(8 * 64 * 56 * 56, dtype=torch.float32, device=dev).
 ker = torch.cos(torch.arange(64 * 64 * 9, dtype=torch.float32, device=dev).reshape(64, 64, 3, 3))
 torch.backends.cudnn.allow_tf32 = False
 emit("conv2d", 8 * 64 * 56 * 56, timed(lambda: torch.nn.functional.conv2d(inp, ker, padding=1), 10), 10)
+# the f64 conv (cuDNN's double path): the peer of our f64-summed conv, as dot_f64 is the exact dot's
+inp64, ker64 = inp.double(), ker.double()
+emit("conv2d_f64", 8 * 64 * 56 * 56, timed(lambda: torch.nn.functional.conv2d(inp64, ker64, padding=1), 10), 10)
 sig = torch.sin(torch.arange(256 * 4096, dtype=torch.float32, device=dev).reshape(256, 4096)).to(torch.complex64)
 emit("fft", 256 * 4096, timed(lambda: torch.fft.fft(sig, dim=1), 10), 10)

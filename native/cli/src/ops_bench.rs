@@ -116,7 +116,12 @@ pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize) -> Resul
     let kernel = ctx.unary(UnaryOp::Cos, &ctx.iota(f32t, &[64, 64, 3, 3], None)?, f32t)?;
     let mut opts = ConvOptions::new(4);
     opts.padding = vec![(1, 1), (1, 1)];
+    // (`conv` picks im2col + GEMM here; conv2d_direct is the one-invocation-per-output kernel)
     emit(ctx, "conv2d", 8 * 64 * 56 * 56, timed(ctx, reps.min(10), || ctx.conv(&input, &kernel, &opts, f32t))?, reps.min(10));
+    let (input64, kernel64) = (ctx.convert(&input, DType::F64)?, ctx.convert(&kernel, DType::F64)?);
+    emit(ctx, "conv2d_f64", 8 * 64 * 56 * 56, timed(ctx, reps.min(10), || ctx.conv(&input64, &kernel64, &opts, DType::F64))?, reps.min(10));
+    let direct = nx_vulkan_engine::conv::ConvAlgorithm::Direct;
+    emit(ctx, "conv2d_direct", 8 * 64 * 56 * 56, timed(ctx, reps.min(5), || ctx.conv_using(direct, &input, &kernel, &opts, f32t))?, reps.min(5));
     // fft: 256 rows of 4096 (c64)
     let sig = ctx.convert(&ctx.unary(UnaryOp::Sin, &ctx.iota(f32t, &[256, 4096], None)?, f32t)?, DType::C64)?;
     emit(ctx, "fft", 256 * 4096, timed(ctx, reps.min(10), || ctx.fft(&sig, 1, 4096, 0.0))?, reps.min(10));

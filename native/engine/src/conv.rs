@@ -26,7 +26,7 @@
 //!   integer output is allowed only when both operands are integers (wrapped).
 
 use crate::dtype::{DType, Kind};
-use crate::elementwise::{buf_type, decode, encode, wrap};
+use crate::elementwise::{buf_type, decode, encode, wrap, Expr};
 use crate::error::{invalid, Result};
 use crate::ops::check_dense_output;
 use crate::params::ParamBlock;
@@ -157,16 +157,89 @@ fn checked_plan(input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType)
     Ok(pl)
 }
 
+/// How a conv is computed. Both give the same bits (BinaryBackend's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvAlgorithm {
+    /// One invocation per output element, walking its channels and window: any operand types,
+    /// groups and layouts, no scratch memory. Slow for large convs (each invocation re-reads
+    /// its window from global memory: a ResNet 3×3 stage ran at 0.01× cuDNN on the H200).
+    Direct,
+    /// For float-summed convs without batch groups: the dilated kernel as an f64 matrix
+    /// `[F, Cg·W]` (`W` the dilated window's size, its holes +0.0), and per pass of
+    /// `items_per_pass` batch items the padded, dilated input gathered into an f64 matrix
+    /// `[groups, Cg·W, items·spatial]` (im2col; padding +0.0), multiplied on the tiled f64
+    /// GEMM with sums folded from their first term in ascending `Cg·W` — channel by channel,
+    /// the window row-major, as the direct kernel and BinaryBackend sum — and rounded once
+    /// into the output. Costs `groups·Cg·W·items·spatial·8` bytes of scratch per pass.
+    Im2colGemm { items_per_pass: usize },
+}
+
+/// Scratch for one im2col pass at most (the auto choice splits the batch to stay under it).
+const IM2COL_PASS_BYTES: u64 = 256 << 20;
+
+/// Convs of fewer multiply-adds stay on the direct kernel (one dispatch instead of four).
+const GEMM_MIN_MACS: u64 = 1 << 20;
+
+/// The sizes the im2col path works with.
+struct GemmDims {
+    groups: usize,
+    /// Filters per group (the GEMM's M), `Cg·W` (its K), output positions per item.
+    per_group: usize,
+    k: usize,
+    spatial: usize,
+}
+
+fn gemm_dims(pl: &Plan, opts: &ConvOptions, kernel_spatial: &[usize]) -> GemmDims {
+    let window: usize = kernel_spatial.iter().zip(&opts.kernel_dilation).map(|(&k, &d)| if k == 0 { 0 } else { (k - 1) * d + 1 }).product();
+    let groups = opts.feature_group_size;
+    GemmDims { groups, per_group: pl.f / groups, k: pl.cg * window, spatial: pl.untransposed[2..].iter().product() }
+}
+
 impl Context {
-    /// Nx.conv(input, kernel, opts) written as `out`.
+    /// Nx.conv(input, kernel, opts) written as `out`, by [`Context::conv_algorithm`]'s choice.
     pub fn conv(&self, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<Tensor> {
         let result = self.empty(out, &checked_plan(input, kernel, opts, out)?.shape)?;
         self.recorded(result, |batch, out| self.record_conv(batch, input, kernel, opts, out))
     }
 
+    /// `conv` computed by `algorithm` (an error where it does not apply) — for tests and
+    /// benchmarks of each path.
+    pub fn conv_using(&self, algorithm: ConvAlgorithm, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<Tensor> {
+        let result = self.empty(out, &checked_plan(input, kernel, opts, out)?.shape)?;
+        self.recorded(result, |batch, out| self.record_conv_using(batch, algorithm, input, kernel, opts, out))
+    }
+
+    /// What `conv` uses for these operands: im2col + GEMM for float-summed convs without batch
+    /// groups of at least [`GEMM_MIN_MACS`] multiply-adds whose scratch fits (passes of as
+    /// many batch items as fit in 256 MiB), where the device has the tiled f64 GEMM; else the
+    /// direct kernel.
+    pub fn conv_algorithm(&self, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<ConvAlgorithm> {
+        let pl = checked_plan(input, kernel, opts, out)?;
+        let spec = Spec { x: input.dtype, k: kernel.dtype, out, s: pl.untransposed.len() - 2 };
+        let ker: Vec<usize> = opts.kernel_permutation.iter().map(|&p| kernel.shape[p]).collect();
+        let d = gemm_dims(&pl, opts, &ker[2..]);
+        let tiled = matches!(
+            crate::matmul::choose_kernel(&self.caps, DType::F64, d.groups, d.per_group, d.spatial, d.k),
+            crate::matmul::MatmulKernel::Tiled { .. }
+        );
+        let macs = (pl.f as u64) * (d.k as u64) * (pl.n as u64) * (d.spatial as u64);
+        let per_item = (d.groups * d.k * d.spatial) as u64 * 8;
+        let pass_bytes = IM2COL_PASS_BYTES.min(self.caps.max_allocation_size);
+        if spec.acc() != DType::F64 || opts.batch_group_size != 1 || !tiled || macs < GEMM_MIN_MACS || per_item == 0 || per_item > pass_bytes {
+            return Ok(ConvAlgorithm::Direct);
+        }
+        Ok(ConvAlgorithm::Im2colGemm { items_per_pass: ((pass_bytes / per_item) as usize).clamp(1, pl.n) })
+    }
+
     /// Records `conv` into `out`: a new (contiguous, offset 0) tensor of
     /// [`conv_output_shape`] whose type is the result type.
     pub fn record_conv(&self, batch: &mut Batch<'_>, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: &Tensor) -> Result<()> {
+        let algorithm = self.conv_algorithm(input, kernel, opts, out.dtype)?;
+        self.record_conv_using(batch, algorithm, input, kernel, opts, out)
+    }
+
+    /// [`Context::record_conv`] by `algorithm`.
+    pub fn record_conv_using(&self, batch: &mut Batch<'_>, algorithm: ConvAlgorithm, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: &Tensor) -> Result<()> {
         let pl = checked_plan(input, kernel, opts, out.dtype)?;
         check_dense_output(out, out.dtype, &pl.shape, "conv")?;
         let count = out.numel();
@@ -175,6 +248,9 @@ impl Context {
         }
         if input.numel() > MAX_ELEMENTS || kernel.numel() > MAX_ELEMENTS {
             return Err(invalid!("conv operands exceed {MAX_ELEMENTS} elements"));
+        }
+        if let ConvAlgorithm::Im2colGemm { items_per_pass } = algorithm {
+            return self.record_conv_gemm(batch, &pl, items_per_pass, input, kernel, opts, out);
         }
         let x = input.transpose(&opts.input_permutation)?;
         let k = kernel.transpose(&opts.kernel_permutation)?;
@@ -197,6 +273,183 @@ impl Context {
         batch.keep(&k.buffer);
         batch.keep(&out.buffer);
         batch.dispatch(&kern, p.bytes(), count as u64)
+    }
+
+    /// [`ConvAlgorithm::Im2colGemm`]: the kernel matrix, then per pass of `items` batch items
+    /// the im2col gather, the GEMM and the rounding into `out`'s slice of the batch axis.
+    #[allow(clippy::too_many_arguments)]
+    fn record_conv_gemm(&self, batch: &mut Batch<'_>, pl: &Plan, items: usize, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: &Tensor) -> Result<()> {
+        let x = input.transpose(&opts.input_permutation)?;
+        let k = kernel.transpose(&opts.kernel_permutation)?;
+        let s = x.shape.len() - 2;
+        let spec = Spec { x: x.dtype, k: k.dtype, out: out.dtype, s };
+        if spec.acc() != DType::F64 || opts.batch_group_size != 1 {
+            return Err(invalid!(
+                "conv by im2col + GEMM needs float operands summed in f64 and no batch groups; got {}x{} with batch_group_size {}",
+                x.dtype,
+                k.dtype,
+                opts.batch_group_size
+            ));
+        }
+        let d = gemm_dims(pl, opts, &k.shape[2..]);
+        let gemm = crate::matmul::choose_kernel(&self.caps, DType::F64, d.groups, d.per_group, items * d.spatial, d.k);
+        if !matches!(gemm, crate::matmul::MatmulKernel::Tiled { .. }) {
+            return Err(invalid!("conv by im2col + GEMM: this device has no tiled f64 GEMM"));
+        }
+        if items == 0 {
+            return Err(invalid!("conv by im2col + GEMM: items_per_pass must be positive"));
+        }
+        let items = items.min(pl.n);
+        let (window, spatial_out) = (d.k / pl.cg.max(1), &pl.untransposed[2..]);
+        // Geometry both gathers read: per spatial axis the input's size and stride, the
+        // kernel's size and stride, the output's size, stride, low padding and dilations.
+        let geometry = |p: &mut ParamBlock| -> Result<()> {
+            for a in 0..s {
+                p.i32(x.shape[a + 2])?.i32(x.strides[a + 2])?.i32(k.shape[a + 2])?.i32(k.strides[a + 2])?;
+                p.i32s([spatial_out[a], opts.strides[a]])?.i32(opts.padding[a].0)?.i32s([opts.input_dilation[a], opts.kernel_dilation[a]])?;
+            }
+            Ok(())
+        };
+        // The kernel as [F, Cg·W] in f64, the dilation's holes +0.0.
+        let kmat = self.empty(DType::F64, &[pl.f, d.k])?;
+        {
+            let mut p = ParamBlock::new("conv kernel matrix");
+            p.addrs([k.buffer.address(), kmat.buffer.address()]);
+            p.i32s([k.offset, pl.cg, window])?.i32s([k.strides[0], k.strides[1]])?;
+            geometry(&mut p)?;
+            let g = Gather { from: k.dtype, s, what: GatherWhat::Kernel };
+            let kern = self.kernels.get(&g.key(), LOCAL, 1, || g.source())?;
+            batch.keep(&k.buffer);
+            batch.keep(&kmat.buffer);
+            batch.dispatch(&kern, p.bytes(), kmat.numel() as u64)?;
+        }
+        let cols = self.empty(DType::F64, &[d.groups * d.k * items * d.spatial])?;
+        let prods = self.empty(DType::F64, &[pl.f * items * d.spatial])?;
+        batch.keep(&x.buffer);
+        batch.keep(&cols.buffer);
+        batch.keep(&prods.buffer);
+        let u = out.transpose(&opts.output_permutation)?;
+        let gather = Gather { from: x.dtype, s, what: GatherWhat::Input };
+        let im2col = self.kernels.get(&gather.key(), LOCAL, 1, || gather.source())?;
+        let mut n0 = 0;
+        while n0 < pl.n {
+            let nb = items.min(pl.n - n0);
+            let p_cols = nb * d.spatial;
+            let cols_t = cols.slice(&[0], &[d.groups * d.k * p_cols], &[1])?.reshape(&[d.groups, d.k, p_cols])?;
+            let prods_t = prods.slice(&[0], &[pl.f * p_cols], &[1])?.reshape(&[d.groups, d.per_group, p_cols])?;
+            let mut p = ParamBlock::new("conv im2col");
+            p.addrs([x.buffer.address(), cols.buffer.address()]);
+            p.i32s([x.offset, pl.cg, window])?.i32s([x.strides[0], x.strides[1]])?.i32s([n0, p_cols, d.k])?;
+            geometry(&mut p)?;
+            batch.dispatch(&im2col, p.bytes(), cols_t.numel() as u64)?;
+            let va = crate::matmul::View3 { offset: 0, s: [(d.per_group * d.k) as isize, d.k as isize, 1] };
+            let vb = crate::matmul::View3 { offset: 0, s: [(d.k * p_cols) as isize, p_cols as isize, 1] };
+            self.record_gemm_folded(
+                batch,
+                gemm,
+                crate::matmul::FoldStart::FirstTerm,
+                &(kmat.clone(), va),
+                &(cols_t, vb),
+                &prods_t,
+                [d.groups, d.per_group, p_cols, d.k],
+                false,
+            )?;
+            // [F, nb, spatial...] -> [nb, F, spatial...], rounded into out's items n0..n0+nb
+            let mut shape = vec![pl.f, nb];
+            shape.extend_from_slice(spatial_out);
+            let mut perm: Vec<usize> = (0..shape.len()).collect();
+            perm.swap(0, 1);
+            let from = prods_t.reshape(&shape)?.transpose(&perm)?;
+            let mut start = vec![0; u.shape.len()];
+            start[0] = n0;
+            let mut lengths = u.shape.clone();
+            lengths[0] = nb;
+            let into = u.slice(&start, &lengths, &vec![1; u.shape.len()])?;
+            self.record_map(batch, &[Expr::convert(Expr::Input(0), out.dtype)], &[&from], &[&into])?;
+            n0 += nb;
+        }
+        Ok(())
+    }
+}
+
+/// Which operand a gather lays out as a GEMM matrix.
+#[derive(Clone, Copy, Debug)]
+enum GatherWhat {
+    /// `[F, Cg·W]`: row f, column `ci·W + j` is the dilated kernel at (f, ci, window position
+    /// j), +0.0 in the holes.
+    Kernel,
+    /// `[groups, Cg·W, items·spatial]`: row `ci·W + j` of group g, column `n·spatial + o` is
+    /// the padded, dilated input of item `n0 + n`, channel `g·Cg + ci` at output position o's
+    /// window position j, +0.0 in the padding.
+    Input,
+}
+
+/// An im2col-path gather: operand type, spatial rank and which matrix.
+struct Gather {
+    from: DType,
+    s: usize,
+    what: GatherWhat,
+}
+
+impl Gather {
+    fn key(&self) -> String {
+        format!("conv gather {:?} {} s{}", self.what, self.from, self.s)
+    }
+
+    fn source(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&crate::kernels::numeric_prelude());
+        writeln!(s, "const int S = {};", self.s).unwrap();
+        writeln!(s, "layout(local_size_x = {LOCAL}) in;\nvoid main() {{").unwrap();
+        let fb = buf_type(self.from);
+        writeln!(s, "    {fb} src = {fb}(ParamsU64(pc.params).v[0]);\n    BufU64 dst = BufU64(ParamsU64(pc.params).v[1]);").unwrap();
+        s.push_str("    ParamsI32 m = ParamsI32(pc.params + 16ul);\n");
+        s.push_str("    int off = m.v[0]; int Cg = m.v[1]; int W = m.v[2]; int s0 = m.v[3]; int s1 = m.v[4];\n");
+        let at = match self.what {
+            GatherWhat::Kernel => 5,
+            GatherWhat::Input => {
+                s.push_str("    int n0 = m.v[5]; int P = m.v[6]; int Kc = m.v[7];\n");
+                8
+            }
+        };
+        let names = ["xn", "xs", "kn", "ks", "on", "st", "lo", "idil", "kdil"];
+        for n in names {
+            writeln!(s, "    int {n}[S];").unwrap();
+        }
+        s.push_str("    int kd[S];\n    int OS = 1;\n    for (int d = 0; d < S; d++) {\n");
+        for (i, n) in names.iter().enumerate() {
+            writeln!(s, "        {n}[d] = m.v[{at} + d * {} + {i}];", names.len()).unwrap();
+        }
+        s.push_str("        kd[d] = (kn[d] - 1) * kdil[d] + 1; OS *= on[d];\n    }\n");
+        writeln!(s, "    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * {LOCAL}u) {{").unwrap();
+        let value = to_domain(self.from, DType::F64, &decode(self.from, "src.v[e]"));
+        match self.what {
+            GatherWhat::Kernel => {
+                s.push_str("        int col = int(i % uint(Cg * W)); int f = int(i / uint(Cg * W));\n");
+                s.push_str("        int ci = col / W; int j = col - ci * W;\n");
+                s.push_str("        int e = off + f * s0 + ci * s1; bool inside = true;\n");
+                s.push_str("        for (int d = S - 1; d >= 0; d--) { int jd = j % kd[d]; j /= kd[d]; int q = jd / kdil[d]; inside = inside && q * kdil[d] == jd; e += q * ks[d]; }\n");
+            }
+            GatherWhat::Input => {
+                s.push_str("        int col = int(i % uint(P)); int row = int((i / uint(P)) % uint(Kc)); int g = int(i / (uint(P) * uint(Kc)));\n");
+                s.push_str("        int n = n0 + col / OS; int o = col % OS;\n");
+                s.push_str("        int ci = row / W; int j = row - ci * W;\n");
+                s.push_str("        int e = off + n * s0 + (g * Cg + ci) * s1; bool inside = true;\n");
+                s.push_str(
+                    "        for (int d = S - 1; d >= 0; d--) {
+            int jd = j % kd[d]; j /= kd[d];
+            int od = o % on[d]; o /= on[d];
+            int q = od * st[d] + jd - lo[d];
+            int qq = (q >= 0) ? q / idil[d] : -1;
+            inside = inside && q >= 0 && q - qq * idil[d] == 0 && qq < xn[d];
+            e += qq * xs[d];
+        }
+",
+                );
+            }
+        }
+        writeln!(s, "        double v = 0.0LF;\n        if (inside) v = {value};\n        dst.v[i] = nx_f64_to_bits(v);\n    }}\n}}").unwrap();
+        s
     }
 }
 

@@ -770,7 +770,27 @@ impl Context {
     }
 
     pub(crate) fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4], may_split: bool) -> Result<()> {
+        self.record_gemm_folded(batch, kernel, FoldStart::Zero, a, b, c, dims, may_split)
+    }
+
+    /// [`Context::record_gemm`] with the sums' start named: [`FoldStart::FirstTerm`] only on
+    /// the tiled f64 kernel (an error elsewhere).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_gemm_folded(
+        &self,
+        batch: &mut Batch<'_>,
+        kernel: MatmulKernel,
+        fold: FoldStart,
+        a: &(Tensor, View3),
+        b: &(Tensor, View3),
+        c: &Tensor,
+        dims: [usize; 4],
+        may_split: bool,
+    ) -> Result<()> {
         let [bsz, m, n, k] = dims;
+        if fold == FoldStart::FirstTerm && !matches!(kernel, MatmulKernel::Tiled { dtype: DType::F64, .. }) {
+            return Err(invalid!("dot: sums folded from their first term run on the tiled f64 kernel only, not {kernel:?}"));
+        }
         let (ta, va) = a;
         let (tb, vb) = b;
         // The kernels' parameter block (META) writing C at `c_addr`.
@@ -810,6 +830,7 @@ impl Context {
                     // (K == 0 keeps the checks so the first tile load reads nothing)
                     checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
                     split_k: 0,
+                    first_term: fold == FoldStart::FirstTerm,
                 };
                 let max = self.caps.max_workgroup_count;
                 let mut groups = [
@@ -1019,6 +1040,20 @@ struct TileCfg {
     /// `[z * split_k, (z + 1) * split_k)` (a multiple of `bk`) into its own slice of a scratch
     /// `[slices, M, N]` that [`split_sum_source`] then adds up in ascending slice order.
     split_k: u32,
+    /// f64 sums folded from their first term ([`FoldStart::FirstTerm`]): accumulators start
+    /// at -0.0 and A's zero-filled K remainder is -0.0, so the padding adds -0.0 products,
+    /// which change no sum (a +0.0 product would turn a -0.0 sum into +0.0).
+    first_term: bool,
+}
+
+/// Where a GEMM's sums start (the two folds Nx.BinaryBackend uses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FoldStart {
+    /// `Enum.reduce(terms, 0, &+/2)`, Nx.dot's: a sum of -0.0 products is +0.0.
+    Zero,
+    /// `Enum.reduce(terms, &+/2)`, Nx.conv's: the sum starts as the first product, so all
+    /// -0.0 products sum to -0.0. The same as starting from -0.0, the exact additive identity.
+    FirstTerm,
 }
 
 /// How many K slices an f32 product of `tiles` output tiles and `k` steps of `bk` is split
@@ -1086,7 +1121,11 @@ impl TileCfg {
         };
         for (name, v4ok) in [("quadA", self.a_v4), ("quadB", self.b_v4)] {
             writeln!(s, "V4 {name}(uint64_t addr, int base, int r, int c, int R, int C, int rs, int cs) {{").unwrap();
-            s.push_str("    V4 q = V4(0);\n");
+            if self.first_term && name == "quadA" {
+                s.push_str("    V4 q = V4(nx_bits_to_f64(0x8000000000000000ul));\n");
+            } else {
+                s.push_str("    V4 q = V4(0);\n");
+            }
             if v4ok {
                 let guard = if self.checked { "if (r < R && c < C) " } else { "" };
                 writeln!(s, "    {guard}q = uintBitsToFloat(BufV4(addr).v[(base + r * rs + c) >> 2]);").unwrap();
@@ -1175,12 +1214,13 @@ impl TileCfg {
         } else {
             ("    for (int bz = int(gl_WorkGroupID.z); bz < Bt; bz += int(gl_NumWorkGroups.z)) {\n".to_string(), "0", "bz")
         };
+        let acc0 = if self.first_term { "nx_bits_to_f64(0x8000000000000000ul)" } else { "T(0)" };
         write!(
             s,
             "{batch_loop}        int baseA = offA + bz * sAb;
         int baseB = offB + bz * sBb;
         precise T acc[TM][TN];
-        [[unroll]] for (int i = 0; i < TM; i++) [[unroll]] for (int j = 0; j < TN; j++) acc[i][j] = T(0);
+        [[unroll]] for (int i = 0; i < TM; i++) [[unroll]] for (int j = 0; j < TN; j++) acc[i][j] = {acc0};
         int k0 = {kbeg};
         int buf = 0;
 {load}{store}        barrier();

@@ -1,13 +1,15 @@
 //! Nx.conv against a plain CPU model of Nx.BinaryBackend.conv/4 (materialised zero padding and
 //! kernel dilation, products summed channel by channel from the first term), every float type,
 //! integer and mixed operands, groups, permutations, strided and transposed views, negative
-//! padding and padding larger than the input; plus results pinned from Nx 0.7.2 itself.
+//! padding and padding larger than the input; plus results pinned from Nx 0.7.2 itself. Every
+//! case by the direct kernel and, where it applies, by im2col + GEMM (one item per pass and
+//! all in one), with the dispatches each records.
 //!
 //! Run: VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json cargo test --release -p nx_vulkan_engine --test conv
 
 mod common;
 use common::*;
-use nx_vulkan_engine::conv::{conv_output_shape, ConvOptions};
+use nx_vulkan_engine::conv::{conv_output_shape, ConvAlgorithm, ConvOptions};
 use nx_vulkan_engine::*;
 
 fn numel(shape: &[usize]) -> usize {
@@ -182,28 +184,54 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+/// The algorithms a case runs under: the direct kernel, and for float-summed convs without
+/// batch groups im2col + GEMM one item per pass and all items in one pass.
+fn algorithms(c: &Case, xt: DType, kt: DType) -> Vec<ConvAlgorithm> {
+    let mut v = vec![ConvAlgorithm::Direct];
+    if (xt.is_float() || kt.is_float()) && c.o.batch_group_size == 1 {
+        v.push(ConvAlgorithm::Im2colGemm { items_per_pass: 1 });
+        v.push(ConvAlgorithm::Im2colGemm { items_per_pass: 1 << 20 });
+    }
+    v
+}
+
+/// Dispatches `alg` records for a case: one for the direct kernel; for im2col + GEMM the
+/// kernel matrix, then per pass the gather, the GEMM and the rounding.
+fn dispatches_of(alg: ConvAlgorithm, c: &Case) -> u64 {
+    match alg {
+        ConvAlgorithm::Direct => 1,
+        ConvAlgorithm::Im2colGemm { items_per_pass } => {
+            let n = c.o.input_permutation.first().map(|&p| c.x[p]).unwrap();
+            1 + 3 * n.div_ceil(items_per_pass) as u64
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn check(ctx: &Context, f: &mut Failures, xt: DType, kt: DType, out: DType, c: &Case, x: &Tensor, xd: &[u64], kd: &[u64], what: &str) {
     let k = upload(ctx, kt, &c.k, kd);
-    let before = ctx.stats().dispatches;
-    let y = ctx.conv(x, &k, &c.o, out).unwrap();
-    assert!(ctx.stats().dispatches > before, "conv dispatched nothing");
-    assert_eq!(y.shape(), &conv_output_shape(&c.x, &c.k, &c.o).unwrap()[..]);
-    let got = download(ctx, &y);
     let want = ref_conv(xt, &c.x, xd, kt, &c.k, kd, &c.o, out);
-    assert_eq!(got.len(), want.len());
-    for i in 0..want.len() {
-        f.check(
-            || format!("conv {xt}x{kt}->{out} {what} x {:?} k {:?} {:?} at {:?}: got {} want {}", c.x, c.k, c.o, coords(y.shape(), i), show(out, got[i]), show(out, want[i])),
-            got[i],
-            want[i],
-        );
+    for alg in algorithms(c, xt, kt) {
+        let before = ctx.stats().dispatches;
+        let y = ctx.conv_using(alg, x, &k, &c.o, out).unwrap();
+        let ran = ctx.stats().dispatches - before;
+        f.check(|| format!("conv {xt}x{kt}->{out} {what} x {:?} k {:?} by {alg:?}: dispatches", c.x, c.k), ran, dispatches_of(alg, c));
+        assert_eq!(y.shape(), &conv_output_shape(&c.x, &c.k, &c.o).unwrap()[..]);
+        let got = download(ctx, &y);
+        assert_eq!(got.len(), want.len());
+        for i in 0..want.len() {
+            f.check(
+                || format!("conv {xt}x{kt}->{out} {what} by {alg:?} x {:?} k {:?} {:?} at {:?}: got {} want {}", c.x, c.k, c.o, coords(y.shape(), i), show(out, got[i]), show(out, want[i])),
+                got[i],
+                want[i],
+            );
+        }
     }
 }
 
 #[test]
 fn conv_float_types_and_layouts() {
-    on_engine(|ctx| {
+    on_engine_alone(|ctx| {
         let mut f = Failures::default();
         let mut rng = Rng(31);
         for (ci, c) in cases().iter().enumerate() {
@@ -221,7 +249,7 @@ fn conv_float_types_and_layouts() {
 
 #[test]
 fn conv_integer_and_mixed_operands() {
-    on_engine(|ctx| {
+    on_engine_alone(|ctx| {
         let mut f = Failures::default();
         let mut rng = Rng(32);
         let c = &cases()[1];
@@ -247,7 +275,7 @@ fn conv_integer_and_mixed_operands() {
 
 #[test]
 fn conv_over_views() {
-    on_engine(|ctx| {
+    on_engine_alone(|ctx| {
         let mut f = Failures::default();
         let mut rng = Rng(33);
         for c in cases().iter().take(4) {
@@ -275,14 +303,20 @@ fn conv_over_views() {
 /// Results printed by Nx 0.7.2 (Nx.BinaryBackend), pinned.
 #[test]
 fn conv_results_pinned_from_nx() {
-    on_engine(|ctx| {
+    on_engine_alone(|ctx| {
         let f = |v: &[f32]| v.iter().map(|x| x.to_bits() as u64).collect::<Vec<_>>();
         let iota = |n: usize, sub: f32| f(&(0..n).map(|i| i as f32 - sub).collect::<Vec<_>>());
+        // every result by the direct kernel and, without batch groups, by im2col + GEMM too
         let run = |x: (&[usize], Vec<u64>), k: (&[usize], Vec<u64>), o: ConvOptions| {
             let xt = upload(ctx, DType::F32, x.0, &x.1);
             let kt = upload(ctx, DType::F32, k.0, &k.1);
-            let y = ctx.conv(&xt, &kt, &o, DType::F32).unwrap();
-            (y.shape().to_vec(), download(ctx, &y))
+            let y = ctx.conv_using(ConvAlgorithm::Direct, &xt, &kt, &o, DType::F32).unwrap();
+            let direct = (y.shape().to_vec(), download(ctx, &y));
+            if o.batch_group_size == 1 {
+                let y = ctx.conv_using(ConvAlgorithm::Im2colGemm { items_per_pass: 1 }, &xt, &kt, &o, DType::F32).unwrap();
+                assert_eq!((y.shape().to_vec(), download(ctx, &y)), direct, "im2col + GEMM against the direct kernel, {o:?}");
+            }
+            direct
         };
         // zero padding times Inf is NaN
         let (_, y) = run((&[1, 1, 2], f(&[1.0, 2.0])), (&[1, 1, 2], f(&[f32::INFINITY, 1.0])), opts(3, |o| o.padding = vec![(1, 0)]));
@@ -313,9 +347,58 @@ fn conv_results_pinned_from_nx() {
     });
 }
 
+/// A conv large enough that `conv` takes im2col + GEMM by itself (and splits the batch into
+/// passes when told), against the CPU model; and the cases it leaves to the direct kernel.
+#[test]
+fn conv_chooses_im2col_gemm_for_large_float_convs() {
+    on_engine_alone(|ctx| {
+        let mut f = Failures::default();
+        let mut rng = Rng(34);
+        let t = DType::F32;
+        // 3 items of 12 channels, 17×19, 20 filters 3×3 with padding 1, stride (1, 2): 3.8 M
+        // multiply-adds; the window's 108 columns are not a multiple of the GEMM's K step
+        let c = Case { x: vec![3, 12, 17, 19], k: vec![20, 12, 3, 3], o: opts(4, |o| { o.padding = vec![(1, 1), (1, 1)]; o.strides = vec![1, 2]; }) };
+        let xd = values(t, numel(&c.x), 11, &mut rng);
+        let kd = values(t, numel(&c.k), 13, &mut rng);
+        let x = upload(ctx, t, &c.x, &xd);
+        let k = upload(ctx, t, &c.k, &kd);
+        let chosen = ctx.conv_algorithm(&x, &k, &c.o, t).unwrap();
+        assert_eq!(chosen, ConvAlgorithm::Im2colGemm { items_per_pass: 3 }, "all three items fit one pass");
+        let want = ref_conv(t, &c.x, &xd, t, &c.k, &kd, &c.o, t);
+        for alg in [None, Some(ConvAlgorithm::Im2colGemm { items_per_pass: 2 })] {
+            let before = ctx.stats().dispatches;
+            let y = match alg {
+                None => ctx.conv(&x, &k, &c.o, t).unwrap(),
+                Some(a) => ctx.conv_using(a, &x, &k, &c.o, t).unwrap(),
+            };
+            let ran = ctx.stats().dispatches - before;
+            f.check(|| format!("{alg:?}: dispatches"), ran, dispatches_of(alg.unwrap_or(chosen), &c));
+            let got = download(ctx, &y);
+            for i in 0..want.len() {
+                f.check(|| format!("{alg:?} at {:?}: got {} want {}", coords(y.shape(), i), show(t, got[i]), show(t, want[i])), got[i], want[i]);
+            }
+        }
+        // the same sizes with integer operands (summed exactly in 64 bits) or batch groups: direct
+        let ki = upload(ctx, DType::S32, &c.k, &values(DType::S32, numel(&c.k), 0, &mut rng));
+        let xi = upload(ctx, DType::S32, &c.x, &values(DType::S32, numel(&c.x), 0, &mut rng));
+        assert_eq!(ctx.conv_algorithm(&xi, &ki, &c.o, t).unwrap(), ConvAlgorithm::Direct);
+        assert!(ctx.conv_using(ConvAlgorithm::Im2colGemm { items_per_pass: 1 }, &xi, &ki, &c.o, t).is_err(), "integer sums are not f64 GEMMs");
+        let bg = opts(4, |o| o.batch_group_size = 3);
+        let kb = upload(ctx, t, &[21, 12, 3, 3], &values(t, 21 * 12 * 9, 0, &mut rng));
+        assert_eq!(ctx.conv_algorithm(&x, &kb, &bg, t).unwrap(), ConvAlgorithm::Direct);
+        assert!(ctx.conv_using(ConvAlgorithm::Im2colGemm { items_per_pass: 1 }, &x, &kb, &bg, t).is_err(), "batch groups");
+        // a small conv stays on the direct kernel
+        let small = &cases()[1];
+        let xs = upload(ctx, t, &small.x, &values(t, numel(&small.x), 0, &mut rng));
+        let ks = upload(ctx, t, &small.k, &values(t, numel(&small.k), 0, &mut rng));
+        assert_eq!(ctx.conv_algorithm(&xs, &ks, &small.o, t).unwrap(), ConvAlgorithm::Direct);
+        f.finish("conv_chooses_im2col_gemm_for_large_float_convs");
+    });
+}
+
 #[test]
 fn conv_argument_errors() {
-    on_engine(|ctx| {
+    on_engine_alone(|ctx| {
         let x = upload(ctx, DType::F32, &[1, 4, 3], &[0; 12]);
         let k = upload(ctx, DType::F32, &[2, 2, 2], &[0; 8]);
         assert!(ctx.conv(&x, &k, &ConvOptions::new(3), DType::F32).is_err(), "channels differ without groups");
