@@ -396,17 +396,12 @@ defmodule NxVulkan do
 
   defp unwrap!({:ok, value}), do: value
 
-  # The engine asks for a collection after many new device buffers: dead handles hold device
-  # memory until the garbage collector frees them, and they weigh almost nothing on the heap.
+  # The engine asks for a collection after many new device buffers, or when a large buffer's
+  # size class ran dry: dead handles hold device memory until the garbage collector frees them,
+  # and they weigh almost nothing on the heap. A full collection: a young one here, with the
+  # new result live, ages its handle so that later young collections never free it (stop 37).
   defp unwrap!({:ok, value, :gc}) do
     :erlang.garbage_collect()
-    value
-  end
-
-  # ... and for the young generation when a large buffer's size class ran dry: the results of
-  # the last few ops are likely dead there, and the next large op can reuse their memory.
-  defp unwrap!({:ok, value, :gc_young}) do
-    :erlang.garbage_collect(self(), type: :minor)
     value
   end
 

@@ -475,7 +475,7 @@ defmodule NxVulkan.NifFuzzTest do
 
       # A new tensor, and the pool's hint that dead handles should be collected (as
       # NxVulkan's unwrap!/1 does on it: all, or the young generation).
-      {:returned, {:ok, value, gc}} when name in @tensor_funs and gc in [:gc, :gc_young] ->
+      {:returned, {:ok, value, gc}} when name in @tensor_funs and gc == :gc ->
         :erlang.garbage_collect()
         st |> outcome(:ok_gc) |> check_ok(name, args, value)
 
@@ -635,10 +635,10 @@ defmodule NxVulkan.NifFuzzTest do
     "call ##{st.i}: Native.#{name}(#{args |> Enum.map_join(", ", &inspect(&1, limit: 12, printable_limit: 60))})#{res}"
   end
 
-  # The handle of a call that must succeed; `{:ok, handle, :gc | :gc_young}` asks for a collection.
+  # The handle of a call that must succeed; `{:ok, handle, :gc}` asks for a collection.
   defp tensor!({:ok, h}) when is_reference(h), do: h
 
-  defp tensor!({:ok, h, gc}) when is_reference(h) and gc in [:gc, :gc_young] do
+  defp tensor!({:ok, h, gc}) when is_reference(h) and gc == :gc do
     :erlang.garbage_collect()
     h
   end
@@ -741,7 +741,7 @@ defmodule NxVulkan.NifFuzzTest do
 
       case Native.iota(t, s, axis) do
         {:ok, h} -> entry(h)
-        {:ok, h, gc} when gc in [:gc, :gc_young] -> entry(h)
+        {:ok, h, gc} when gc == :gc -> entry(h)
         _ -> make_tensor(t, s)
       end
     else

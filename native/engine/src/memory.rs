@@ -54,20 +54,20 @@ pub(crate) struct PoolShared {
     fresh_bytes: AtomicU64,
     gc_hint_bytes: u64,
     /// A large request left its size class empty (see `take_gc_hint`).
-    young_gc_wanted: AtomicBool,
+    class_dry: AtomicBool,
 }
 
-/// Buffers at least this large ask for a young-generation collection when their size class
-/// runs dry ([`BufferPool::take_gc_hint`]): allocating one costs far more than that.
+/// Buffers at least this large ask for a collection when their size class runs dry
+/// ([`BufferPool::take_gc_hint`]): allocating one costs far more than that.
 pub const LARGE_BYTES: u64 = 16 << 20;
 
-/// What [`BufferPool::take_gc_hint`] asks of a garbage-collected caller.
+/// Why [`BufferPool::take_gc_hint`] asks a garbage-collected caller for a (full) collection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GcHint {
-    /// Collect the young generation (the dead results of the last few ops).
-    Young,
-    /// Collect everything.
-    Full,
+    /// `NX_VULKAN_GC_HINT_BYTES` of new device buffers since the last request.
+    NewMemory,
+    /// A large request left its size class without a cached buffer.
+    SizeClassDry,
 }
 
 /// A device-local buffer. Dropping it returns the memory to the pool.
@@ -155,7 +155,7 @@ impl BufferPool {
                 reuses: AtomicU64::new(0),
                 fresh_bytes: AtomicU64::new(0),
                 gc_hint_bytes: std::env::var("NX_VULKAN_GC_HINT_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(256 << 20),
-                young_gc_wanted: AtomicBool::new(false),
+                class_dry: AtomicBool::new(false),
             }),
         }
     }
@@ -196,7 +196,7 @@ impl BufferPool {
             taken
         });
         if capacity >= LARGE_BYTES && size_class_empty {
-            s.young_gc_wanted.store(true, Relaxed);
+            s.class_dry.store(true, Relaxed);
         }
         let buffer = match cached {
             Some(b) => {
@@ -261,25 +261,30 @@ impl BufferPool {
         Ok(buffer)
     }
 
-    /// Whether the caller should let its garbage collector run, and how much of it (once per
-    /// request). A garbage-collected runtime (the BEAM) frees a tensor only when its handle is
+    /// Whether the caller should let its garbage collector run (once per request), and why.
+    /// A garbage-collected runtime (the BEAM) frees a tensor only when its handle is
     /// collected, and a handle is a few bytes of heap, so device memory can fill with dead
-    /// tensors long before the collector sees any pressure; the NIF turns this into a
+    /// tensors long before the collector sees any pressure; the NIF turns this into a full
     /// collection of the calling process.
-    /// - [`GcHint::Full`] after `NX_VULKAN_GC_HINT_BYTES` (default 256 MiB) of new device buffers.
-    /// - [`GcHint::Young`] when a request for a buffer of `LARGE_BYTES` or more left no cached
-    ///   buffer of its size: the next such request would allocate anew although the tensors
-    ///   of the last few ops are likely dead. A loop of 16 M-element adds from Elixir made 10
-    ///   new 64 MiB buffers in 20 ops without it, and on the H200 the op took 3.5× its time
-    ///   from Rust (stop 34). Only the young generation: the dead results of recent ops are
-    ///   there, and its collection costs little however large the process's heap.
+    /// - [`GcHint::NewMemory`] after `NX_VULKAN_GC_HINT_BYTES` (default 256 MiB) of new device
+    ///   buffers.
+    /// - [`GcHint::SizeClassDry`] when a request for a buffer of `LARGE_BYTES` or more left no
+    ///   cached buffer of its size: the next such request would allocate anew although the
+    ///   tensors of the last few ops are likely dead. A loop of 16 M-element adds from Elixir
+    ///   made 10 new 64 MiB buffers in 20 ops without it, and on the H200 the op took 3.5× its
+    ///   time from Rust (stop 34). Stops 34–36 answered it with a young-generation collection;
+    ///   that made things worse: collecting while the new result is live ages the result's
+    ///   handle, which later minor collections then never free, so a loop whose every op ran
+    ///   its class dry held 15 dead 16 MiB results on lavapipe and 41 dead 64 MiB ones on an
+    ///   H100, allocating anew each time (stop 37, `reuse_probe3.exs`); a full collection
+    ///   frees every dead handle, the class refills, and the next requests reuse.
     pub fn take_gc_hint(&self) -> Option<GcHint> {
         let s = &self.shared;
         if s.fresh_bytes.load(Relaxed) >= s.gc_hint_bytes && s.fresh_bytes.swap(0, Relaxed) >= s.gc_hint_bytes {
-            s.young_gc_wanted.store(false, Relaxed);
-            return Some(GcHint::Full);
+            s.class_dry.store(false, Relaxed);
+            return Some(GcHint::NewMemory);
         }
-        s.young_gc_wanted.swap(false, Relaxed).then_some(GcHint::Young)
+        s.class_dry.swap(false, Relaxed).then_some(GcHint::SizeClassDry)
     }
 
     /// Frees every cached buffer back to the driver (those queued work may still use, once it

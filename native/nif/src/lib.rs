@@ -22,7 +22,7 @@ mod sort;
 mod window;
 
 pub(crate) mod atoms {
-    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc, gc_young, busy, pending }
+    rustler::atoms! { ok, error, argument, out_of_memory, device, internal, already_deallocated, gc, busy, pending }
 }
 
 /// An Elixir handle to a device tensor. `deallocate` empties it early; the garbage collector
@@ -76,15 +76,13 @@ pub(crate) fn on_engine<T: Send + 'static>(f: impl FnOnce(&Context) -> engine::R
     })
 }
 
-/// `{:ok, value}`, or `{:ok, value, :gc}` / `{:ok, value, :gc_young}` when the pool asks the
-/// caller to collect garbage, all of it or the young generation (dead handles keep device
-/// memory until the BEAM collects them; see `take_gc_hint`): for results that hold new device
-/// tensors.
+/// `{:ok, value}`, or `{:ok, value, :gc}` when the pool asks the caller to collect its garbage
+/// (dead handles keep device memory until the BEAM collects them; see `take_gc_hint`): for
+/// results that hold new device tensors.
 pub(crate) fn device_result<'a, T>(env: Env<'a>, r: engine::Result<T>, ok: impl FnOnce(Env<'a>, T) -> Term<'a>) -> Term<'a> {
     let hint = if r.is_ok() { Context::try_global().and_then(|ctx| ctx.pool.take_gc_hint()) } else { None };
     match (r, hint) {
-        (Ok(v), Some(GcHint::Full)) => (atoms::ok(), ok(env, v), atoms::gc()).encode(env),
-        (Ok(v), Some(GcHint::Young)) => (atoms::ok(), ok(env, v), atoms::gc_young()).encode(env),
+        (Ok(v), Some(GcHint::NewMemory | GcHint::SizeClassDry)) => (atoms::ok(), ok(env, v), atoms::gc()).encode(env),
         (r, _) => encode_result(env, r, ok),
     }
 }
