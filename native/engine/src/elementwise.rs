@@ -1027,6 +1027,8 @@ fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
         (UnaryOp::BitwiseNot, _) => format!("(~({x}))"),
         (UnaryOp::CountLeadingZeros, _) => format!("nx_clz({x}, {bits})"),
         (UnaryOp::PopulationCount, _) => format!("nx_popcount({x}, {bits})"),
+        // f32 results: the cheaper m_exp rounded to f32 (the same bits; math_f64.glsl)
+        (UnaryOp::Exp, Kind::Float) if t == DType::F32 => format!("m_exp_f32({x})"),
         (op, _) => format!("m_{}({x})", op.name()),
     }
 }

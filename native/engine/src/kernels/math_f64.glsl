@@ -324,6 +324,32 @@ double m_exp(double x) {
     return m_scale_dd(c.x, c.y, int(c.z));
 }
 
+// exp(x) rounded to f32 (the f32 value as a double) = nx_round_f32(m_exp(x)), cheaper where the
+// result is a normal f32 away from a rounding boundary. The same reduction, Taylor to r^11 in
+// plain double (truncation < 6.4e-15, rounding a few 2^-53): e = exp(r) within 2^-46 relative.
+// e's f32 rounding is decided by the 29 bits below the f32 significand unless they lie within
+// 2^12 f64 ulps (>= 2^-41 relative) of the midpoint 2^28; there, and outside (-87, 88.5) (f32
+// subnormals, overflow, NaN), m_exp decides. Elsewhere the exact value, m_exp's (within 1 ulp)
+// and libm's all round to the same f32, so the bits are m_exp's (tests/exp_f32.rs compares both
+// paths; its ignored test does every f32).
+double m_exp_f32(double x) {
+    if (!(x > -87.0lf && x < 88.5lf)) return nx_round_f32(m_exp(x));
+    precise double kf = floor(x * M_INV_LN2 + 0.5lf);
+    precise double rh = x - kf * M_LN2_C1;
+    precise double r = rh - kf * M_LN2_C2;
+    precise double q = 1.0lf + r * (M_EXP_C2 + r * (M_EXP_C3 + r * (M_EXP_C4 + r * (M_EXP_C5 + r * (M_EXP_C6
+        + r * (M_EXP_C7 + r * (M_EXP_C8 + r * (M_EXP_C9 + r * (M_EXP_C10 + r * M_EXP_C11)))))))));
+    precise double p = r * q;
+    precise double e = 1.0lf + p;
+    int64_t b = doubleBitsToInt64(e);
+    int64_t off_mid = (b & 0x1FFFFFFFl) - 0x10000000l;
+    if (off_mid <= 0x1000l && off_mid >= -0x1000l) return nx_round_f32(m_exp(x));
+    // rounded to 24 significant bits (a carry runs into the exponent), then times 2^k: a normal
+    // f32 (x > -87 keeps it above 2^-126, x < 88.5 below the largest f32)
+    int64_t rounded = (b + 0x10000000l) & ~0x1FFFFFFFl;
+    return int64BitsToDouble(rounded + (int64_t(kf) << 52));
+}
+
 // expm1 as a double-double for 2^-54 <= |x| <= 40
 dvec2 m_expm1_dd(double x) {
     dvec3 c = m_exp_core(x, 0.0lf);
