@@ -193,6 +193,7 @@ fn stats(env: Env<'_>) -> NifResult<Term<'_>> {
                 (Atom::from_str(env, "cached_bytes")?, s.pool.cached_bytes),
                 (Atom::from_str(env, "device_allocations")?, s.pool.device_allocations),
                 (Atom::from_str(env, "reuses")?, s.pool.reuses),
+                (Atom::from_str(env, "evictions")?, s.pool.evictions),
             ];
             let mut m = Term::map_new(env);
             for (k, v) in pairs {
