@@ -283,10 +283,13 @@ impl BufferPool {
     ///   made 10 new 64 MiB buffers in 20 ops without it, and on the H200 the op took 3.5× its
     ///   time from Rust (stop 34). Stops 34–36 answered it with a young-generation collection;
     ///   that made things worse: collecting while the new result is live ages the result's
-    ///   handle, which later minor collections then never free, so a loop whose every op ran
-    ///   its class dry held 15 dead 16 MiB results on lavapipe and 41 dead 64 MiB ones on an
-    ///   H100, allocating anew each time (stop 37, `reuse_probe3.exs`); a full collection
-    ///   frees every dead handle, the class refills, and the next requests reuse.
+    ///   handle, which later minor collections then never free: a loop whose every op ran its
+    ///   class dry held up to 45 dead 16 MiB results on lavapipe and allocated 43 of 60 anew
+    ///   (stop 37, `reuse_probe3.exs`); a full collection frees every dead handle, the class
+    ///   refills, and the next requests reuse. On the BEAM a collected handle's memory comes
+    ///   back only once the process next leaves its scheduler, so the Elixir wrapper also
+    ///   yields after collecting (on an H100 a loop of warm 16 M adds otherwise allocated 38
+    ///   of 40 results anew: `yield_probe8.exs`).
     pub fn take_gc_hint(&self) -> Option<GcHint> {
         let s = &self.shared;
         if s.fresh_bytes.load(Relaxed) >= s.gc_hint_bytes && s.fresh_bytes.swap(0, Relaxed) >= s.gc_hint_bytes {
