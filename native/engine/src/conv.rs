@@ -170,7 +170,7 @@ pub enum ConvAlgorithm {
     /// `[groups, Cg·W, items·spatial]` (im2col; padding +0.0), multiplied on the tiled f64
     /// GEMM with sums folded from their first term in ascending `Cg·W` — channel by channel,
     /// the window row-major, as the direct kernel and BinaryBackend sum — and rounded once
-    /// into the output. Costs `groups·Cg·W·items·spatial·8` bytes of scratch per pass.
+    /// into the output. Costs `(groups·Cg·W + F)·items·spatial·8` bytes of scratch per pass.
     Im2colGemm { items_per_pass: usize },
 }
 
@@ -211,8 +211,8 @@ impl Context {
 
     /// What `conv` uses for these operands: im2col + GEMM for float-summed convs without batch
     /// groups of at least [`GEMM_MIN_MACS`] multiply-adds whose scratch fits (passes of as
-    /// many batch items as fit in 256 MiB), where the device has the tiled f64 GEMM; else the
-    /// direct kernel.
+    /// many batch items as fit in 256 MiB of columns and products), where the device has the
+    /// tiled f64 GEMM; else the direct kernel.
     pub fn conv_algorithm(&self, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: DType) -> Result<ConvAlgorithm> {
         let pl = checked_plan(input, kernel, opts, out)?;
         let spec = Spec { x: input.dtype, k: kernel.dtype, out, s: pl.untransposed.len() - 2 };
@@ -223,7 +223,9 @@ impl Context {
             crate::matmul::MatmulKernel::Tiled { .. }
         );
         let macs = (pl.f as u64) * (d.k as u64) * (pl.n as u64) * (d.spatial as u64);
-        let per_item = (d.groups * d.k * d.spatial) as u64 * 8;
+        // an item's im2col columns and its f64 products (more than the columns when there are
+        // more filters than window terms, as in a 1×1 conv widening few channels)
+        let per_item = ((d.groups * d.k + pl.f) * d.spatial) as u64 * 8;
         let pass_bytes = IM2COL_PASS_BYTES.min(self.caps.max_allocation_size);
         if spec.acc() != DType::F64 || opts.batch_group_size != 1 || !tiled || macs < GEMM_MIN_MACS || per_item == 0 || per_item > pass_bytes {
             return Ok(ConvAlgorithm::Direct);
@@ -276,7 +278,8 @@ impl Context {
     }
 
     /// [`ConvAlgorithm::Im2colGemm`]: the kernel matrix, then per pass of `items` batch items
-    /// the im2col gather, the GEMM and the rounding into `out`'s slice of the batch axis.
+    /// the im2col gather, the GEMM into an f64 scratch and the rounding into `out`'s slice of
+    /// the batch axis.
     #[allow(clippy::too_many_arguments)]
     fn record_conv_gemm(&self, batch: &mut Batch<'_>, pl: &Plan, items: usize, input: &Tensor, kernel: &Tensor, opts: &ConvOptions, out: &Tensor) -> Result<()> {
         let x = input.transpose(&opts.input_permutation)?;

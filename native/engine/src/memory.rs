@@ -330,9 +330,9 @@ impl PoolShared {
     /// Caches a dropped buffer, evicting the least recently freed cached buffers (of any size)
     /// while the cache would exceed its bound: the sizes a program uses now stay cached, not
     /// the ones it used first. (Keeping the oldest and freeing the newcomer instead, a cache
-    /// filled by 1 M-element results made every later 16 M-element op from Elixir allocate
-    /// anew: 18 of 20 adds, 220 µs instead of 100 on an H100, stop 37.) Evicted buffers are
-    /// freed through vulkano once no queued work can touch them.
+    /// filled by 4 MiB results made every later 16 MiB op allocate anew: 50 of 50 with a
+    /// 100 MiB bound on lavapipe, stop 37; `tests/pool_cache.rs`.) Evicted buffers are freed
+    /// through vulkano once no queued work can touch them.
     fn release(&self, buffer: Subbuffer<[u8]>, capacity: u64) {
         self.live_buffers.fetch_sub(1, Relaxed);
         self.live_bytes.fetch_sub(capacity, Relaxed);

@@ -378,6 +378,11 @@ fn conv_chooses_im2col_gemm_for_large_float_convs() {
                 f.check(|| format!("{alg:?} at {:?}: got {} want {}", coords(y.shape(), i), show(t, got[i]), show(t, want[i])), got[i], want[i]);
             }
         }
+        // a 1×1 conv widening one channel to 256 filters over 256×256: an item's f64 products
+        // (128 MiB) outweigh its columns (0.5 MiB), and the 256 MiB budget holds one item a pass
+        let wide_x = upload(ctx, t, &[4, 1, 256, 256], &vec![0; 4 * 65536]);
+        let wide_k = upload(ctx, t, &[256, 1, 1, 1], &vec![0; 256]);
+        assert_eq!(ctx.conv_algorithm(&wide_x, &wide_k, &ConvOptions::new(4), t).unwrap(), ConvAlgorithm::Im2colGemm { items_per_pass: 1 });
         // the same sizes with integer operands (summed exactly in 64 bits) or batch groups: direct
         let ki = upload(ctx, DType::S32, &c.k, &values(DType::S32, numel(&c.k), 0, &mut rng));
         let xi = upload(ctx, DType::S32, &c.x, &values(DType::S32, numel(&c.x), 0, &mut rng));
