@@ -775,6 +775,10 @@ impl<'a> Gen<'a> {
                         unary(*op, *dtype, from, &x)
                     }
                 };
+                // m_exp_f32's value is already an f32 (or the canonical NaN): no second rounding
+                if *op == UnaryOp::Exp && *dtype == DType::F32 && !self.fast(*dtype) && !op.is_predicate() {
+                    return Ok(self.tmp(*dtype, v));
+                }
                 Ok(self.tmp(*dtype, self.round(*dtype, &v)))
             }
             Expr::Binary { op, lhs, rhs, dtype } => {
