@@ -264,11 +264,7 @@ impl Context {
         let (bg, fg) = (opts.batch_group_size, opts.feature_group_size);
         p.i32s([x.offset, k.offset, pl.n, pl.f, pl.cg, pl.f / fg, pl.f / bg, pl.n / bg])?;
         p.i32s([x.strides[0], x.strides[1], k.strides[0], k.strides[1], u.strides[0], u.strides[1]])?;
-        for d in 0..s {
-            p.i32(x.shape[d + 2])?.i32(x.strides[d + 2])?.i32(k.shape[d + 2])?.i32(k.strides[d + 2])?;
-            p.i32(u.shape[d + 2])?.i32(u.strides[d + 2])?.i32(opts.strides[d])?.i32(opts.padding[d].0)?;
-            p.i32s([opts.input_dilation[d], opts.kernel_dilation[d]])?;
-        }
+        push_axes(&mut p, &x, &k, &u, opts)?;
         let spec = Spec { x: x.dtype, k: k.dtype, out: out.dtype, s };
         let kern = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
         batch.keep(&x.buffer);
@@ -304,22 +300,14 @@ impl Context {
         }
         let items = items.min(pl.n);
         let (window, spatial_out) = (d.k / pl.cg.max(1), &pl.untransposed[2..]);
-        // Geometry both gathers read: per spatial axis the input's size and stride, the
-        // kernel's size and stride, the output's size, stride, low padding and dilations.
-        let geometry = |p: &mut ParamBlock| -> Result<()> {
-            for a in 0..s {
-                p.i32(x.shape[a + 2])?.i32(x.strides[a + 2])?.i32(k.shape[a + 2])?.i32(k.strides[a + 2])?;
-                p.i32s([spatial_out[a], opts.strides[a]])?.i32(opts.padding[a].0)?.i32s([opts.input_dilation[a], opts.kernel_dilation[a]])?;
-            }
-            Ok(())
-        };
+        let u = out.transpose(&opts.output_permutation)?;
         // The kernel as [F, Cg·W] in f64, the dilation's holes +0.0.
         let kmat = self.empty(DType::F64, &[pl.f, d.k])?;
         {
             let mut p = ParamBlock::new("conv kernel matrix");
             p.addrs([k.buffer.address(), kmat.buffer.address()]);
             p.i32s([k.offset, pl.cg, window])?.i32s([k.strides[0], k.strides[1]])?;
-            geometry(&mut p)?;
+            push_axes(&mut p, &x, &k, &u, opts)?;
             let g = Gather { from: k.dtype, s, what: GatherWhat::Kernel };
             let kern = self.kernels.get(&g.key(), LOCAL, 1, || g.source())?;
             batch.keep(&k.buffer);
@@ -331,7 +319,6 @@ impl Context {
         batch.keep(&x.buffer);
         batch.keep(&cols.buffer);
         batch.keep(&prods.buffer);
-        let u = out.transpose(&opts.output_permutation)?;
         let gather = Gather { from: x.dtype, s, what: GatherWhat::Input };
         let im2col = self.kernels.get(&gather.key(), LOCAL, 1, || gather.source())?;
         let mut n0 = 0;
@@ -343,7 +330,7 @@ impl Context {
             let mut p = ParamBlock::new("conv im2col");
             p.addrs([x.buffer.address(), cols.buffer.address()]);
             p.i32s([x.offset, pl.cg, window])?.i32s([x.strides[0], x.strides[1]])?.i32s([n0, p_cols, d.k])?;
-            geometry(&mut p)?;
+            push_axes(&mut p, &x, &k, &u, opts)?;
             batch.dispatch(&im2col, p.bytes(), cols_t.numel() as u64)?;
             let va = crate::matmul::View3 { offset: 0, s: [(d.per_group * d.k) as isize, d.k as isize, 1] };
             let vb = crate::matmul::View3 { offset: 0, s: [(d.k * p_cols) as isize, p_cols as isize, 1] };
@@ -415,15 +402,7 @@ impl Gather {
                 8
             }
         };
-        let names = ["xn", "xs", "kn", "ks", "on", "st", "lo", "idil", "kdil"];
-        for n in names {
-            writeln!(s, "    int {n}[S];").unwrap();
-        }
-        s.push_str("    int kd[S];\n    int OS = 1;\n    for (int d = 0; d < S; d++) {\n");
-        for (i, n) in names.iter().enumerate() {
-            writeln!(s, "        {n}[d] = m.v[{at} + d * {} + {i}];", names.len()).unwrap();
-        }
-        s.push_str("        kd[d] = (kn[d] - 1) * kdil[d] + 1; OS *= on[d];\n    }\n");
+        load_axes(&mut s, at);
         writeln!(s, "    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * {LOCAL}u) {{").unwrap();
         let value = to_domain(self.from, DType::F64, &decode(self.from, "src.v[e]"));
         match self.what {
@@ -454,6 +433,34 @@ impl Gather {
         writeln!(s, "        double v = 0.0LF;\n        if (inside) v = {value};\n        dst.v[i] = nx_f64_to_bits(v);\n    }}\n}}").unwrap();
         s
     }
+}
+
+/// What every conv kernel reads per spatial axis `d` (after the input/kernel/output
+/// permutations), ten ints in this order: the input's size and stride, the kernel's size and
+/// stride, the untransposed output's size and stride, the conv stride, the low padding, the
+/// input and kernel dilations.
+const AXIS_NAMES: [&str; 10] = ["xn", "xs", "kn", "ks", "on", "os", "st", "lo", "idil", "kdil"];
+
+fn push_axes(p: &mut ParamBlock, x: &Tensor, k: &Tensor, u: &Tensor, o: &ConvOptions) -> Result<()> {
+    for d in 0..x.shape.len() - 2 {
+        p.i32(x.shape[d + 2])?.i32(x.strides[d + 2])?.i32(k.shape[d + 2])?.i32(k.strides[d + 2])?;
+        p.i32(u.shape[d + 2])?.i32(u.strides[d + 2])?.i32(o.strides[d])?.i32(o.padding[d].0)?;
+        p.i32s([o.input_dilation[d], o.kernel_dilation[d]])?;
+    }
+    Ok(())
+}
+
+/// GLSL: [`push_axes`]'s ints (from `m.v[first]`) into arrays of `S`, with `kd` (the dilated
+/// kernel window), its size `KW` and the output positions per item `OS`.
+fn load_axes(s: &mut String, first: usize) {
+    for n in AXIS_NAMES {
+        writeln!(s, "    int {n}[S];").unwrap();
+    }
+    s.push_str("    int kd[S];\n    int KW = 1;\n    int OS = 1;\n    for (int d = 0; d < S; d++) {\n");
+    for (i, n) in AXIS_NAMES.iter().enumerate() {
+        writeln!(s, "        {n}[d] = m.v[{first} + d * {} + {i}];", AXIS_NAMES.len()).unwrap();
+    }
+    s.push_str("        kd[d] = (kn[d] - 1) * kdil[d] + 1; KW *= kd[d]; OS *= on[d];\n    }\n");
 }
 
 struct Spec {
@@ -493,15 +500,7 @@ impl Spec {
         s.push_str("    ParamsI32 m = ParamsI32(pc.params + 24ul);\n");
         s.push_str("    int xoff = m.v[0]; int koff = m.v[1]; int F = m.v[3]; int Cg = m.v[4]; int Fg = m.v[5]; int Fb = m.v[6]; int Nb = m.v[7];\n");
         s.push_str("    int xs0 = m.v[8]; int xs1 = m.v[9]; int ks0 = m.v[10]; int ks1 = m.v[11]; int os0 = m.v[12]; int os1 = m.v[13];\n");
-        let names = ["xn", "xs", "kn", "ks", "on", "os", "st", "lo", "idil", "kdil"];
-        for n in names {
-            writeln!(s, "    int {n}[S];").unwrap();
-        }
-        s.push_str("    int kd[S];\n    int KW = 1;\n    for (int d = 0; d < S; d++) {\n");
-        for (i, n) in names.iter().enumerate() {
-            writeln!(s, "        {n}[d] = m.v[14 + d * {} + {i}];", names.len()).unwrap();
-        }
-        s.push_str("        kd[d] = (kn[d] - 1) * kdil[d] + 1; KW *= kd[d];\n    }\n");
+        load_axes(&mut s, 14);
         writeln!(s, "    for (uint o = gl_GlobalInvocationID.x; o < pc.count; o += gl_NumWorkGroups.x * {LOCAL}u) {{").unwrap();
         s.push_str("        uint rest = o; int oc[S]; int oe = 0;\n");
         s.push_str("        for (int d = S - 1; d >= 0; d--) { int c = int(rest % uint(on[d])); rest /= uint(on[d]); oc[d] = c; oe += c * os[d]; }\n");
