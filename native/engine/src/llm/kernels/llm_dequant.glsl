@@ -265,30 +265,6 @@ void dq_unit(uint64_t row, uint unit, out float w[32]) {
         }
     }
 }
-#if defined(X_INT8) && defined(WT_Q5_K)
-// (Q4_K's int8 form is its own, in llm_qdot.glsl.)
-#define QI_OFFSET
-void qi_unit(uint64_t row, uint unit, out int q[8], out vec2 d, out vec2 m) {
-    uint b = (unit >> 3) * 176u, qs = b + 48u;
-    uint j = unit & 7u;
-    float d1, m1;
-    k_unit_scales(row, b, j, d1, m1);
-    uint qb = qs + (j >> 1) * 32u;
-    int v[32];
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        uint q4 = r32(row, qb + 4u * i);
-        uint h4 = r32(row, b + 16u + 4u * i);
-        [[unroll]] for (uint k = 0u; k < 4u; k++) {
-            uint qv = byte_of(q4, k);
-            qv = (j & 1u) == 0u ? (qv & 15u) : (qv >> 4);
-            v[4u * i + k] = int(qv + (((byte_of(h4, k) >> j) & 1u) << 4));
-        }
-    }
-    pack_units(v, q);
-    d = vec2(d1);
-    m = vec2(-m1);
-}
-#endif
 #elif defined(WT_Q6_K)
 // ql[128] qh[64] scales[16] d; unit j: n = j/4 (128-half), r = j%4 (which quarter).
 // 210-byte blocks are 2-aligned: 16-bit loads, two values per load.

@@ -1,8 +1,9 @@
 // Dot products of one *task* of a quantized weight row with activations, for the matvec
 // (llm_matvec.glsl). A task is TASK_VALUES values of the row — the format's natural group (a
-// Q4_K sub-block pair, a Q6_K quarter of a half super-block, one Q8_0/Q4_0/Q4_1 block) — and
-// the tasks of a row partition it: task t owns values [t·TASK_VALUES, (t+1)·TASK_VALUES) for
-// the sum of squares of a fused RMSNorm, and whichever values its layout holds for the dot.
+// Q4_K/Q5_K sub-block pair, a Q6_K/Q2_K/Q3_K quarter of a half super-block, one
+// Q8_0/Q4_0/Q4_1 block) — and the tasks of a row partition it: task t owns values
+// [t·TASK_VALUES, (t+1)·TASK_VALUES) for the sum of squares of a fused RMSNorm, and whichever
+// values its layout holds for the dot.
 //
 // The hot formats use the factored form ggml's own GPU kernels use: per scale group,
 // Σ (d·q − m)·x = d·Σ q·x − m·Σ x, with the quant fields turned into floats by building the
@@ -11,7 +12,8 @@
 // one explicit fma chain each, `precise`, so every column of every dispatch takes the same
 // path: a column's bits never depend on its batch-mates. The values differ from the unit path
 // (dequantize, then one chain) by rounding only; the kernel test bounds both against an f64 dot.
-// Other formats use the unit path: dq_unit (ggml's dequantization) and one fma chain.
+// Q5_0 and Q5_1 (and Q2_K and Q3_K with int8 activations) use the unit path: dq_unit (ggml's
+// dequantization) and one fma chain.
 //
 // Opt-in int8 activations (X_INT8, every quantized format): each group of 32 activations
 // (Q6_K: of 16, its weight scale group) becomes dx·round(x / dx) with dx = max|x| / 127, and
@@ -74,6 +76,9 @@ vec4 bytes_minus(uint w, float bias) {
                 uintBitsToFloat(((w >> 16) & 255u) | 0x4B000000u) - o, uintBitsToFloat((w >> 24) | 0x4B000000u) - o);
 }
 
+// The 32-bit word at byte `off` (a multiple of 2) of a 2-aligned block, from two 16-bit loads.
+uint w16x2(uint64_t a, uint off) { return uint(WU16(a).v[off >> 1]) | (uint(WU16(a).v[(off >> 1) + 1u]) << 16); }
+
 #ifdef X_INT8
 float max4(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
 // round(v · inv) for |v · inv| ≤ 127, packed as four int8: one fma onto 1.5·2^23 rounds to an
@@ -111,20 +116,44 @@ int s8_minus32(uint w) { return int(((w | 0x80808080u) - 0x20202020u) ^ 0x808080
 // read once and shared by the rows (the rows of a matvec all read the same x, so re-reading it
 // per row makes x, not the weights, most of the memory traffic), Q4_K's weights are loaded once
 // for all the columns, and each (row, column) result is the same chain it would be alone.
+#if defined(WT_Q4_K) || defined(WT_Q5_K)
+// Super-blocks of 256 — Q4_K: 144 bytes (d, dmin, scales[12], qs[128]); Q5_K: 176 bytes (d,
+// dmin, scales[12], qh[32], qs[128]). Task (s, m): sub-blocks 2m (low nibbles of qs[32m ..+32])
+// and 2m+1 (high nibbles) = values 64m .. 64m+63; Q5_K's fifth bit of value l of sub-block j is
+// bit j of qh[l]. Both block sizes keep 16-byte alignment: three (Q5_K: five) 16-byte loads per
+// task and row, and each value's quant built whole before its one conversion.
 #if defined(WT_Q4_K)
-// Super-blocks of 256 (144 bytes: d, dmin, scales[12], qs[128]); task (s, m): sub-blocks 2m
-// (low nibbles of qs[32m ..+32]) and 2m+1 (high nibbles) = values 64m .. 64m+63. 144-byte
-// blocks keep 16-byte alignment: three 16-byte loads per task and row.
+const uint KBLOCK = 144u, KQS = 16u;
+#else
+const uint KBLOCK = 176u, KQS = 48u;
+#endif
 #define TASK_VALUES 64u
+// The quants of values 4i .. 4i+3 of sub-blocks 2m (lo) and 2m+1 (hi), one per byte.
+void kq_words(uvec4 q0, uvec4 q1, uvec4 h0, uvec4 h1, uint m, uint i, out uint lo, out uint hi) {
+    uint w = i < 4u ? q0[i] : q1[i - 4u];
+    lo = w & 0x0F0F0F0Fu;
+    hi = (w >> 4) & 0x0F0F0F0Fu;
+#if defined(WT_Q5_K)
+    uint h = i < 4u ? h0[i] : h1[i - 4u];
+    lo |= ((h >> (2u * m)) & 0x01010101u) << 4;
+    hi |= ((h >> (2u * m + 1u)) & 0x01010101u) << 4;
+#endif
+}
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint s = task >> 2, m = task & 3u;
-    uvec4 q0[NR], q1[NR];
+    uvec4 q0[NR], q1[NR], h0[NR], h1[NR];
     float da[NR], ma[NR], db[NR], mb[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
-        uint64_t blk = rows[r] + uint64_t(s * 144u);
+        uint64_t blk = rows[r] + uint64_t(s * KBLOCK);
         uvec4 hd = BufUV4(blk).v[0];
-        q0[r] = BufUV4(blk + uint64_t(16u + 32u * m)).v[0];
-        q1[r] = BufUV4(blk + uint64_t(32u + 32u * m)).v[0];
+        q0[r] = BufUV4(blk + uint64_t(KQS + 32u * m)).v[0];
+        q1[r] = BufUV4(blk + uint64_t(KQS + 16u + 32u * m)).v[0];
+#if defined(WT_Q5_K)
+        h0[r] = BufUV4(blk + 16ul).v[0];
+        h1[r] = BufUV4(blk + 32ul).v[0];
+#else
+        h0[r] = uvec4(0u); h1[r] = uvec4(0u);
+#endif
         float d = enc_f16_to_f32(hd.x & 0xFFFFu), dmin = enc_f16_to_f32(hd.x >> 16);
         uint sva, mva, svb, mvb;
         k4_scale_min(hd.yzw, 2u * m, sva, mva);
@@ -154,9 +183,10 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             [[unroll]] for (int r = 0; r < NR; r++) {
                 int ia = 0, ib = 0;
                 [[unroll]] for (uint i = 0u; i < 8u; i++) {
-                    uint w = i < 4u ? q0[r][i] : q1[r][i - 4u];
-                    ia += dotPacked4x8EXT(int(w & 0x0F0F0F0Fu), pa[i]);
-                    ib += dotPacked4x8EXT(int((w >> 4) & 0x0F0F0F0Fu), pb[i]);
+                    uint lo, hi;
+                    kq_words(q0[r], q1[r], h0[r], h1[r], m, i, lo, hi);
+                    ia += dotPacked4x8EXT(int(lo), pa[i]);
+                    ib += dotPacked4x8EXT(int(hi), pb[i]);
                 }
                 precise float t = da[r] * (dx_a * float(ia)) - ma[r] * xa;
                 t = t + (db[r] * (dx_b * float(ib)) - mb[r] * xh);
@@ -178,9 +208,10 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
                 xa = sum4(xl, xa);
                 xh = sum4(xu, xh);
                 [[unroll]] for (int r = 0; r < NR; r++) {
-                    uint w = i < 4u ? q0[r][i] : q1[r][i - 4u];
-                    sa[r] = dot4(bytes_minus(w & 0x0F0F0F0Fu, 0.0), xl, sa[r]);
-                    sb[r] = dot4(bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0), xu, sb[r]);
+                    uint lo, hi;
+                    kq_words(q0[r], q1[r], h0[r], h1[r], m, i, lo, hi);
+                    sa[r] = dot4(bytes_minus(lo, 0.0), xl, sa[r]);
+                    sb[r] = dot4(bytes_minus(hi, 0.0), xu, sb[r]);
                 }
             }
             [[unroll]] for (int r = 0; r < NR; r++) {
@@ -198,7 +229,6 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // quarters: 16 + 16 bytes of ql, 16 of qh, four scales. 210-byte blocks are only 2-aligned:
 // 16-bit loads.
 #define TASK_VALUES 64u
-uint w16x2(uint64_t a, uint off) { return uint(WU16(a).v[off >> 1]) | (uint(WU16(a).v[(off >> 1) + 1u]) << 16); }
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
     uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
     uint l0 = 16u * h;
@@ -442,6 +472,75 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         }
     }
 }
+#elif (defined(WT_Q2_K) || defined(WT_Q3_K)) && !defined(X_INT8)
+// Super-blocks of 256 — Q2_K: 84 bytes (scales[16], qs[64], d, dmin), 4-aligned: 32-bit loads;
+// Q3_K: 110 bytes (hmask[32], qs[64], scales[12], d), 2-aligned: 16-bit loads. Value
+// (n, j, h, l) = 128n + 32j + 16h + l (l < 16) has the 2-bit quant (qs[32n + 16h + l] >> 2j) & 3
+// and scale group 8n + 2j + h — Q2_K: d·(sc & 15)·q − dmin·(sc >> 4); Q3_K: d·(sc − 32)·(q − 4
+// + 4·bit (4n + j) of hmask[16h + l]). Task (s, n, h): l < 16 of the four j, so one word of qs
+// (and of hmask) serves four values of each of the four groups. The sums are factored per
+// group as Q4_K's are: d·Σ q·x − m·Σ x. (The int8 form keeps the unit path: its quantization
+// groups of x are 32 consecutive values.)
+#define TASK_VALUES 64u
+void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
+    uint kb = s * 256u + n * 128u + 16u * h;
+    float part[NR][4];
+    [[unroll]] for (int r = 0; r < NR; r++) { part[r][0] = 0.0; part[r][1] = 0.0; part[r][2] = 0.0; part[r][3] = 0.0; }
+#if defined(WT_Q2_K)
+    float xs[4] = float[4](0.0, 0.0, 0.0, 0.0);
+#endif
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        vec4 xv[4];
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            xv[j] = x4(addrX, addrG, xb, kb + 32u * j + 4u * i);
+#if defined(WT_Q2_K)
+            xs[j] = sum4(xv[j], xs[j]);
+#endif
+        }
+        [[unroll]] for (int r = 0; r < NR; r++) {
+#if defined(WT_Q2_K)
+            uint w = WU32(rows[r] + uint64_t(s * 84u)).v[(16u + 32u * n + 16u * h + 4u * i) >> 2];
+            [[unroll]] for (uint j = 0u; j < 4u; j++) part[r][j] = dot4(bytes_minus((w >> (2u * j)) & 0x03030303u, 0.0), xv[j], part[r][j]);
+#else
+            uint64_t blk = rows[r] + uint64_t(s * 110u);
+            uint w = w16x2(blk, 32u + 32u * n + 16u * h + 4u * i);
+            uint hm = w16x2(blk, 16u * h + 4u * i);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                uint q = ((w >> (2u * j)) & 0x03030303u) | (((hm >> (4u * n + j)) & 0x01010101u) << 2);
+                part[r][j] = dot4(bytes_minus(q, 4.0), xv[j], part[r][j]);
+            }
+#endif
+        }
+    }
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        precise float t = 0.0;
+#if defined(WT_Q2_K)
+        uint64_t blk = rows[r] + uint64_t(s * 84u);
+        uint dd = WU32(blk).v[20];
+        float d = enc_f16_to_f32(dd & 0xFFFFu), dmin = enc_f16_to_f32(dd >> 16);
+        uvec2 scw = uvec2(WU32(blk).v[2u * n], WU32(blk).v[2u * n + 1u]);
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            uint sc = byte_of(j < 2u ? scw.x : scw.y, (2u * j + h) & 3u);
+            precise float dl = d * float(sc & 15u);
+            precise float ml = dmin * float(sc >> 4);
+            t = t + (dl * part[r][j] - ml * xs[j]);
+        }
+#else
+        float d = enc_f16_to_f32(uint(WU16(rows[r] + uint64_t(s * 110u)).v[54]));
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            precise float dl = d * float(int(q3k_scale(rows[r], s * 110u, 8u * n + 2u * j + h)) - 32);
+            t = t + dl * part[r][j];
+        }
+#endif
+        acc[r] = acc[r] + t;
+    }
+}
+void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+    }
+}
 #else
 // The unit path: ggml's dequantization of 32 values, then one fma chain per row.
 #define TASK_VALUES 32u
@@ -457,7 +556,7 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
     }
 }
 #ifdef X_INT8
-// Opt-in int8 activations (Q5_0, Q5_1, Q5_K, Q2_K, Q3_K): the unit's 32 values of x as dx·xq
+// Opt-in int8 activations (Q5_0, Q5_1, Q2_K, Q3_K): the unit's 32 values of x as dx·xq
 // (quant_x8), then each 16-value half's Σ v·xq as integer dot products against the weights'
 // integer fields (qi_unit), times the half's scale d·dx; a half's offset m meets the exact f32
 // Σ x of its 16 values, as Q4_K's dmin does. Weights are decoded once for all the columns.
