@@ -357,42 +357,41 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     }
     return;
 #endif
-    float part[TC][NR];
-    [[unroll]] for (int c = 0; c < TC; c++) {
-        [[unroll]] for (int r = 0; r < NR; r++) part[c][r] = 0.0;
-    }
+    // f32 activations: the rows' quant words loaded once for all the columns, and each
+    // column's x read once per word for all the rows (not once per row).
 #if defined(WT_Q8_0)
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        [[unroll]] for (int r = 0; r < NR; r++) {
-            uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
-            uint w = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
-            vec4 q = bytes_minus(w ^ 0x80808080u, 128.0);
-            [[unroll]] for (int c = 0; c < TC; c++) {
-                if (uint(c) < ncols) part[c][r] = dot4(q, x4(addrX, addrG, xb0 + uint(c) * K, k0 + 4u * i), part[c][r]);
-            }
-        }
-    }
+    const uint WORDS = 8u;
 #else
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        [[unroll]] for (int r = 0; r < NR; r++) {
-            uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
-            uint w = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
-            vec4 lo = bytes_minus(w & 0x0F0F0F0Fu, 8.0), hi = bytes_minus((w >> 4) & 0x0F0F0F0Fu, 8.0);
-            [[unroll]] for (int c = 0; c < TC; c++) {
-                if (uint(c) < ncols) {
-                    uint xb = xb0 + uint(c) * K;
-                    part[c][r] = dot4(lo, x4(addrX, addrG, xb, k0 + 4u * i), part[c][r]);
-                    part[c][r] = dot4(hi, x4(addrX, addrG, xb, k0 + 16u + 4u * i), part[c][r]);
-                }
-            }
-        }
-    }
+    const uint WORDS = 4u;
 #endif
+    uint wv[NR][WORDS];
+    float dwf[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
-        float d = enc_f16_to_f32(uint(WU16(rows[r] + uint64_t(task * BLOCK_BYTES)).v[0]));
-        [[unroll]] for (int c = 0; c < TC; c++) {
-            precise float t = d * part[c][r];
-            if (uint(c) < ncols) acc[c][r] = acc[c][r] + t;
+        uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
+        dwf[r] = enc_f16_to_f32(uint(WU16(blk).v[0]));
+        [[unroll]] for (uint i = 0u; i < WORDS; i++) wv[r][i] = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
+    }
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            float part[NR];
+            [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
+            [[unroll]] for (uint i = 0u; i < WORDS; i++) {
+#if defined(WT_Q8_0)
+                vec4 xv = x4(addrX, addrG, xb, k0 + 4u * i);
+                [[unroll]] for (int r = 0; r < NR; r++) part[r] = dot4(bytes_minus(wv[r][i] ^ 0x80808080u, 128.0), xv, part[r]);
+#else
+                vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i), xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
+                [[unroll]] for (int r = 0; r < NR; r++) {
+                    part[r] = dot4(bytes_minus(wv[r][i] & 0x0F0F0F0Fu, 8.0), xl, part[r]);
+                    part[r] = dot4(bytes_minus((wv[r][i] >> 4) & 0x0F0F0F0Fu, 8.0), xu, part[r]);
+                }
+#endif
+            }
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                precise float t = dwf[r] * part[r];
+                acc[c][r] = acc[c][r] + t;
+            }
         }
     }
 }
@@ -438,37 +437,33 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     }
     return;
 #endif
-    float part[TC][NR];
-    float xs[TC];
-    [[unroll]] for (int c = 0; c < TC; c++) {
-        xs[c] = 0.0;
-        [[unroll]] for (int r = 0; r < NR; r++) part[c][r] = 0.0;
+    // f32 activations: as Q8_0's (words once for all the columns, x once for all the rows).
+    uint wv[NR][4], dmv[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        uint64_t blk = rows[r] + uint64_t(task * 20u);
+        dmv[r] = WU32(blk).v[0];
+        [[unroll]] for (uint i = 0u; i < 4u; i++) wv[r][i] = WU32(blk).v[1u + i];
     }
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        [[unroll]] for (int r = 0; r < NR; r++) {
-            uint w = WU32(rows[r] + uint64_t(task * 20u)).v[1u + i];
-            vec4 lo = bytes_minus(w & 0x0F0F0F0Fu, 0.0), hi = bytes_minus((w >> 4) & 0x0F0F0F0Fu, 0.0);
-            [[unroll]] for (int c = 0; c < TC; c++) {
-                if (uint(c) < ncols) {
-                    uint xb = xb0 + uint(c) * K;
-                    vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
-                    vec4 xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
-                    part[c][r] = dot4(lo, xl, part[c][r]);
-                    part[c][r] = dot4(hi, xu, part[c][r]);
-                    if (r == 0) {
-                        xs[c] = sum4(xl, xs[c]);
-                        xs[c] = sum4(xu, xs[c]);
-                    }
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            float part[NR];
+            [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
+            float xs = 0.0;
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i), xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
+                xs = sum4(xl, xs);
+                xs = sum4(xu, xs);
+                [[unroll]] for (int r = 0; r < NR; r++) {
+                    part[r] = dot4(bytes_minus(wv[r][i] & 0x0F0F0F0Fu, 0.0), xl, part[r]);
+                    part[r] = dot4(bytes_minus((wv[r][i] >> 4) & 0x0F0F0F0Fu, 0.0), xu, part[r]);
                 }
             }
-        }
-    }
-    [[unroll]] for (int r = 0; r < NR; r++) {
-        uint dm = WU32(rows[r] + uint64_t(task * 20u)).v[0];
-        float d = enc_f16_to_f32(dm & 0xFFFFu), m = enc_f16_to_f32(dm >> 16);
-        [[unroll]] for (int c = 0; c < TC; c++) {
-            precise float t = d * part[c][r] + m * xs[c];
-            if (uint(c) < ncols) acc[c][r] = acc[c][r] + t;
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                float d = enc_f16_to_f32(dmv[r] & 0xFFFFu), m = enc_f16_to_f32(dmv[r] >> 16);
+                precise float t = d * part[r] + m * xs;
+                acc[c][r] = acc[c][r] + t;
+            }
         }
     }
 }
