@@ -227,24 +227,38 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // half n, quarter r, l < 32 is (ql[64n + 32(r&1) + l] nibble r/2 | ((qh[32n + l] >> 2r) & 3) << 4)
 // − 32, times d·scales[8n + 2r + l/16]. Task (s, n, h): l in [16h, 16h + 16) of all four
 // quarters: 16 + 16 bytes of ql, 16 of qh, four scales. 210-byte blocks are only 2-aligned:
-// 16-bit loads.
+// the quants in aligned 32-bit words (w16x8), the scales and d in 8- and 16-bit loads.
 #define TASK_VALUES 64u
+// 16 bytes at byte `off` (even) of a 2-aligned block: five aligned 32-bit loads, the words
+// shifted by 16 bits where the start is 2 mod 4 (eight 16-bit loads otherwise). The fifth word
+// stays inside the block for every range read here.
+uvec4 w16x8(uint64_t blk, uint off) {
+    uint64_t a = blk + uint64_t(off);
+    uint64_t base = a & ~3ul;
+    uint w0 = WU32(base).v[0], w1 = WU32(base).v[1], w2 = WU32(base).v[2], w3 = WU32(base).v[3], w4 = WU32(base).v[4];
+    if ((uint(a) & 2u) == 0u) return uvec4(w0, w1, w2, w3);
+    return uvec4((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16), (w2 >> 16) | (w3 << 16), (w3 >> 16) | (w4 << 16));
+}
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
     uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
     uint l0 = 16u * h;
     uint kb = s * 256u + n * 128u + l0;
     float part[NR][4];
-    [[unroll]] for (int r = 0; r < NR; r++) { part[r][0] = 0.0; part[r][1] = 0.0; part[r][2] = 0.0; part[r][3] = 0.0; }
+    uvec4 qa[NR], qb[NR], qhh[NR];
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        part[r][0] = 0.0; part[r][1] = 0.0; part[r][2] = 0.0; part[r][3] = 0.0;
+        uint64_t blk = rows[r] + uint64_t(s * 210u);
+        qa[r] = w16x8(blk, 64u * n + l0);
+        qb[r] = w16x8(blk, 64u * n + 32u + l0);
+        qhh[r] = w16x8(blk, 128u + 32u * n + l0);
+    }
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         vec4 x0 = x4(addrX, addrG, xb, kb + 4u * i);
         vec4 x1 = x4(addrX, addrG, xb, kb + 32u + 4u * i);
         vec4 x2 = x4(addrX, addrG, xb, kb + 64u + 4u * i);
         vec4 x3 = x4(addrX, addrG, xb, kb + 96u + 4u * i);
         [[unroll]] for (int r = 0; r < NR; r++) {
-            uint64_t blk = rows[r] + uint64_t(s * 210u);
-            uint a = w16x2(blk, 64u * n + l0 + 4u * i);
-            uint b = w16x2(blk, 64u * n + 32u + l0 + 4u * i);
-            uint hh = w16x2(blk, 128u + 32u * n + l0 + 4u * i);
+            uint a = qa[r][i], b = qb[r][i], hh = qhh[r][i];
             part[r][0] = dot4(bytes_minus((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4), 32.0), x0, part[r][0]);
             part[r][1] = dot4(bytes_minus((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4), 32.0), x1, part[r][1]);
             part[r][2] = dot4(bytes_minus(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4), 32.0), x2, part[r][2]);
@@ -279,11 +293,10 @@ void task_acc_col_int8(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t ad
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint64_t blk = rows[r] + uint64_t(s * 210u);
+        uvec4 qa = w16x8(blk, 64u * n + l0), qb = w16x8(blk, 64u * n + 32u + l0), qhh = w16x8(blk, 128u + 32u * n + l0);
         int iq[4] = int[4](0, 0, 0, 0);
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            uint a = w16x2(blk, 64u * n + l0 + 4u * i);
-            uint b = w16x2(blk, 64u * n + 32u + l0 + 4u * i);
-            uint hh = w16x2(blk, 128u + 32u * n + l0 + 4u * i);
+            uint a = qa[i], b = qb[i], hh = qhh[i];
             iq[0] += dotPacked4x8EXT(s8_minus32((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4)), p[0][i]);
             iq[1] += dotPacked4x8EXT(s8_minus32((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4)), p[1][i]);
             iq[2] += dotPacked4x8EXT(s8_minus32(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4)), p[2][i]);
@@ -540,12 +553,14 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // The unit path: ggml's dequantization of 32 values, then one fma chain per row.
 #define TASK_VALUES 32u
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+    vec4 xv[8];   // read once for all the rows
+    [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = x4(addrX, addrG, xb, task * 32u + 4u * i);
     [[unroll]] for (int r = 0; r < NR; r++) {
         float w[32];
         dq_unit(rows[r], task, w);
         precise float part = 0.0;
         [[unroll]] for (uint i = 0u; i < 8u; i++) {
-            part = dot4(vec4(w[4u * i], w[4u * i + 1u], w[4u * i + 2u], w[4u * i + 3u]), x4(addrX, addrG, xb, task * 32u + 4u * i), part);
+            part = dot4(vec4(w[4u * i], w[4u * i + 1u], w[4u * i + 2u], w[4u * i + 3u]), xv[i], part);
         }
         acc[r] = acc[r] + part;
     }
