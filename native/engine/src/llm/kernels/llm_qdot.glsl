@@ -127,7 +127,18 @@ const uint KBLOCK = 144u, KQS = 16u;
 #else
 const uint KBLOCK = 176u, KQS = 48u;
 #endif
+#ifndef X_INT8
+// With f32 activations, half tasks (s, m, f): values 16f .. 16f+15 of both sub-blocks of the
+// pair — one 16-byte load of qs (and of qh) per row, words i < 4 below. Twice the tasks of
+// whole pairs, so a 2,048-wide row fills 64 lanes, and fewer registers per lane: H100, run 5,
+// decode +9-11 % on the 1B and 8B shapes. (The int8 form quantizes x per whole sub-block.)
+#define KQ_SPLIT
+#define TASK_VALUES 32u
+const uint KQ_I = 4u;
+#else
 #define TASK_VALUES 64u
+const uint KQ_I = 8u;
+#endif
 // The quants of values 4i .. 4i+3 of sub-blocks 2m (lo) and 2m+1 (hi), one per byte.
 void kq_words(uvec4 q0, uvec4 q1, uvec4 h0, uvec4 h1, uint m, uint i, out uint lo, out uint hi) {
     uint w = i < 4u ? q0[i] : q1[i - 4u];
@@ -140,17 +151,29 @@ void kq_words(uvec4 q0, uvec4 q1, uvec4 h0, uvec4 h1, uint m, uint i, out uint l
 #endif
 }
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
-    uint s = task >> 2, m = task & 3u;
+#ifdef KQ_SPLIT
+    uint s = task >> 3, m = (task >> 1) & 3u, f = task & 1u;
+#else
+    uint s = task >> 2, m = task & 3u, f = 0u;
+#endif
     uvec4 q0[NR], q1[NR], h0[NR], h1[NR];
     float da[NR], ma[NR], db[NR], mb[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint64_t blk = rows[r] + uint64_t(s * KBLOCK);
         uvec4 hd = BufUV4(blk).v[0];
-        q0[r] = BufUV4(blk + uint64_t(KQS + 32u * m)).v[0];
+        q0[r] = BufUV4(blk + uint64_t(KQS + 32u * m + 16u * f)).v[0];
+#ifdef KQ_SPLIT
+        q1[r] = uvec4(0u);
+#else
         q1[r] = BufUV4(blk + uint64_t(KQS + 16u + 32u * m)).v[0];
+#endif
 #if defined(WT_Q5_K)
-        h0[r] = BufUV4(blk + 16ul).v[0];
+        h0[r] = BufUV4(blk + uint64_t(16u + 16u * f)).v[0];
+#ifdef KQ_SPLIT
+        h1[r] = uvec4(0u);
+#else
         h1[r] = BufUV4(blk + 32ul).v[0];
+#endif
 #else
         h0[r] = uvec4(0u); h1[r] = uvec4(0u);
 #endif
@@ -161,7 +184,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         precise float a = d * float(sva), b = dmin * float(mva), c = d * float(svb), e = dmin * float(mvb);
         da[r] = a; ma[r] = b; db[r] = c; mb[r] = e;
     }
-    uint k0 = s * 256u + 64u * m;
+    uint k0 = s * 256u + 64u * m + 16u * f;
 #ifdef X_INT8
     // Opt-in int8 activations: each sub-block's 32 values of x as dx·xq (dx = max|x| / 127,
     // xq = round(x / dx), the same for every row and batch composition), then Σ q·xq as exact
@@ -202,7 +225,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             float sa[NR], sb[NR];
             [[unroll]] for (int r = 0; r < NR; r++) { sa[r] = 0.0; sb[r] = 0.0; }
             precise float xa = 0.0, xh = 0.0;
-            [[unroll]] for (uint i = 0u; i < 8u; i++) {
+            [[unroll]] for (uint i = 0u; i < KQ_I; i++) {
                 vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
                 vec4 xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
                 xa = sum4(xl, xa);
@@ -228,7 +251,23 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // − 32, times d·scales[8n + 2r + l/16]. Task (s, n, h): l in [16h, 16h + 16) of all four
 // quarters: 16 + 16 bytes of ql, 16 of qh, four scales. 210-byte blocks are only 2-aligned:
 // the quants in aligned 32-bit words (w16x8), the scales and d in 8- and 16-bit loads.
+#if defined(QUARTER_HALF) && !defined(X_INT8)
+// With f32 activations, half tasks (s, n, h, g): l in [16h + 8g, +8) of the four quarters —
+// 8 + 8 bytes of ql and 8 of qh per row.
+#define Q6_SPLIT
+#define TASK_VALUES 32u
+#else
 #define TASK_VALUES 64u
+#endif
+// 8 bytes at byte `off` (even) of a 2-aligned block: three aligned 32-bit loads, shifted as
+// w16x8's.
+uvec2 w16x4(uint64_t blk, uint off) {
+    uint64_t a = blk + uint64_t(off);
+    uint64_t base = a & ~3ul;
+    uint w0 = WU32(base).v[0], w1 = WU32(base).v[1], w2 = WU32(base).v[2];
+    if ((uint(a) & 2u) == 0u) return uvec2(w0, w1);
+    return uvec2((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16));
+}
 // 16 bytes at byte `off` (even) of a 2-aligned block: five aligned 32-bit loads, the words
 // shifted by 16 bits where the start is 2 mod 4 (eight 16-bit loads otherwise). The fifth word
 // stays inside the block for every range read here.
@@ -240,19 +279,32 @@ uvec4 w16x8(uint64_t blk, uint off) {
     return uvec4((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16), (w2 >> 16) | (w3 << 16), (w3 >> 16) | (w4 << 16));
 }
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+#ifdef Q6_SPLIT
+    uint s = task >> 3, n = (task >> 2) & 1u, h = (task >> 1) & 1u;
+    uint l0 = 16u * h + 8u * (task & 1u);
+    const uint WORDS = 2u;
+#else
     uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
     uint l0 = 16u * h;
+    const uint WORDS = 4u;
+#endif
     uint kb = s * 256u + n * 128u + l0;
     float part[NR][4];
     uvec4 qa[NR], qb[NR], qhh[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
         part[r][0] = 0.0; part[r][1] = 0.0; part[r][2] = 0.0; part[r][3] = 0.0;
         uint64_t blk = rows[r] + uint64_t(s * 210u);
+#ifdef Q6_SPLIT
+        qa[r] = uvec4(w16x4(blk, 64u * n + l0), 0u, 0u);
+        qb[r] = uvec4(w16x4(blk, 64u * n + 32u + l0), 0u, 0u);
+        qhh[r] = uvec4(w16x4(blk, 128u + 32u * n + l0), 0u, 0u);
+#else
         qa[r] = w16x8(blk, 64u * n + l0);
         qb[r] = w16x8(blk, 64u * n + 32u + l0);
         qhh[r] = w16x8(blk, 128u + 32u * n + l0);
+#endif
     }
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+    [[unroll]] for (uint i = 0u; i < WORDS; i++) {
         vec4 x0 = x4(addrX, addrG, xb, kb + 4u * i);
         vec4 x1 = x4(addrX, addrG, xb, kb + 32u + 4u * i);
         vec4 x2 = x4(addrX, addrG, xb, kb + 64u + 4u * i);
@@ -489,16 +541,29 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // (and of hmask) serves four values of each of the four groups. The sums are factored per
 // group as Q4_K's are: d·Σ q·x − m·Σ x. (The int8 form keeps the unit path: its quantization
 // groups of x are 32 consecutive values.)
+#ifdef QUARTER_HALF
+// Half tasks (s, n, h, g): l in [16h + 8g, +8), two words of qs (and hmask) per row.
+#define TASK_VALUES 32u
+#else
 #define TASK_VALUES 64u
+#endif
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
+#ifdef QUARTER_HALF
+    uint s = task >> 3, n = (task >> 2) & 1u, h = (task >> 1) & 1u;
+    uint l0 = 16u * h + 8u * (task & 1u);
+    const uint WORDS = 2u;
+#else
     uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
-    uint kb = s * 256u + n * 128u + 16u * h;
+    uint l0 = 16u * h;
+    const uint WORDS = 4u;
+#endif
+    uint kb = s * 256u + n * 128u + l0;
     float part[NR][4];
     [[unroll]] for (int r = 0; r < NR; r++) { part[r][0] = 0.0; part[r][1] = 0.0; part[r][2] = 0.0; part[r][3] = 0.0; }
 #if defined(WT_Q2_K)
     float xs[4] = float[4](0.0, 0.0, 0.0, 0.0);
 #endif
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+    [[unroll]] for (uint i = 0u; i < WORDS; i++) {
         vec4 xv[4];
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             xv[j] = x4(addrX, addrG, xb, kb + 32u * j + 4u * i);
@@ -508,12 +573,12 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         }
         [[unroll]] for (int r = 0; r < NR; r++) {
 #if defined(WT_Q2_K)
-            uint w = WU32(rows[r] + uint64_t(s * 84u)).v[(16u + 32u * n + 16u * h + 4u * i) >> 2];
+            uint w = WU32(rows[r] + uint64_t(s * 84u)).v[(16u + 32u * n + l0 + 4u * i) >> 2];
             [[unroll]] for (uint j = 0u; j < 4u; j++) part[r][j] = dot4(bytes_minus((w >> (2u * j)) & 0x03030303u, 0.0), xv[j], part[r][j]);
 #else
             uint64_t blk = rows[r] + uint64_t(s * 110u);
-            uint w = w16x2(blk, 32u + 32u * n + 16u * h + 4u * i);
-            uint hm = w16x2(blk, 16u * h + 4u * i);
+            uint w = w16x2(blk, 32u + 32u * n + l0 + 4u * i);
+            uint hm = w16x2(blk, l0 + 4u * i);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 uint q = ((w >> (2u * j)) & 0x03030303u) | (((hm >> (4u * n + j)) & 0x01010101u) << 2);
                 part[r][j] = dot4(bytes_minus(q, 4.0), xv[j], part[r][j]);

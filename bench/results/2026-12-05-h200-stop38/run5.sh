@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Stop 38, run 5: Q4_K/Q5_K half tasks (NX_VULKAN_LLM_KQ_HALF=1: 32 values of a sub-block pair,
+# one 16-byte load of qs per row; twice the tasks, so K = 2,048 fills 64 lanes) against the
+# whole-pair task, alternating, same binary: 1B Q4_K_M- and Q5_K_M-like, 8B Q4_K_M-like.
+# Carry as run 1 (nx-vulkan.xz only).
+set -uo pipefail
+source .gl/env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source bench/llm/unpack-carry.sh
+R="$OUT/llm.jsonl"
+tag() { sed "s/^{/{$1,/"; }
+for spec in 1b:q4km 1b:q5km 8b:q4km; do
+  preset=${spec%%:*}; mix=${spec##*:}; f=/tmp/models/$preset-$mix.gguf
+  python3 bench/llm/gen_model.py "$f" "$preset" "$mix"
+  for r in 1 2; do
+    for h in 0 1; do
+      NX_VULKAN_LLM_KQ_HALF=$h timeout 120 /tmp/nx-vulkan bench --model "$f" --pp 512 --tg 128 --runs 3 --sessions 0 2>>"$OUT/ours.log" \
+        | tag "\"peer\":\"nx_vulkan\",\"spec\":\"$spec\",\"kq_half\":$h" >> "$R"
+    done
+  done
+  rm -f "$f"
+  echo "$spec done at $SECONDS s" >&2
+done
+python3 - "$R" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    try: j = json.loads(l)
+    except Exception: continue
+    print(j.get("spec"), j.get("peer"), j.get("kq_half", ""), "tg", round(j.get("tg_tok_s", 0), 1), "pp", round(j.get("pp_tok_s", 0)))
+PY
