@@ -362,9 +362,6 @@ impl Context {
                 defines.push("X_L2".into());
             }
         }
-        if std::env::var("NX_VULKAN_LLM_QUARTER_HALF").is_ok_and(|v| v == "1") {
-            defines.push("QUARTER_HALF".into());
-        }
         if w.x_int8 {
             if up.is_some_and(|u| !u.x_int8) {
                 return Err(invalid!("{OP}: gate and up must both take int8 activations or neither"));

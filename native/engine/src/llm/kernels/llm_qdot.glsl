@@ -1,7 +1,9 @@
 // Dot products of one *task* of a quantized weight row with activations, for the matvec
-// (llm_matvec.glsl). A task is TASK_VALUES values of the row — the format's natural group (a
-// Q4_K/Q5_K sub-block pair, a Q6_K/Q2_K/Q3_K quarter of a half super-block, one
-// Q8_0/Q4_0/Q4_1 block) — and the tasks of a row partition it: task t owns values
+// (llm_matvec.glsl). A task is TASK_VALUES values of the row — a piece of the format's natural
+// layout: with f32 activations 32 values (half a Q4_K/Q5_K sub-block pair, an eighth of a
+// Q6_K/Q2_K/Q3_K half super-block, one Q8_0/Q4_0/Q4_1 block; small tasks keep every lane of a
+// row busy and the registers per lane few), with int8 activations the whole quantization group
+// of x — and the tasks of a row partition it: task t owns values
 // [t·TASK_VALUES, (t+1)·TASK_VALUES) for the sum of squares of a fused RMSNorm, and whichever
 // values its layout holds for the dot.
 //
@@ -130,8 +132,9 @@ const uint KBLOCK = 176u, KQS = 48u;
 #ifndef X_INT8
 // With f32 activations, half tasks (s, m, f): values 16f .. 16f+15 of both sub-blocks of the
 // pair — one 16-byte load of qs (and of qh) per row, words i < 4 below. Twice the tasks of
-// whole pairs, so a 2,048-wide row fills 64 lanes, and fewer registers per lane: H100, run 5,
-// decode +9-11 % on the 1B and 8B shapes. (The int8 form quantizes x per whole sub-block.)
+// whole pairs, so a 2,048-wide row fills 64 lanes, and fewer registers per lane: decode
+// +9-11 % on the 1B and 8B shapes (H100, stop 38 run 5). (The int8 form quantizes x per
+// whole sub-block.)
 #define KQ_SPLIT
 #define TASK_VALUES 32u
 const uint KQ_I = 4u;
@@ -251,9 +254,11 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // − 32, times d·scales[8n + 2r + l/16]. Task (s, n, h): l in [16h, 16h + 16) of all four
 // quarters: 16 + 16 bytes of ql, 16 of qh, four scales. 210-byte blocks are only 2-aligned:
 // the quants in aligned 32-bit words (w16x8), the scales and d in 8- and 16-bit loads.
-#if defined(QUARTER_HALF) && !defined(X_INT8)
+#ifndef X_INT8
 // With f32 activations, half tasks (s, n, h, g): l in [16h + 8g, +8) of the four quarters —
-// 8 + 8 bytes of ql and 8 of qh per row.
+// 8 + 8 bytes of ql and 8 of qh per row, as Q4_K's halves: decode +10-19 % on the 1B
+// Q4_K_M-like file, +3 % on the 8B one (H100, stop 38 run 6). The int8 form quantizes x per
+// whole 16-value scale group.
 #define Q6_SPLIT
 #define TASK_VALUES 32u
 #else
@@ -537,26 +542,16 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 // Q3_K: 110 bytes (hmask[32], qs[64], scales[12], d), 2-aligned: 16-bit loads. Value
 // (n, j, h, l) = 128n + 32j + 16h + l (l < 16) has the 2-bit quant (qs[32n + 16h + l] >> 2j) & 3
 // and scale group 8n + 2j + h — Q2_K: d·(sc & 15)·q − dmin·(sc >> 4); Q3_K: d·(sc − 32)·(q − 4
-// + 4·bit (4n + j) of hmask[16h + l]). Task (s, n, h): l < 16 of the four j, so one word of qs
-// (and of hmask) serves four values of each of the four groups. The sums are factored per
-// group as Q4_K's are: d·Σ q·x − m·Σ x. (The int8 form keeps the unit path: its quantization
-// groups of x are 32 consecutive values.)
-#ifdef QUARTER_HALF
-// Half tasks (s, n, h, g): l in [16h + 8g, +8), two words of qs (and hmask) per row.
+// + 4·bit (4n + j) of hmask[16h + l]). Task (s, n, h, g): l in [16h + 8g, +8) of the four j —
+// two words of qs (and of hmask) per row, each word four values of each of the four groups.
+// (Tasks of l in [16h, +16), twice the work per lane, ran 10-12 % slower: H100, stop 38 run 6,
+// 1B Q3_K and Q2_K.) The sums are factored per group as Q4_K's are: d·Σ q·x − m·Σ x. (The
+// int8 form keeps the unit path: its quantization groups of x are 32 consecutive values.)
 #define TASK_VALUES 32u
-#else
-#define TASK_VALUES 64u
-#endif
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
-#ifdef QUARTER_HALF
     uint s = task >> 3, n = (task >> 2) & 1u, h = (task >> 1) & 1u;
     uint l0 = 16u * h + 8u * (task & 1u);
     const uint WORDS = 2u;
-#else
-    uint s = task >> 2, n = (task >> 1) & 1u, h = task & 1u;
-    uint l0 = 16u * h;
-    const uint WORDS = 4u;
-#endif
     uint kb = s * 256u + n * 128u + l0;
     float part[NR][4];
     [[unroll]] for (int r = 0; r < NR; r++) { part[r][0] = 0.0; part[r][1] = 0.0; part[r][2] = 0.0; part[r][3] = 0.0; }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Stop 38, run 7: the final kernels (half tasks for every K-quant by default) against llama.cpp's
+# Vulkan backend on the same files, one command: 1B Q4_K_M- and Q5_K_M-like, 8B Q4_K_M-like.
+# Carry .gl, .bench-carry/{cyllama-trim.tar.xz, *.whl, nx-vulkan.xz}.
+set -uo pipefail
+source .gl/env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source bench/llm/unpack-carry.sh
+R="$OUT/llm.jsonl"
+tag() { sed "s/^{/{$1,/"; }
+for spec in 1b:q4km 1b:q5km 8b:q4km; do
+  preset=${spec%%:*}; mix=${spec##*:}; f=/tmp/models/$preset-$mix.gguf
+  python3 bench/llm/gen_model.py "$f" "$preset" "$mix"
+  timeout 150 python3 bench/llm/llbench.py "$f" 2>"$OUT/llama-$preset-$mix.log" | tag "\"peer\":\"llama.cpp-vulkan\",\"spec\":\"$spec\"" >> "$R"
+  for r in 1 2; do
+    timeout 120 /tmp/nx-vulkan bench --model "$f" --pp 512 --tg 128 --runs 3 --sessions 0 2>>"$OUT/ours.log" \
+      | tag "\"peer\":\"nx_vulkan\",\"spec\":\"$spec\"" >> "$R"
+  done
+  rm -f "$f"
+  echo "$spec done at $SECONDS s" >&2
+done
+python3 - "$R" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    try: j = json.loads(l)
+    except Exception: continue
+    print(j.get("spec"), j.get("peer"), "tg", round(j.get("tg_tok_s", 0), 1), "pp", round(j.get("pp_tok_s", 0)))
+PY
