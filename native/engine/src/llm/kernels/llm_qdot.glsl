@@ -224,6 +224,47 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     }
     return;
 #endif
+#if defined(BATCH_SHARE) && TC > 1
+    // (A measurement, NX_VULKAN_LLM_BATCH_SHARE=1: steps of several columns.) Each quant word
+    // made floats once for all the columns instead of once per column; every (row, column) sum
+    // is still its own chain in the same order, so the bits are the per-column path's.
+    float sa[TC][NR], sb[TC][NR], xa[TC], xh[TC];
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        xa[c] = 0.0; xh[c] = 0.0;
+        [[unroll]] for (int r = 0; r < NR; r++) { sa[c][r] = 0.0; sb[c][r] = 0.0; }
+    }
+    [[unroll]] for (uint i = 0u; i < KQ_I; i++) {
+        vec4 wl[NR], wh[NR];
+        [[unroll]] for (int r = 0; r < NR; r++) {
+            uint lo, hi;
+            kq_words(q0[r], q1[r], h0[r], h1[r], m, i, lo, hi);
+            wl[r] = bytes_minus(lo, 0.0);
+            wh[r] = bytes_minus(hi, 0.0);
+        }
+        [[unroll]] for (int c = 0; c < TC; c++) {
+            if (uint(c) < ncols) {
+                uint xb = xb0 + uint(c) * K;
+                vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
+                vec4 xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
+                xa[c] = sum4(xl, xa[c]);
+                xh[c] = sum4(xu, xh[c]);
+                [[unroll]] for (int r = 0; r < NR; r++) {
+                    sa[c][r] = dot4(wl[r], xl, sa[c][r]);
+                    sb[c][r] = dot4(wh[r], xu, sb[c][r]);
+                }
+            }
+        }
+    }
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                precise float t = da[r] * sa[c][r] - ma[r] * xa[c];
+                t = t + (db[r] * sb[c][r] - mb[r] * xh[c]);
+                acc[c][r] = acc[c][r] + t;
+            }
+        }
+    }
+#else
     [[unroll]] for (int c = 0; c < TC; c++) {
         if (uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
@@ -249,6 +290,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             }
         }
     }
+#endif
 }
 #elif defined(WT_Q6_K)
 // Super-blocks of 256 (210 bytes: ql[128], qh[64], scales[16] int8, d); value (n, r, l) of
