@@ -138,6 +138,19 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                             assert!(same(&one, &plain) && same(&glu_one, &glu) && same(&normed_one, &normed_glu), "{ty:?} T={t}: {var}={value} changed a bit");
                         }
                     }
+                    // Steps of several columns with the Q4_K/Q5_K quant words made floats once
+                    // for all of them (NX_VULKAN_LLM_BATCH_SHARE, a measurement; the row
+                    // kernel takes several columns per invocation on a CPU driver): the bits
+                    // of the per-column path.
+                    if kernel == "row" && t > 1 && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+                        std::env::set_var("NX_VULKAN_LLM_BATCH_SHARE", "1");
+                        let shared = run(&ctx, &w, None, &x, None, None);
+                        let glu_shared = run(&ctx, &w, Some(&u), &x, None, None);
+                        let normed_shared = run_normed(&ctx, &w, Some(&u), &x, &gt, None);
+                        std::env::remove_var("NX_VULKAN_LLM_BATCH_SHARE");
+                        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
+                        assert!(same(&shared, &plain) && same(&glu_shared, &glu) && same(&normed_shared, &normed_glu), "{ty:?} T={t}: NX_VULKAN_LLM_BATCH_SHARE changed a bit");
+                    }
                     // Column 0 alone gives the same bits as column 0 among t.
                     if t > 1 {
                         let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
