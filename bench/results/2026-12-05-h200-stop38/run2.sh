@@ -3,6 +3,8 @@
 # (NX_VULKAN_LLM_KQ_CHAINS; shorter dependency chains, the same work), alternating, on the 1B
 # Q4_K_M- and Q5_K_M-like files and the 8B Q4_K_M-like one (with llama.cpp on the 8B file).
 # Carry as run 1.
+# (Not kept: the variable and its code are gone — each sum's sa/sb/xa/xh became KQ_CHAINS
+# interleaved arrays, value group i into chain i % KQ_CHAINS, added in chain order at the end.)
 set -uo pipefail
 source .gl/env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

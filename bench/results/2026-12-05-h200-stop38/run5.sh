@@ -3,6 +3,7 @@
 # one 16-byte load of qs per row; twice the tasks, so K = 2,048 fills 64 lanes) against the
 # whole-pair task, alternating, same binary: 1B Q4_K_M- and Q5_K_M-like, 8B Q4_K_M-like.
 # Carry as run 1 (nx-vulkan.xz only).
+# (Kept: the half tasks became the default with f32 activations and the variable is gone.)
 set -uo pipefail
 source .gl/env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -3,6 +3,7 @@
 # 24 bytes per row in aligned words) against the 64-value task (run 5 made Q4_K/Q5_K half
 # tasks the default), alternating, same binary, llama.cpp on the same files: 1B Q4_K_M-like, Q3_K, Q2_K, 8B Q4_K_M-like.
 # Carry as run 1 (nx-vulkan.xz only).
+# (Kept: the half tasks became the default with f32 activations and the variable is gone.)
 set -uo pipefail
 source .gl/env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
