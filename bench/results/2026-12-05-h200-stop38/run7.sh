@@ -3,7 +3,8 @@
 # for every K-quant by default) against llama.cpp's Vulkan backend on the same files, one
 # command: 1B Q4_K_M- and Q5_K_M-like, 8B Q4_K_M-like; and 8 concurrent sessions with
 # NX_VULKAN_LLM_BATCH_SHARE=0/1 (Q4_K/Q5_K quant words made floats once for all the columns
-# of a step; the same bits), alternating.
+# of a step; the same bits), alternating; and the SwiGLU product with 64 lanes per row
+# (NX_VULKAN_LLM_NT=64: its 32 were measured with 64-value tasks, it now has twice the tasks).
 # Carry .gl, .bench-carry/{cyllama-trim.tar.xz, *.whl, nx-vulkan.xz}.
 set -uo pipefail
 source .gl/env.sh
@@ -16,9 +17,14 @@ for spec in 1b:q4km 1b:q5km 8b:q4km; do
   python3 bench/llm/gen_model.py "$f" "$preset" "$mix"
   timeout 150 python3 bench/llm/llbench.py "$f" 2>"$OUT/llama-$preset-$mix.log" | tag "\"peer\":\"llama.cpp-vulkan\",\"spec\":\"$spec\"" >> "$R"
   for r in 1 2; do
-    for b in 0 1; do
-      NX_VULKAN_LLM_BATCH_SHARE=$b timeout 150 /tmp/nx-vulkan bench --model "$f" --pp 512 --tg 128 --runs 3 --sessions 1,8 2>>"$OUT/ours.log" \
-        | tag "\"peer\":\"nx_vulkan\",\"spec\":\"$spec\",\"batch_share\":$b" >> "$R"
+    for v in default share nt64; do
+      case $v in
+        default) envs=(); sess=1,8 ;;
+        share) envs=(NX_VULKAN_LLM_BATCH_SHARE=1); sess=1,8 ;;
+        nt64) envs=(NX_VULKAN_LLM_NT=64); sess=0 ;;
+      esac
+      env "${envs[@]}" timeout 150 /tmp/nx-vulkan bench --model "$f" --pp 512 --tg 128 --runs 3 --sessions $sess 2>>"$OUT/ours.log" \
+        | tag "\"peer\":\"nx_vulkan\",\"spec\":\"$spec\",\"variant\":\"$v\"" >> "$R"
     done
   done
   rm -f "$f"
@@ -29,5 +35,5 @@ import json, sys
 for l in open(sys.argv[1]):
     try: j = json.loads(l)
     except Exception: continue
-    print(j.get("spec"), j.get("peer"), j.get("batch_share", ""), "tg", round(j.get("tg_tok_s", 0), 1), "pp", round(j.get("pp_tok_s", 0)), j.get("aggregate_tok_s", ""))
+    print(j.get("spec"), j.get("peer"), j.get("variant", ""), "tg", round(j.get("tg_tok_s", 0), 1), "pp", round(j.get("pp_tok_s", 0)), j.get("aggregate_tok_s", ""))
 PY
