@@ -2,7 +2,7 @@
 # Stop 38, run 7 (prepared; the session's device time ran out): the final kernels (half tasks
 # for every K-quant by default) against llama.cpp's Vulkan backend on the same files, one
 # command: 1B Q4_K_M- and Q5_K_M-like, 8B Q4_K_M-like; and 8 concurrent sessions with
-# NX_VULKAN_LLM_BATCH_SHARE=0/1 (Q4_K/Q5_K quant words made floats once for all the columns
+# NX_VULKAN_LLM_BATCH_SHARE=0/1 (Q4_K/Q5_K/Q6_K quant words made floats once for all the columns
 # of a step; the same bits), alternating; and the SwiGLU product with 64 lanes per row
 # (NX_VULKAN_LLM_NT=64: its 32 were measured with 64-value tasks, it now has twice the tasks).
 # Carry .gl, .bench-carry/{cyllama-trim.tar.xz, *.whl, nx-vulkan.xz}.

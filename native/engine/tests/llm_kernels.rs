@@ -138,11 +138,11 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                             assert!(same(&one, &plain) && same(&glu_one, &glu) && same(&normed_one, &normed_glu), "{ty:?} T={t}: {var}={value} changed a bit");
                         }
                     }
-                    // Steps of several columns with the Q4_K/Q5_K quant words made floats once
+                    // Steps of several columns with the Q4_K/Q5_K/Q6_K quant words made floats once
                     // for all of them (NX_VULKAN_LLM_BATCH_SHARE, a measurement; the row
                     // kernel takes several columns per invocation on a CPU driver): the bits
                     // of the per-column path.
-                    if kernel == "row" && t > 1 && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+                    if kernel == "row" && t > 1 && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
                         std::env::set_var("NX_VULKAN_LLM_BATCH_SHARE", "1");
                         let shared = run(&ctx, &w, None, &x, None, None);
                         let glu_shared = run(&ctx, &w, Some(&u), &x, None, None);

@@ -362,7 +362,7 @@ impl Context {
                 defines.push("X_L2".into());
             }
         }
-        // Measurement only: NX_VULKAN_LLM_BATCH_SHARE=1 makes Q4_K/Q5_K quant words floats once
+        // Measurement only: NX_VULKAN_LLM_BATCH_SHARE=1 makes Q4_K/Q5_K/Q6_K quant words floats once
         // for all the columns of a step of several rows (llm_qdot.glsl; the same bits).
         if std::env::var("NX_VULKAN_LLM_BATCH_SHARE").is_ok_and(|v| v == "1") {
             defines.push("BATCH_SHARE".into());

@@ -415,6 +415,45 @@ void task_acc_col_int8(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t ad
 }
 #endif
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
+#if defined(BATCH_SHARE) && TC > 1 && defined(Q6_SPLIT)
+    // (A measurement, NX_VULKAN_LLM_BATCH_SHARE=1, as Q4_K's.) Row by row: the row's quants made
+    // floats once for all the columns (x then read once per row); each (row, column) sum is
+    // task_acc_col's chain in its order, so the same bits.
+    uint s = task >> 3, n = (task >> 2) & 1u, h = (task >> 1) & 1u;
+    uint l0 = 16u * h + 8u * (task & 1u);
+    uint kb = s * 256u + n * 128u + l0;
+    [[unroll]] for (int r = 0; r < NR; r++) {
+        uint64_t blk = rows[r] + uint64_t(s * 210u);
+        uvec2 qa = w16x4(blk, 64u * n + l0), qb = w16x4(blk, 64u * n + 32u + l0), qhh = w16x4(blk, 128u + 32u * n + l0);
+        vec4 wq[2][4];
+        [[unroll]] for (uint i = 0u; i < 2u; i++) {
+            uint a = qa[i], b = qb[i], hh = qhh[i];
+            wq[i][0] = bytes_minus((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4), 32.0);
+            wq[i][1] = bytes_minus((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4), 32.0);
+            wq[i][2] = bytes_minus(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4), 32.0);
+            wq[i][3] = bytes_minus(((b >> 4) & 0x0F0F0F0Fu) | (((hh >> 6) & 0x03030303u) << 4), 32.0);
+        }
+        float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
+        float ds[4];
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            int sc = s8(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
+            precise float v = d * float(sc);
+            ds[q] = v;
+        }
+        [[unroll]] for (int c = 0; c < TC; c++) {
+            if (uint(c) < ncols) {
+                uint xb = xb0 + uint(c) * K;
+                float part[4] = float[4](0.0, 0.0, 0.0, 0.0);
+                [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                    [[unroll]] for (uint q = 0u; q < 4u; q++) part[q] = dot4(wq[i][q], x4(addrX, addrG, xb, kb + 32u * q + 4u * i), part[q]);
+                }
+                precise float t = 0.0;
+                [[unroll]] for (uint q = 0u; q < 4u; q++) t = t + ds[q] * part[q];
+                acc[c][r] = acc[c][r] + t;
+            }
+        }
+    }
+#else
     [[unroll]] for (int c = 0; c < TC; c++) {
 #ifdef X_INT8
         if (uint(c) < ncols) task_acc_col_int8(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
@@ -422,6 +461,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
 #endif
     }
+#endif
 }
 #elif defined(WT_Q8_0) || defined(WT_Q4_0)
 // Q8_0: blocks of 32 (34 bytes: d, qs[32] int8); a byte b is the signed value (b ^ 0x80) − 128.
