@@ -760,26 +760,22 @@ impl<'a> Gen<'a> {
                 if op.integer_only() && (from.is_float() || dtype.is_float()) {
                     return Err(invalid!("{} needs integer tensors, got {from}", op.name()));
                 }
-                let v = if op.is_predicate() {
+                let (v, rounded) = if op.is_predicate() {
                     // 0/1 converted like a comparison's, so any result type works
                     let p = if self.fast(from) { fast_predicate(*op, &a) } else { unary_predicate(*op, from, &a) };
-                    self.dom(DType::U8, *dtype, &p)
+                    (self.dom(DType::U8, *dtype, &p), false)
                 } else {
                     let x = self.dom(from, *dtype, &a);
                     if op.is_float_math() && !dtype.is_float() {
                         return Err(invalid!("{} needs a float result type, got {dtype}", op.name()));
                     }
                     if self.fast(*dtype) {
-                        fast_unary(*op, &x)
+                        (fast_unary(*op, &x), false)
                     } else {
-                        unary(*op, *dtype, from, &x)
+                        (unary(*op, *dtype, from, &x), unary_rounds_itself(*op, *dtype))
                     }
                 };
-                // m_exp_f32's value is already an f32 (or the canonical NaN): no second rounding
-                if *op == UnaryOp::Exp && *dtype == DType::F32 && !self.fast(*dtype) && !op.is_predicate() {
-                    return Ok(self.tmp(*dtype, v));
-                }
-                Ok(self.tmp(*dtype, self.round(*dtype, &v)))
+                Ok(self.tmp(*dtype, if rounded { v } else { self.round(*dtype, &v) }))
             }
             Expr::Binary { op, lhs, rhs, dtype } => {
                 let (lt, rt) = (ty(lhs, self)?, ty(rhs, self)?);
@@ -1010,6 +1006,13 @@ fn unary_predicate(op: UnaryOp, from: DType, a: &str) -> String {
     format!("(({b}) ? 1ul : 0ul)")
 }
 
+/// Whether `unary`'s expression for `op` with result type `t` already gives a value of `t` (or
+/// the canonical NaN), which the node then stores without rounding it again: exp with an f32
+/// result (m_exp_f32, math_f64.glsl).
+fn unary_rounds_itself(op: UnaryOp, t: DType) -> bool {
+    op == UnaryOp::Exp && t == DType::F32
+}
+
 fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
     let k = t.kind();
     let bits = from.bits();
@@ -1032,7 +1035,7 @@ fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
         (UnaryOp::CountLeadingZeros, _) => format!("nx_clz({x}, {bits})"),
         (UnaryOp::PopulationCount, _) => format!("nx_popcount({x}, {bits})"),
         // f32 results: the cheaper m_exp rounded to f32 (the same bits; math_f64.glsl)
-        (UnaryOp::Exp, Kind::Float) if t == DType::F32 => format!("m_exp_f32({x})"),
+        (UnaryOp::Exp, _) if unary_rounds_itself(op, t) => format!("m_exp_f32({x})"),
         (op, _) => format!("m_{}({x})", op.name()),
     }
 }

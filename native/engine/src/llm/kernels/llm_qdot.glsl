@@ -327,6 +327,12 @@ uvec4 w16x8(uint64_t blk, uint off) {
     if ((uint(a) & 2u) == 0u) return uvec4(w0, w1, w2, w3);
     return uvec4((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16), (w2 >> 16) | (w3 << 16), (w3 >> 16) | (w4 << 16));
 }
+// The 6-bit quants (before the −32) of four values of each quarter 0..3, one per byte, from
+// one word of ql's first and second 32 bytes of the half (a, b) and the word of qh beside them.
+uvec4 q6_quarters(uint a, uint b, uint hh) {
+    return uvec4((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4), (b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4),
+                 ((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4), ((b >> 4) & 0x0F0F0F0Fu) | (((hh >> 6) & 0x03030303u) << 4));
+}
 void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb, inout float acc[NR]) {
 #ifdef Q6_SPLIT
     uint s = task >> 3, n = (task >> 2) & 1u, h = (task >> 1) & 1u;
@@ -359,11 +365,11 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         vec4 x2 = x4(addrX, addrG, xb, kb + 64u + 4u * i);
         vec4 x3 = x4(addrX, addrG, xb, kb + 96u + 4u * i);
         [[unroll]] for (int r = 0; r < NR; r++) {
-            uint a = qa[r][i], b = qb[r][i], hh = qhh[r][i];
-            part[r][0] = dot4(bytes_minus((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4), 32.0), x0, part[r][0]);
-            part[r][1] = dot4(bytes_minus((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4), 32.0), x1, part[r][1]);
-            part[r][2] = dot4(bytes_minus(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4), 32.0), x2, part[r][2]);
-            part[r][3] = dot4(bytes_minus(((b >> 4) & 0x0F0F0F0Fu) | (((hh >> 6) & 0x03030303u) << 4), 32.0), x3, part[r][3]);
+            uvec4 q = q6_quarters(qa[r][i], qb[r][i], qhh[r][i]);
+            part[r][0] = dot4(bytes_minus(q.x, 32.0), x0, part[r][0]);
+            part[r][1] = dot4(bytes_minus(q.y, 32.0), x1, part[r][1]);
+            part[r][2] = dot4(bytes_minus(q.z, 32.0), x2, part[r][2]);
+            part[r][3] = dot4(bytes_minus(q.w, 32.0), x3, part[r][3]);
         }
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
@@ -397,11 +403,8 @@ void task_acc_col_int8(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t ad
         uvec4 qa = w16x8(blk, 64u * n + l0), qb = w16x8(blk, 64u * n + 32u + l0), qhh = w16x8(blk, 128u + 32u * n + l0);
         int iq[4] = int[4](0, 0, 0, 0);
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            uint a = qa[i], b = qb[i], hh = qhh[i];
-            iq[0] += dotPacked4x8EXT(s8_minus32((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4)), p[0][i]);
-            iq[1] += dotPacked4x8EXT(s8_minus32((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4)), p[1][i]);
-            iq[2] += dotPacked4x8EXT(s8_minus32(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4)), p[2][i]);
-            iq[3] += dotPacked4x8EXT(s8_minus32(((b >> 4) & 0x0F0F0F0Fu) | (((hh >> 6) & 0x03030303u) << 4)), p[3][i]);
+            uvec4 q = q6_quarters(qa[i], qb[i], qhh[i]);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) iq[j] += dotPacked4x8EXT(s8_minus32(q[j]), p[j][i]);
         }
         float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
         precise float t = 0.0;
@@ -427,11 +430,8 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         uvec2 qa = w16x4(blk, 64u * n + l0), qb = w16x4(blk, 64u * n + 32u + l0), qhh = w16x4(blk, 128u + 32u * n + l0);
         vec4 wq[2][4];
         [[unroll]] for (uint i = 0u; i < 2u; i++) {
-            uint a = qa[i], b = qb[i], hh = qhh[i];
-            wq[i][0] = bytes_minus((a & 0x0F0F0F0Fu) | ((hh & 0x03030303u) << 4), 32.0);
-            wq[i][1] = bytes_minus((b & 0x0F0F0F0Fu) | (((hh >> 2) & 0x03030303u) << 4), 32.0);
-            wq[i][2] = bytes_minus(((a >> 4) & 0x0F0F0F0Fu) | (((hh >> 4) & 0x03030303u) << 4), 32.0);
-            wq[i][3] = bytes_minus(((b >> 4) & 0x0F0F0F0Fu) | (((hh >> 6) & 0x03030303u) << 4), 32.0);
+            uvec4 q = q6_quarters(qa[i], qb[i], qhh[i]);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) wq[i][j] = bytes_minus(q[j], 32.0);
         }
         float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
         float ds[4];
