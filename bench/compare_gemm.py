@@ -1,5 +1,6 @@
 """Sets `nx-vulkan gemm` beside bench/torch_gemm.py (same GPU, same run): a Markdown table.
-split-f32 rows are set beside PyTorch's f32 (cuBLAS FP32, the speed they are measured against)."""
+split-f32 rows are set beside PyTorch's f32 (cuBLAS FP32, the speed they are measured against),
+exact rows (Nx.dot's exact f32 policy: an f64 sum) beside PyTorch's f64 (DGEMM)."""
 import json, sys
 
 def rows(path):
@@ -13,7 +14,8 @@ peer = {key(r): r for r in rows(sys.argv[2])}
 print("| type | batch×m×n×k | nx_vulkan TFLOP/s | PyTorch TFLOP/s | ratio | kernel |")
 print("|---|---|---|---|---|---|")
 for r in rows(sys.argv[1]):
-    p = peer.get(key(dict(r, type="f32")) if r["type"] == "split-f32" else key(r))
+    like = {"split-f32": "f32", "exact": "f64"}.get(r["type"], r["type"])
+    p = peer.get(key(dict(r, type=like)))
     t = p["tflops"] if p else float("nan")
     forced = " (forced)" if r.get("forced") else ""
     print(f"| {r['type']} | {r['batch']}×{r['m']}×{r['n']}×{r['k']} | {r['tflops']:.1f} | {t:.1f} | {r['tflops'] / t:.2f}× | {r['kernel']}{forced} |")

@@ -3,8 +3,10 @@
 Each timed run queues `calls` matmuls back to back and synchronizes once; the median of `reps`
 runs after a warm-up, as nx-vulkan measures. f32 is SGEMM (TF32 off).
 s8 is int8 x int8 -> int32 through torch._int_mm (no batched form: a batch runs as that many
-calls; B column-major, as cuBLASLt's int8 GEMM wants it); its "tflops" are tera-ops.
-Usage: python3 bench/torch_gemm.py [--types f16,bf16,f32,s8] [--sizes 1:4096:4096:4096,...]
+calls; B column-major, as cuBLASLt's int8 GEMM wants it); its "tflops" are tera-ops. f64 is
+DGEMM (cuBLAS, on the FP64 tensor cores where the GPU has them): the peer of nx-vulkan's f64
+and exact rows (compare_gemm.py sets exact beside it).
+Usage: python3 bench/torch_gemm.py [--types f16,bf16,f32,f64,s8] [--sizes 1:4096:4096:4096,...]
 """
 import argparse, json, statistics, time
 import torch
@@ -20,7 +22,7 @@ torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 dev = torch.device("cuda")
 name = torch.cuda.get_device_name(0)
-dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
 for ty in args.types.split(","):
     for spec in args.sizes.split(","):
         b, m, n, k = (int(x) for x in spec.split(":"))

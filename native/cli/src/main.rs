@@ -49,7 +49,9 @@ enum Command {
     Gemm {
         /// Types: f16, bf16, f32, split-f32 (f32 through DotPrecision::SplitF32: two f16
         /// parts per operand on the tensor cores), s8 (int8 × int8 → int32 through
-        /// DotPrecision::TensorCore; its "tflops" are tera-ops) (comma-separated).
+        /// DotPrecision::TensorCore; its "tflops" are tera-ops), f64 (the tiled f64 GEMM:
+        /// rounded products), exact (Nx.dot's default on f32: f32 operands summed on the f64
+        /// GEMM with fused exact products, then rounded to f32) (comma-separated).
         #[arg(long, value_delimiter = ',', default_value = "f16,bf16,f32,split-f32")]
         types: Vec<String>,
         /// Problems as batch:m:n:k (comma-separated).
@@ -69,6 +71,11 @@ enum Command {
         /// [batch, k, n].
         #[arg(long)]
         b_transposed: bool,
+        /// f64 and exact: also time every f64 tile the device can run (square 64/128 with K
+        /// steps of 8 and 16, 128×64, 64×128), forced; exact's forced tiles write the f64 sums
+        /// (the rounding pass left out).
+        #[arg(long)]
+        tiles_all: bool,
     },
     /// The LLM prefill GEMM (tensor cores) against the decode matvec on one quantized matrix
     /// × T token rows, with random blocks (JSON lines; default: 8B FFN shapes, Q4_K, T = 512).
@@ -158,7 +165,9 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
         }
         Command::Digest => digest(&*open(&device)?),
         Command::Demo => demo(&*open(&device)?),
-        Command::Gemm { types, sizes, reps, calls, coopmat_all, b_transposed } => gemm(&*open(&device)?, &types, &sizes, reps, calls, coopmat_all, b_transposed),
+        Command::Gemm { types, sizes, reps, calls, coopmat_all, b_transposed, tiles_all } => {
+            gemm(&*open(&device)?, &types, &sizes, reps, calls, GemmVariants { coopmat_all, tiles_all }, b_transposed)
+        }
         Command::LlmGemmBench(args) => llm_gemm_bench::run(&*open(&device)?, &args),
         Command::Generate(args) => llm::generate(open(&device)?, args),
         Command::Chat(args) => llm::chat(open(&device)?, args),
@@ -201,13 +210,22 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
 /// Throughput of one kernel family per type and size: each timed run queues `calls` dots
 /// back to back and waits once (the device's sustained rate, as a peer's loop of launches and
 /// one synchronize measures it); the median of `reps` runs after a warm-up.
-fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: usize, coopmat_all: bool, b_transposed: bool) -> Result<()> {
+/// Which forced kernels `gemm` times beside each type's own choice.
+#[derive(Clone, Copy)]
+struct GemmVariants {
+    coopmat_all: bool,
+    tiles_all: bool,
+}
+
+fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: usize, more: GemmVariants, b_transposed: bool) -> Result<()> {
     use nx_vulkan_engine::matmul::{choose_kernel, coopmat2_kernel, coopmat_runs_here, split_f32_kernel, tensor_core_kernel, CoopStaging, MatmulKernel};
     let bad = |what: String| nx_vulkan_engine::EngineError::InvalidArgument(what);
     let dev = &ctx.caps.name;
+    let coopmat_all = more.coopmat_all;
     for ty in types {
         let split = ty == "split-f32";
-        let t = if split { DType::F32 } else { DType::parse(ty).map_err(|_| bad(format!("unknown type {ty}")))? };
+        let exact = ty == "exact";
+        let t = if split || exact { DType::F32 } else { DType::parse(ty).map_err(|_| bad(format!("unknown type {ty}")))? };
         for spec in sizes {
             let d: Vec<usize> = spec.split(':').map(|x| x.parse::<usize>()).collect::<std::result::Result<_, _>>().map_err(|_| bad(format!("size {spec}: want b:m:n:k")))?;
             let [bsz, m, n, k] = d[..] else { return Err(bad(format!("size {spec}: want b:m:n:k"))) };
@@ -222,6 +240,18 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
             let mut variants: Vec<(String, Option<MatmulKernel>)> = vec![];
             if split {
                 variants.push((format!("SplitF32 over {:?}", split_f32_kernel(&ctx.caps)), None));
+            } else if exact || t == DType::F64 {
+                let chosen = choose_kernel(&ctx.caps, DType::F64, bsz, m, n, k);
+                variants.push((if exact { format!("Exact over {chosen:?}") } else { format!("{chosen:?}") }, None));
+                if more.tiles_all {
+                    for (bm, bn, bk) in [(64, 64, 8), (64, 64, 16), (128, 128, 8), (128, 128, 16), (128, 64, 8), (64, 128, 8)] {
+                        let forced = MatmulKernel::Tiled { dtype: DType::F64, bm, bn, bk };
+                        let shared = 2 * bk as usize * ((bm / 4 + 1) + (bn / 4 + 1)) as usize * 32;
+                        if shared <= ctx.caps.max_shared_memory as usize {
+                            variants.push((format!("{forced:?}"), Some(forced)));
+                        }
+                    }
+                }
             } else if t == DType::F32 {
                 variants.push((format!("{:?}", choose_kernel(&ctx.caps, t, bsz, m, n, k)), None));
             } else {
@@ -263,11 +293,17 @@ fn gemm(ctx: &Context, types: &[String], sizes: &[String], reps: usize, calls: u
             for (kernel, forced) in variants {
                 let precision = match t {
                     DType::F32 if split => DotPrecision::SplitF32,
+                    DType::F32 if exact => DotPrecision::Exact,
+                    DType::F64 => DotPrecision::Exact,
                     DType::F32 => DotPrecision::F32Accumulate,
                     _ => DotPrecision::TensorCore,
                 };
-                // (int8 products are int32)
-                let out_t = if t == DType::S8 { DType::S32 } else { t };
+                // (int8 products are int32; exact's forced f64 tiles write their f64 sums)
+                let out_t = match (t, forced) {
+                    (DType::S8, _) => DType::S32,
+                    (_, Some(MatmulKernel::Tiled { dtype: DType::F64, .. })) => DType::F64,
+                    _ => t,
+                };
                 let run = || -> Result<()> {
                     for _ in 0..calls {
                         match forced {

@@ -338,6 +338,8 @@ impl Context {
                 batch,
                 gemm,
                 crate::matmul::FoldStart::FirstTerm,
+                // (kmat and cols hold x's and k's values widened, and +0.0 in the holes)
+                crate::matmul::F64Products::of(x.dtype, k.dtype),
                 &(kmat.clone(), va),
                 &(cols_t, vb),
                 &prods_t,

@@ -24,7 +24,9 @@
 //!   loads coalesce for transposed operands too. Bounds checks are compiled out when M, N and K
 //!   are tile multiples.
 //! - [`MatmulKernel::Tiled`] for f64: the same kernel in double (64×64×8 tiles, 4×4 per
-//!   invocation).
+//!   invocation; 128×128×8 for large products; 128×64 and 64×128 can be forced). A term is
+//!   `fma(a, b, acc)` where the operands' original types make every product exact in f64 (the
+//!   exact f32 dot: [`F64Products`]), else a rounded product then a rounded sum.
 //! - [`MatmulKernel::Simple`]: one invocation per output element, for f16/bf16 (accumulated in
 //!   f64, rounded once) and integers (64-bit accumulation, wrapped to the output width).
 //!
@@ -558,8 +560,8 @@ impl Context {
         if let MatmulKernel::Tiled { dtype, bm, bn, bk } = kernel {
             let ok = dtype == out_t
                 && matches!(dtype, DType::F32 | DType::F64)
-                && bm == bn
                 && (bm == 64 || bm == 128)
+                && (bn == 64 || bn == 128)
                 && bk > 0
                 && bk % 4 == 0;
             if !ok || shared_bytes(dtype, bm, bn, bk) > self.caps.max_shared_memory as usize {
@@ -568,6 +570,7 @@ impl Context {
         }
         // The tiled kernels read operands of their own type: convert others first (Nx casts
         // both operands to the output type).
+        let (a_type, b_type) = (a.dtype, b.dtype);
         let (a, b) = match kernel {
             MatmulKernel::Tiled { dtype, .. } => (self.as_type_in(batch, a, dtype)?, self.as_type_in(batch, b, dtype)?),
             _ => (a.clone(), b.clone()),
@@ -584,7 +587,9 @@ impl Context {
                 }
             }
         }
-        self.record_gemm(batch, kernel, &va, &vb, out, [bsz, m, n, k], may_split)
+        // (the original types: the tiled kernel's operands are their widened copies)
+        let products = F64Products::of(a_type, b_type);
+        self.record_gemm_folded(batch, kernel, FoldStart::Zero, products, &va, &vb, out, [bsz, m, n, k], may_split)
     }
 
     /// Both operands of a dot as `[B, M, K]` and `[B, K, N]` views ([`Context::operand`]).
@@ -770,17 +775,19 @@ impl Context {
     }
 
     pub(crate) fn record_gemm(&self, batch: &mut Batch<'_>, kernel: MatmulKernel, a: &(Tensor, View3), b: &(Tensor, View3), c: &Tensor, dims: [usize; 4], may_split: bool) -> Result<()> {
-        self.record_gemm_folded(batch, kernel, FoldStart::Zero, a, b, c, dims, may_split)
+        self.record_gemm_folded(batch, kernel, FoldStart::Zero, F64Products::Rounded, a, b, c, dims, may_split)
     }
 
-    /// [`Context::record_gemm`] with the sums' start named: [`FoldStart::FirstTerm`] only on
-    /// the tiled f64 kernel (an error elsewhere).
+    /// [`Context::record_gemm`] with the sums' start and the f64 products' rounding named:
+    /// [`FoldStart::FirstTerm`] only on the tiled f64 kernel (an error elsewhere); `products`
+    /// matters only there.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn record_gemm_folded(
         &self,
         batch: &mut Batch<'_>,
         kernel: MatmulKernel,
         fold: FoldStart,
+        products: F64Products,
         a: &(Tensor, View3),
         b: &(Tensor, View3),
         c: &Tensor,
@@ -831,6 +838,7 @@ impl Context {
                     checked: m % bm as usize != 0 || n % bn as usize != 0 || k % bk as usize != 0 || k == 0,
                     split_k: 0,
                     first_term: fold == FoldStart::FirstTerm,
+                    exact_products: dtype == DType::F64 && products == F64Products::Exact,
                 };
                 let max = self.caps.max_workgroup_count;
                 let mut groups = [
@@ -1044,6 +1052,43 @@ struct TileCfg {
     /// at -0.0 and A's zero-filled K remainder is -0.0, so the padding adds -0.0 products,
     /// which change no sum (a +0.0 product would turn a -0.0 sum into +0.0).
     first_term: bool,
+    /// f64 terms whose product is exact ([`F64Products::Exact`]): one `fma` per term.
+    exact_products: bool,
+}
+
+/// How the tiled f64 kernel forms each term `a·b` of a sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum F64Products {
+    /// The product rounded to f64, then added (two roundings, two instructions):
+    /// Nx.BinaryBackend's f64 arithmetic.
+    Rounded,
+    /// Both operands hold values of types whose products are exact in f64 (f32 × f32: 24 + 24
+    /// significant bits, exponents far inside f64's normal range), so `acc + a·b` rounds only
+    /// in the addition and `fma(a, b, acc)` — one instruction where the GPU runs f64 multiply
+    /// and add as two, and where a driver computes it as a multiply then an add — is the
+    /// same sum to the bit. The exact f32 dot (BinaryBackend's f64 sum of f32 products) is
+    /// the case that matters: on the tiled kernel's inner loop it halves the f64 instructions.
+    Exact,
+}
+
+impl F64Products {
+    /// `Exact` where values of types `a` and `b` always multiply exactly in f64: their
+    /// significands fit 53 bits together (f32 24, f16 11, bf16 8, integers their width); the
+    /// exponents of the float types are small enough that no product leaves f64's normal range.
+    pub(crate) fn of(a: DType, b: DType) -> F64Products {
+        let significand = |t: DType| match t {
+            DType::F32 => 24,
+            DType::F16 => 11,
+            DType::BF16 => 8,
+            DType::U8 | DType::S8 | DType::U16 | DType::S16 | DType::U32 | DType::S32 => t.bits(),
+            _ => 64,
+        };
+        if significand(a) + significand(b) <= 53 {
+            F64Products::Exact
+        } else {
+            F64Products::Rounded
+        }
+    }
 }
 
 /// Where a GEMM's sums start (the two folds Nx.BinaryBackend uses).
@@ -1198,7 +1243,7 @@ impl TileCfg {
                 store.push_str("        }\n");
             }
         }
-        let fma = if f32 {
+        let fma = if f32 || self.exact_products {
             "acc[i][j] = fma(a[i], b[j], acc[i][j]);"
         } else {
             // Nx.BinaryBackend's f64 rounding: product rounded, then sum rounded (no fusion).
@@ -1932,6 +1977,38 @@ impl CoopCfg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tiled f64 kernel fuses a term's multiply and add exactly where the product is exact
+    /// (F64Products::of). Lavapipe computes a double `fma` as a multiply and an add, so a wrong
+    /// choice would change bits only on a device that fuses (the H200: tests/matmul.rs'
+    /// `f64_is_exact` there); this pins the choice itself.
+    #[test]
+    fn f64_products_fuse_only_where_exact() {
+        use DType::*;
+        for (a, b, exact) in [
+            (F32, F32, true),
+            (F16, S8, true),
+            (BF16, F32, true),
+            (S16, F32, true),
+            (S32, S16, true),
+            (U8, U8, true),
+            (S32, F32, false),
+            (F64, F32, false),
+            (F64, F64, false),
+            (S32, S32, false),
+            (U64, U8, false),
+        ] {
+            assert_eq!(F64Products::of(a, b) == F64Products::Exact, exact, "{a} x {b}");
+        }
+        let cfg = |dtype, exact_products| {
+            let c = TileCfg { dtype, bm: 64, bn: 64, bk: 8, a_kmajor: true, b_nmajor: true, a_v4: false, b_v4: false, c_v4: false, checked: true, split_k: 0, first_term: false, exact_products };
+            c.source()
+        };
+        assert!(cfg(F64, true).contains("acc[i][j] = fma(a[i], b[j], acc[i][j]);"));
+        assert!(!cfg(F64, false).contains("fma("), "rounded f64 products must not fuse");
+        assert!(cfg(F64, false).contains("precise double p = a[i] * b[j]; acc[i][j] = acc[i][j] + p;"));
+        assert!(cfg(F32, false).contains("fma(a[i], b[j], acc[i][j])"));
+    }
 
     /// Every cooperative-matrix variant compiles with the linked glslang (CI has no device that
     /// runs them; the H200 run executes them): both input types, every output type, the

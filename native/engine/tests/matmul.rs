@@ -339,6 +339,40 @@ fn every_tiled_variant() {
     assert!(ctx.dot_using(Some(coop), &a, &[1], &[], &a, &[0], &[], t).is_err());
 }
 
+/// Every f64 tile the kernel builds (square and 128×64 / 64×128, K steps of 8 and 16) is
+/// Nx.BinaryBackend's f64 sum to the bit, on tile remainders and transposed operands: f64
+/// operands (each product rounded, then added) and f32, f16 × s8 operands (products exact in
+/// f64, so the kernel fuses them: the same bits by construction, which this pins on devices
+/// that fuse). Tiles whose shared memory the device lacks are refused, not run.
+#[test]
+fn every_f64_tile_is_exact() {
+    let ctx = ctx();
+    let shared = |bm: usize, bn: usize, bk: usize| 2 * bk * ((bm / 4 + 1) + (bn / 4 + 1)) * 32;
+    for (bm, bn, bk) in [(64, 64, 8), (64, 64, 16), (128, 64, 8), (64, 128, 8), (128, 128, 8)] {
+        let kernel = Some(MatmulKernel::Tiled { dtype: DType::F64, bm, bn, bk });
+        for (ta_t, tb_t) in [(DType::F64, DType::F64), (DType::F32, DType::F32), (DType::F16, DType::S8)] {
+            for (m, n, k, ta, tb) in [(130, 70, 9, false, false), (128, 128, 32, false, true), (65, 133, 17, true, false), (64, 64, 16, true, true)] {
+                let (sa, sb) = (if ta { [k, m] } else { [m, k] }, if tb { [n, k] } else { [k, n] });
+                let pa = data(ta_t, m * k, (bm + bk) as u64);
+                let pb = data(tb_t, n * k, (bn + 3 * bk) as u64);
+                let a = ctx.upload(ta_t, &sa, &bytes(ta_t, &pa)).unwrap();
+                let b = ctx.upload(tb_t, &sb, &bytes(tb_t, &pb)).unwrap();
+                let (ca, cb) = (if ta { [0] } else { [1] }, if tb { [1] } else { [0] });
+                let what = format!("f64 {bm}x{bn}x{bk} {ta_t}x{tb_t} {m}x{n}x{k} ta:{ta} tb:{tb}");
+                if shared(bm as usize, bn as usize, bk as usize) > ctx.caps.max_shared_memory as usize {
+                    assert!(ctx.dot_using(kernel, &a, &ca, &[], &b, &cb, &[], DType::F64).is_err(), "{what}: too much shared memory");
+                    continue;
+                }
+                let got = download(&ctx, &ctx.dot_using(kernel, &a, &ca, &[], &b, &cb, &[], DType::F64).unwrap());
+                let want = ref_dot(&sa, &logical(&a, &pa), &ca, &[], &sb, &logical(&b, &pb), &cb, &[], |p| exact(DType::F64, p));
+                for i in 0..want.len() {
+                    assert!(same(got[i], want[i]), "{what}: at {i}: got {:?}, want {:?}", got[i], want[i]);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn f32_transposed_and_strided_operands() {
     let ctx = ctx();
