@@ -18,4 +18,5 @@ for r in rows(sys.argv[1]):
     p = peer.get(key(dict(r, type=like)))
     t = p["tflops"] if p else float("nan")
     forced = " (forced)" if r.get("forced") else ""
-    print(f"| {r['type']} | {r['batch']}×{r['m']}×{r['n']}×{r['k']} | {r['tflops']:.1f} | {t:.1f} | {r['tflops'] / t:.2f}× | {r['kernel']}{forced} |")
+    build = f" [{r['build']}]" if r.get("build") else ""
+    print(f"| {r['type']} | {r['batch']}×{r['m']}×{r['n']}×{r['k']} | {r['tflops']:.1f} | {t:.1f} | {r['tflops'] / t:.2f}× | {r['kernel']}{forced}{build} |")

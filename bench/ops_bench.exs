@@ -63,6 +63,8 @@ for n <- sizes do
   x = NxVulkan.unary(:sin, a, f32)
   emit.("add", n, timed.(reps, fn -> NxVulkan.binary(:add, x, a, f32) end), reps)
   emit.("exp", n, timed.(reps, fn -> NxVulkan.unary(:exp, x, f32) end), reps)
+  emit.("tanh", n, timed.(reps, fn -> NxVulkan.unary(:tanh, x, f32) end), reps)
+  emit.("sigmoid", n, timed.(reps, fn -> NxVulkan.unary(:sigmoid, x, f32) end), reps)
   emit.("sum", n, timed.(reps, fn -> NxVulkan.reduce(:sum, x, [0], false, f32) end), reps)
   emit.("argmax", n, timed.(reps, fn -> NxVulkan.arg_reduce(:argmax, x, 0, false, :low, {:s, 64}) end), reps)
   emit.("cumsum", n, timed.(reps, fn -> NxVulkan.cumulative(:cumulative_sum, x, 0, false) end), reps)

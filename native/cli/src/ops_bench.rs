@@ -79,6 +79,8 @@ pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize) -> Resul
         let x = ctx.unary(UnaryOp::Sin, &a, f32t)?; // values in [-1, 1]
         emit(ctx, "add", n, timed(ctx, r, || ctx.binary(BinaryOp::Add, &x, &a, f32t))?, r);
         emit(ctx, "exp", n, timed(ctx, r, || ctx.unary(UnaryOp::Exp, &x, f32t))?, r);
+        emit(ctx, "tanh", n, timed(ctx, r, || ctx.unary(UnaryOp::Tanh, &x, f32t))?, r);
+        emit(ctx, "sigmoid", n, timed(ctx, r, || ctx.unary(UnaryOp::Sigmoid, &x, f32t))?, r);
         emit(ctx, "sum", n, timed(ctx, r, || ctx.reduce(ReduceOp::Sum, &x, &[0], false, f32t))?, r);
         emit(ctx, "argmax", n, timed(ctx, r, || ctx.arg_reduce(ArgOp::ArgMax, &x, Some(0), false, TieBreak::Low, DType::S64))?, r);
         emit(ctx, "cumsum", n, timed(ctx, r, || ctx.cumulative(ScanOp::Sum, &x, 0, false))?, r);

@@ -24,7 +24,8 @@
 //!   loads coalesce for transposed operands too. Bounds checks are compiled out when M, N and K
 //!   are tile multiples.
 //! - [`MatmulKernel::Tiled`] for f64: the same kernel in double (64×64×8 tiles, 4×4 per
-//!   invocation; 128×128×8 for large products; 128×64 and 64×128 can be forced). A term is
+//!   invocation; 128×128×8, 8×8, for large products; 128×64 and 64×128, 8×4 and 4×8, can be
+//!   forced). A term is
 //!   `fma(a, b, acc)` where the operands' original types make every product exact in f64 (the
 //!   exact f32 dot: [`F64Products`]), else a rounded product then a rounded sum.
 //! - [`MatmulKernel::Simple`]: one invocation per output element, for f16/bf16 (accumulated in

@@ -341,16 +341,17 @@ fn every_tiled_variant() {
 
 /// Every f64 tile the kernel builds (square and 128×64 / 64×128, K steps of 8 and 16) is
 /// Nx.BinaryBackend's f64 sum to the bit, on tile remainders and transposed operands: f64
-/// operands (each product rounded, then added) and f32, f16 × s8 operands (products exact in
-/// f64, so the kernel fuses them: the same bits by construction, which this pins on devices
-/// that fuse). Tiles whose shared memory the device lacks are refused, not run.
+/// operands (each product rounded, then added) and f32 × f32, f32 × s16 operands (products
+/// exact in f64, sums not: the kernel fuses them, the same bits by construction, which this
+/// pins on devices that fuse). Tiles whose shared memory the device lacks are refused, not run.
+/// The exact f32 dot and the f64 dot say in their profiles which form they took.
 #[test]
 fn every_f64_tile_is_exact() {
     let ctx = ctx();
     let shared = |bm: usize, bn: usize, bk: usize| 2 * bk * ((bm / 4 + 1) + (bn / 4 + 1)) * 32;
     for (bm, bn, bk) in [(64, 64, 8), (64, 64, 16), (128, 64, 8), (64, 128, 8), (128, 128, 8)] {
         let kernel = Some(MatmulKernel::Tiled { dtype: DType::F64, bm, bn, bk });
-        for (ta_t, tb_t) in [(DType::F64, DType::F64), (DType::F32, DType::F32), (DType::F16, DType::S8)] {
+        for (ta_t, tb_t) in [(DType::F64, DType::F64), (DType::F32, DType::F32), (DType::F32, DType::S16)] {
             for (m, n, k, ta, tb) in [(130, 70, 9, false, false), (128, 128, 32, false, true), (65, 133, 17, true, false), (64, 64, 16, true, true)] {
                 let (sa, sb) = (if ta { [k, m] } else { [m, k] }, if tb { [n, k] } else { [k, n] });
                 let pa = data(ta_t, m * k, (bm + bk) as u64);
@@ -370,6 +371,15 @@ fn every_f64_tile_is_exact() {
                 }
             }
         }
+    }
+    // Which form each dot took (kernel names are their configurations).
+    for (t, fused) in [(DType::F32, true), (DType::F64, false)] {
+        let a = ctx.upload(t, &[70, 9], &bytes(t, &data(t, 70 * 9, 5))).unwrap();
+        ctx.stream.profile_start().unwrap();
+        download(&ctx, &ctx.dot(&a, &[1], &[], &a, &[1], &[], t).unwrap());
+        let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+        let tiled: Vec<&String> = kernels.iter().filter(|k| k.contains("TileCfg")).collect();
+        assert!(!tiled.is_empty() && tiled.iter().all(|k| k.contains(&format!("exact_products: {fused}"))), "{t} dot: kernels {kernels:?}");
     }
 }
 

@@ -330,7 +330,7 @@ double m_exp(double x) {
 // e's f32 rounding is decided by the 29 bits below the f32 significand unless they lie within
 // 2^12 f64 ulps (>= 2^-41 relative) of the midpoint 2^28; there, and outside (-87, 88.5) (f32
 // subnormals, overflow, NaN), m_exp decides. Elsewhere the exact value, m_exp's (within 1 ulp)
-// and libm's all round to the same f32, so the bits are m_exp's (tests/exp_f32.rs compares both
+// and libm's all round to the same f32, so the bits are m_exp's (tests/unary_f32.rs compares both
 // paths; its ignored test does every f32).
 double m_exp_f32(double x) {
     if (!(x > -87.0lf && x < 88.5lf)) return nx_round_f32(m_exp(x));
@@ -844,6 +844,78 @@ double m_sigmoid(double x) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// f32 results of tanh and sigmoid, cheaper where the result is a normal f32 away from a rounding
+// boundary; the same bits as the full functions rounded to f32 (nx_round_f32(m_tanh(x)), ...),
+// by m_exp_f32's argument: the value below is within about 2^-48 relative of the exact one
+// (plain double: the reduction of m_exp_core, Taylor to r^13, a few roundings), and the f32
+// rounding is taken from it only where its 29 bits below the f32 significand lie more than
+// 2^12 f64 ulps (>= 2^-41 relative) from the midpoint 2^28. There the exact value, the full
+// function's (within 1 ulp of it) and this one all round to the same f32; elsewhere (and for
+// tiny, huge, NaN or subnormal-result inputs) the full function decides. tests/unary_f32.rs
+// compares both paths on strided and edge inputs; its ignored test does every f32.
+// ---------------------------------------------------------------------------------------------
+
+// exp(z) = 2^k (1 + p), |z| < 709: returns (p, k), p = expm1(r) = r (1 + r/2! + ... + r^12/13!)
+// for the reduced |r| <= 0.347 — relative error of p a few 2^-53 (Taylor truncation < 2^-56),
+// so p keeps its relative accuracy for tiny z (k = 0, r = z).
+dvec2 m_expm1_parts(double z) {
+    precise double kf = floor(z * M_INV_LN2 + 0.5lf);
+    precise double rh = z - kf * M_LN2_C1;
+    precise double r = rh - kf * M_LN2_C2;
+    precise double q = 1.0lf + r * (M_EXP_C2 + r * (M_EXP_C3 + r * (M_EXP_C4 + r * (M_EXP_C5 + r * (M_EXP_C6
+        + r * (M_EXP_C7 + r * (M_EXP_C8 + r * (M_EXP_C9 + r * (M_EXP_C10 + r * (M_EXP_C11 + r * (M_EXP_C12
+        + r * M_EXP_C13)))))))))));
+    precise double p = r * q;
+    return dvec2(p, kf);
+}
+
+// v (0 < v < 1, a normal f32 once rounded) rounded to f32, or -1.0 where v lies within 2^12 f64
+// ulps of an f32 midpoint (the caller's full function decides there).
+double m_round_f32_unless_near_midpoint(double v) {
+    int64_t b = doubleBitsToInt64(v);
+    int64_t off_mid = (b & 0x1FFFFFFFl) - 0x10000000l;
+    if (off_mid <= 0x1000l && off_mid >= -0x1000l) return -1.0lf;
+    // to 24 significant bits, to nearest (the midpoint excluded); a carry runs into the exponent
+    return int64BitsToDouble((b + 0x10000000l) & ~0x1FFFFFFFl);
+}
+
+// tanh(x) rounded to f32: tanh|x| = em / (em + 2), em = expm1(2|x|) = (2^k - 1) + 2^k p (one
+// rounding; exact for k = 0), each step a few 2^-53 relative. 2^-120 <= |x| < 9.5 (below: the
+// f32 result may be subnormal or zero; NaN); |x| >= 9.5: tanh|x| > 1 - 2^-26.4, above the
+// midpoint 1 - 2^-25 by far more than m_tanh's error, so the f32 result is +-1.
+double m_tanh_f32(double x) {
+    int64_t bx = doubleBitsToInt64(x);
+    int64_t ab = bx & M_ABSM;
+    double a = int64BitsToDouble(ab);
+    if (ab <= M_INFB && a >= 9.5lf) return m_with_sign(1.0lf, bx < 0l);
+    if (!(ab >= 0x3870000000000000l && a < 9.5lf)) return nx_round_f32(m_tanh(x));
+    precise double z = 2.0lf * a;
+    dvec2 pk = m_expm1_parts(z);
+    precise double s = m_pow2(int(pk.y));
+    precise double em = (s - 1.0lf) + s * pk.x;
+    precise double t = em / (em + 2.0lf);
+    double r = m_round_f32_unless_near_midpoint(t);
+    if (r < 0.0lf) return nx_round_f32(m_tanh(x));
+    return m_with_sign(r, bx < 0l);
+}
+
+// sigmoid(x) rounded to f32: with e = exp(-|x|) = 2^k (1 + p), 1 / (1 + e) for x >= 0 and
+// e / (1 + e) for x < 0. -87 < x < 18 (x <= -87: m_sigmoid, where the f32 result nears the
+// subnormals — sigmoid(-87) ~ 1.65e-38 — and for NaN); x >= 18:
+// sigmoid > 1 - 2^-25.9, above the midpoint 1 - 2^-25 by far more than m_sigmoid's error: 1.
+double m_sigmoid_f32(double x) {
+    if (x >= 18.0lf) return 1.0lf;
+    if (!(x > -87.0lf)) return nx_round_f32(m_sigmoid(x));
+    dvec2 pk = m_expm1_parts(-m_fabs(x));
+    precise double e = (1.0lf + pk.x) * m_pow2(int(pk.y));
+    precise double d = 1.0lf + e;
+    precise double num = x < 0.0lf ? e : 1.0lf;
+    precise double v = num / d;
+    double r = m_round_f32_unless_near_midpoint(v);
+    return r < 0.0lf ? nx_round_f32(m_sigmoid(x)) : r;
+}
+
+// ---------------------------------------------------------------------------------------------
 // erf / erfc: |x| < 1: Taylor series of erf (to x^45), tail terms in double, last steps double-double.
 // erfc(x), 0.5 <= x < 27.5: exp(-x^2) * erfcx(x), erfcx piecewise degree-15 polynomials in
 // (x - mid) on 18 intervals (Chebyshev fits, rel. error < 5e-20), x^2 exact by Dekker product.
@@ -860,9 +932,9 @@ dvec2 m_erf_small_dd(double x) {
     dvec2 in2 = m_dd_add(dvec2(M_ERF_A0_HI, M_ERF_A0_LO), m_dd_mul(z, in1));
     return m_dd_mul_d(in2, x);
 }
-// erfcx(x) = exp(x^2) erfc(x) for 0.5 <= x < 27.5, double-double (polynomials inline: no
-// indirect reads of constant arrays)
-dvec2 m_erfcx_dd(double x) {
+// erfcx(x) = exp(x^2) erfc(x) for 0.5 <= x < 27.5 as (c0h + c0l) + t q: returns (t, q, c0h, c0l)
+// (polynomials inline: no indirect reads of constant arrays)
+dvec4 m_erfcx_parts(double x) {
     precise double t;
     precise double q;
     double c0h;
@@ -1210,8 +1282,13 @@ dvec2 m_erfcx_dd(double x) {
         c0h = 0.022326659889443407lf;
         c0l = 1.290461945232296e-18lf;
     }
-    dvec2 tq = m_two_prod(t, q);
-    return m_dd_add(dvec2(c0h, c0l), tq);
+    return dvec4(t, q, c0h, c0l);
+}
+// erfcx(x) as a double-double, 0.5 <= x < 27.5
+dvec2 m_erfcx_dd(double x) {
+    dvec4 c = m_erfcx_parts(x);
+    dvec2 tq = m_two_prod(c.x, c.y);
+    return m_dd_add(dvec2(c.z, c.w), tq);
 }
 // erfc(x) = (h + l) 2^k for 0.5 <= x < 27.5
 dvec3 m_erfc_scaled(double x) {
@@ -1265,6 +1342,43 @@ double m_erfc(double x) {
     precise double a = -x;
     dvec2 e = m_erfc_dd(a);
     return m_dd_round(m_dd_add_d(m_dd_neg(e), 2.0lf));
+}
+
+// erf(x) rounded to f32 (see m_tanh_f32's section for the argument): |x| < 1: x (A0 + z (A1 +
+// z P(z))), z = x^2, the Taylor series of m_erf_small_dd in plain double; 1 <= |x| < 4:
+// 1 - exp(-x^2) erfcx(|x|), exp from m_expm1_parts (x^2 rounded once — exact for f32 and s32
+// inputs — so at most 2^-49 relative on the exponential) and erfcx's piecewise polynomial in
+// plain double, so erfc is within about
+// 2^-48 and erf (>= 0.84, erfc <= 0.16) within 2^-50. 2^-120 <= |x| < 4 (below: NaN, zero or a
+// subnormal f32); |x| >= 4: erfc < 1.6e-8, below the midpoint 2^-25 by far more than m_erf's
+// error, so the f32 result is +-1.
+double m_erf_f32(double x) {
+    int64_t bx = doubleBitsToInt64(x);
+    int64_t ab = bx & M_ABSM;
+    double a = int64BitsToDouble(ab);
+    if (ab <= M_INFB && a >= 4.0lf) return m_with_sign(1.0lf, bx < 0l);
+    if (!(ab >= 0x3870000000000000l && a < 4.0lf)) return nx_round_f32(m_erf(x));
+    precise double z = a * a;
+    precise double v;
+    if (a < 1.0lf) {
+        precise double P = M_ERF_A2 + z * (M_ERF_A3 + z * (M_ERF_A4 + z * (M_ERF_A5 + z * (M_ERF_A6
+            + z * (M_ERF_A7 + z * (M_ERF_A8 + z * (M_ERF_A9 + z * (M_ERF_A10 + z * (M_ERF_A11
+            + z * (M_ERF_A12 + z * (M_ERF_A13 + z * (M_ERF_A14 + z * (M_ERF_A15 + z * (M_ERF_A16
+            + z * (M_ERF_A17 + z * (M_ERF_A18 + z * (M_ERF_A19 + z * (M_ERF_A20 + z * (M_ERF_A21
+            + z * M_ERF_A22)))))))))))))))))));
+        precise double sum = M_ERF_A0_HI + z * (M_ERF_A1_HI + z * P);
+        v = a * sum;
+    } else {
+        dvec2 pk = m_expm1_parts(-z);
+        precise double e = (1.0lf + pk.x) * m_pow2(int(pk.y));
+        dvec4 c = m_erfcx_parts(a);
+        precise double cx = c.z + c.x * c.y;
+        precise double erfc = e * cx;
+        v = 1.0lf - erfc;
+    }
+    double r = m_round_f32_unless_near_midpoint(v);
+    if (r < 0.0lf) return nx_round_f32(m_erf(x));
+    return m_with_sign(r, bx < 0l);
 }
 
 // erf_inv: initial approximation (central: polynomial in x^2 for |x| <= 0.5; tail: polynomials in
