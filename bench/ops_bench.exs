@@ -65,6 +65,8 @@ for n <- sizes do
   emit.("exp", n, timed.(reps, fn -> NxVulkan.unary(:exp, x, f32) end), reps)
   emit.("tanh", n, timed.(reps, fn -> NxVulkan.unary(:tanh, x, f32) end), reps)
   emit.("sigmoid", n, timed.(reps, fn -> NxVulkan.unary(:sigmoid, x, f32) end), reps)
+  emit.("erf", n, timed.(reps, fn -> NxVulkan.unary(:erf, x, f32) end), reps)
+  emit.("log", n, timed.(reps, fn -> NxVulkan.unary(:log, a, f32) end), reps)
   emit.("sum", n, timed.(reps, fn -> NxVulkan.reduce(:sum, x, [0], false, f32) end), reps)
   emit.("argmax", n, timed.(reps, fn -> NxVulkan.arg_reduce(:argmax, x, 0, false, :low, {:s, 64}) end), reps)
   emit.("cumsum", n, timed.(reps, fn -> NxVulkan.cumulative(:cumulative_sum, x, 0, false) end), reps)

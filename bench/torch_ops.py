@@ -62,6 +62,8 @@ for n in [int(s) for s in args.sizes.split(",") if s]:
     emit("exp", n, timed(lambda: torch.exp(x), r), r)
     emit("tanh", n, timed(lambda: torch.tanh(x), r), r)
     emit("sigmoid", n, timed(lambda: torch.sigmoid(x), r), r)
+    emit("erf", n, timed(lambda: torch.erf(x), r), r)
+    emit("log", n, timed(lambda: torch.log(a), r), r)
     emit("sum", n, timed(lambda: torch.sum(x), r), r)
     emit("argmax", n, timed(lambda: torch.argmax(x), r), r)
     emit("cumsum", n, timed(lambda: torch.cumsum(x, 0), r), r)

@@ -7,9 +7,10 @@
 # 2. The exact dot / f64 GEMM (issue 6's goal: >= 0.4x PyTorch fp64 at 1024 and 4096): this
 #    build (fused exact products) against the baseline build (unfused) and PyTorch DGEMM, every
 #    f64 tile forced too (--tiles-all), 1024/2048/4096.
-# 3. The op table's exp/tanh/sigmoid/add rows at 1 M and 16 M, the exact dot at 1024 and the
-#    conv from Rust: this build against the baseline (full f64 tanh/sigmoid, unfused exact
-#    products), alternating, 2 rounds, and PyTorch (fp64 GEMM / conv beside the exact ones).
+# 3. The op table's exp/log/tanh/sigmoid/erf/add rows at 1 M and 16 M, the exact dot at 1024
+#    and the conv from Rust: this build against the baseline (full f64 log/tanh/sigmoid/erf,
+#    unfused exact products), alternating, 2 rounds, and PyTorch (fp64 GEMM / conv beside the
+#    exact ones).
 # Carry .gl, .gpurun/tests, .bench-carry/nx-vulkan.xz, .bench-carry/nx-vulkan-base.xz
 # (prepare.sh).
 set -uo pipefail
@@ -44,7 +45,7 @@ for l in open(sys.argv[2]):
 for l in open(sys.argv[1]):
     if not l.startswith("{"): continue
     j = json.loads(l)
-    if j["bench"] in ("exp", "tanh", "sigmoid", "add", "dot_exact", "dot_f64", "conv2d"):
+    if j["bench"] in ("exp", "log", "tanh", "sigmoid", "erf", "add", "dot_exact", "dot_f64", "conv2d"):
         # the exact f32 dot and conv sum in f64: PyTorch's fp64 GEMM / conv is their peer
         peer = {"dot_exact": "dot_f64", "conv2d": "conv2d_f64"}.get(j["bench"], j["bench"])
         t = torch.get((peer, j["size"]))

@@ -81,6 +81,9 @@ pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize) -> Resul
         emit(ctx, "exp", n, timed(ctx, r, || ctx.unary(UnaryOp::Exp, &x, f32t))?, r);
         emit(ctx, "tanh", n, timed(ctx, r, || ctx.unary(UnaryOp::Tanh, &x, f32t))?, r);
         emit(ctx, "sigmoid", n, timed(ctx, r, || ctx.unary(UnaryOp::Sigmoid, &x, f32t))?, r);
+        emit(ctx, "erf", n, timed(ctx, r, || ctx.unary(UnaryOp::Erf, &x, f32t))?, r);
+        // (of the iota 0, 1, ..., n-1: positive but for log 0 = -Inf)
+        emit(ctx, "log", n, timed(ctx, r, || ctx.unary(UnaryOp::Log, &a, f32t))?, r);
         emit(ctx, "sum", n, timed(ctx, r, || ctx.reduce(ReduceOp::Sum, &x, &[0], false, f32t))?, r);
         emit(ctx, "argmax", n, timed(ctx, r, || ctx.arg_reduce(ArgOp::ArgMax, &x, Some(0), false, TieBreak::Low, DType::S64))?, r);
         emit(ctx, "cumsum", n, timed(ctx, r, || ctx.cumulative(ScanOp::Sum, &x, 0, false))?, r);

@@ -1007,11 +1007,11 @@ fn unary_predicate(op: UnaryOp, from: DType, a: &str) -> String {
 }
 
 /// Whether `unary`'s expression for `op` with result type `t` already gives a value of `t` (or
-/// the canonical NaN), which the node then stores without rounding it again: exp, tanh,
-/// sigmoid and erf with an f32 result (m_exp_f32, m_tanh_f32, m_sigmoid_f32, m_erf_f32 in
-/// math_f64.glsl: cheaper paths with the full functions' bits).
+/// the canonical NaN), which the node then stores without rounding it again: exp, log, tanh,
+/// sigmoid and erf with an f32 result (m_exp_f32, m_log_f32, m_tanh_f32, m_sigmoid_f32,
+/// m_erf_f32 in math_f64.glsl: cheaper paths with the full functions' bits).
 fn unary_rounds_itself(op: UnaryOp, t: DType) -> bool {
-    matches!(op, UnaryOp::Exp | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf) && t == DType::F32
+    matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf) && t == DType::F32
 }
 
 fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
@@ -1036,7 +1036,7 @@ fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
         (UnaryOp::CountLeadingZeros, _) => format!("nx_clz({x}, {bits})"),
         (UnaryOp::PopulationCount, _) => format!("nx_popcount({x}, {bits})"),
         // f32 results: cheaper paths to the full function's f32 rounding (the same bits;
-        // math_f64.glsl): m_exp_f32, m_tanh_f32, m_sigmoid_f32, m_erf_f32
+        // math_f64.glsl): m_exp_f32, m_log_f32, m_tanh_f32, m_sigmoid_f32, m_erf_f32
         (_, _) if unary_rounds_itself(op, t) => format!("m_{}_f32({x})", op.name()),
         (op, _) => format!("m_{}({x})", op.name()),
     }

@@ -1,5 +1,5 @@
-//! Nx.exp, Nx.tanh, Nx.sigmoid and Nx.erf with an f32 result run `m_exp_f32`, `m_tanh_f32`,
-//! `m_sigmoid_f32` and `m_erf_f32` (math_f64.glsl): cheaper plain-double evaluations whose f32 rounding is taken
+//! Nx.exp, Nx.log, Nx.tanh, Nx.sigmoid and Nx.erf with an f32 result run `m_exp_f32`,
+//! `m_log_f32`, `m_tanh_f32`, `m_sigmoid_f32` and `m_erf_f32` (math_f64.glsl): cheaper plain-double evaluations whose f32 rounding is taken
 //! only where it cannot differ from the full f64 function rounded to f32, the latter deciding
 //! near rounding boundaries and outside each path's range. Their bits must be exactly those of
 //! the full path, which the engine still computes for an f64 result: every test here compares
@@ -52,6 +52,7 @@ fn edges(op: UnaryOp) -> Vec<u64> {
     let points: Vec<f32> = match op {
         UnaryOp::Exp => vec![-87.0, 88.5, -87.33654, 88.72284, -103.97208, -0.0, 0.0, 1e-30, -1e-30, 0.3465736, -0.3465736],
         UnaryOp::Tanh => vec![9.5, 9.01, 9.0109, 0.1732868, 0.5198604, 7.52316e-37, 1.1754944e-38, 1e-30, 3.0e-8, 2.4414062e-4, 0.55, 22.0],
+        UnaryOp::Log => vec![1.0, 1.4142135, 0.70710677, 1.1754944e-38, 3.4028235e38, 2.0, 0.5, 2.7182817, 1e-30, 1e30, 1.0000001, 0.99999994, 5.0e-39],
         UnaryOp::Erf => vec![4.0, 3.92, 3.9199, 1.0, 0.5, 0.75, 1.875, 2.25, 3.5, 7.52316e-37, 1.1754944e-38, 1e-30, 3.7252903e-9, 6.0],
         _ => vec![18.0, 17.33, 17.328679, -87.0, -87.33654, -88.72284, -103.0, 0.3465736, 1e-30, 5.9604645e-8, 40.0, -746.0],
     };
@@ -67,6 +68,7 @@ fn near_midpoint(op: UnaryOp) -> &'static [u32] {
     match op {
         UnaryOp::Exp => NEAR_MIDPOINT_EXP,
         UnaryOp::Tanh => NEAR_MIDPOINT_TANH,
+        UnaryOp::Log => NEAR_MIDPOINT_LOG,
         UnaryOp::Erf => NEAR_MIDPOINT_ERF,
         _ => NEAR_MIDPOINT_SIGMOID,
     }
@@ -81,6 +83,16 @@ const NEAR_MIDPOINT_EXP: &[u32] = &[
     0x35a7fff9, 0x35c7fff6, 0x35e7fff3, 0x35f7fff1, 0x361bfff4, 0x3653ffea, 0x3673ffe3, 0x367bffe1,
     0x3695ffea, 0x36b1ffe1, 0x36f9ffc3, 0x36fdffc1, 0x3734ffc0, 0x3758ffa4, 0x377cff83, 0x377eff81,
     0x37937fab, 0x37a57f95, 0x37fe7f03, 0x37ff7f01, 0x383a3ef1, 0x38643e69, 0x387e3e07, 0x38ad9e29,
+];
+
+/// log (stop 39's exhaustive run: none differing from glibc's log rounded to f32 either).
+const NEAR_MIDPOINT_LOG: &[u32] = &[
+    0x00a82679, 0x00dfe9c0, 0x01265067, 0x0187fc28, 0x0189d238, 0x01b5b6ff, 0x01c2aa2a, 0x01f100d0,
+    0x022ae487, 0x0233a37e, 0x0252f7cc, 0x02537745, 0x02a28c29, 0x02ae0dec, 0x02c7a933, 0x02ff713c,
+    0x0312f9d3, 0x031c2829, 0x039656e7, 0x03b0ffa6, 0x03b10057, 0x03cc5ec7, 0x03d2f29f, 0x03d427af,
+    0x03f22eec, 0x040b0c25, 0x04294560, 0x04366d72, 0x044e8fb7, 0x045b3d7e, 0x0468abae, 0x047d188c,
+    0x047ee6e7, 0x04d056a6, 0x04ebac6b, 0x04f442ca, 0x053c8e9b, 0x05814364, 0x05c0ed9c, 0x05ca6664,
+    0x05eee8e6, 0x05f1f6c7, 0x06175575, 0x064cb44b, 0x066c06e8, 0x06878568, 0x0694c6fa, 0x06e230ed,
 ];
 
 /// tanh (stop 39's exhaustive run: none differing from glibc's tanh rounded to f32 either).
@@ -154,6 +166,7 @@ fn libm(op: UnaryOp, v: f64) -> f64 {
     match op {
         UnaryOp::Exp => v.exp(),
         UnaryOp::Tanh => v.tanh(),
+        UnaryOp::Log => v.ln(),
         // SAFETY: a pure libm function of one double
         UnaryOp::Erf => unsafe { erf(v) },
         _ => 1.0 / (1.0 + (-v).exp()),
@@ -163,6 +176,11 @@ fn libm(op: UnaryOp, v: f64) -> f64 {
 #[test]
 fn exp_f32_matches_the_full_path() {
     matches_the_full_path(UnaryOp::Exp);
+}
+
+#[test]
+fn log_f32_matches_the_full_path() {
+    matches_the_full_path(UnaryOp::Log);
 }
 
 #[test]
@@ -188,7 +206,7 @@ fn erf_f32_matches_the_full_path() {
 #[ignore]
 fn every_f32_input() {
     let only = std::env::var("NX_VULKAN_EVERY_F32").ok();
-    for (op, lo, hi) in [(UnaryOp::Exp, -87.0, 88.5), (UnaryOp::Tanh, 0.0, 9.5), (UnaryOp::Sigmoid, -87.0, 18.0), (UnaryOp::Erf, 0.0, 4.0)] {
+    for (op, lo, hi) in [(UnaryOp::Exp, -87.0, 88.5), (UnaryOp::Log, 1.1754944e-38, 3.5e38), (UnaryOp::Tanh, 0.0, 9.5), (UnaryOp::Sigmoid, -87.0, 18.0), (UnaryOp::Erf, 0.0, 4.0)] {
         if only.as_deref().is_some_and(|o| o != op.name()) {
             continue;
         }

@@ -844,8 +844,8 @@ double m_sigmoid(double x) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// f32 results of tanh and sigmoid, cheaper where the result is a normal f32 away from a rounding
-// boundary; the same bits as the full functions rounded to f32 (nx_round_f32(m_tanh(x)), ...),
+// f32 results of tanh, sigmoid, log and erf, cheaper where the result is a normal f32 away from
+// a rounding boundary; the same bits as the full functions rounded to f32 (nx_round_f32(m_tanh(x)), ...),
 // by m_exp_f32's argument: the value below is within about 2^-48 relative of the exact one
 // (plain double: the reduction of m_exp_core, Taylor to r^13, a few roundings), and the f32
 // rounding is taken from it only where its 29 bits below the f32 significand lie more than
@@ -869,7 +869,7 @@ dvec2 m_expm1_parts(double z) {
     return dvec2(p, kf);
 }
 
-// v (0 < v < 1, a normal f32 once rounded) rounded to f32, or -1.0 where v lies within 2^12 f64
+// v (positive, a normal f32 once rounded) rounded to f32, or -1.0 where v lies within 2^12 f64
 // ulps of an f32 midpoint (the caller's full function decides there).
 double m_round_f32_unless_near_midpoint(double v) {
     int64_t b = doubleBitsToInt64(v);
@@ -913,6 +913,36 @@ double m_sigmoid_f32(double x) {
     precise double v = num / d;
     double r = m_round_f32_unless_near_midpoint(v);
     return r < 0.0lf ? nx_round_f32(m_sigmoid(x)) : r;
+}
+
+// log(x) rounded to f32: m_log_dd's reduction and series in plain double — x = 2^e m, m in
+// [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = f / (2 + f), log m = 2s + s^3 (2/3 + z R(z)),
+// z = s^2 (|s| < 0.1716: truncation below 2^-75) — then e ln2 (e C1 exact) + log m: within
+// about 2^-50 relative (|log x| >= 0.346 |e| where e != 0, so the last sum cancels at most a
+// factor 2). Normal positive finite x (else: zero, negative, subnormal, Inf, NaN), and |log x|
+// >= 2^-125 (log 1 = +0 exactly; below, a non-f32 input's result may be a subnormal f32).
+double m_log_f32(double x) {
+    int64_t bx = doubleBitsToInt64(x);
+    if (!(bx >= 0x0010000000000000l && bx < M_INFB)) return nx_round_f32(m_log(x));
+    dvec2 u = m_unpack(x);
+    precise double m = u.x;
+    int e = int(u.y);
+    if (m > 1.4142135623730951lf) { m = m * 0.5lf; e = e + 1; }
+    precise double f = m - 1.0lf;
+    precise double s = f / (2.0lf + f);
+    precise double z = s * s;
+    precise double R = M_LOG_R0 + z * (M_LOG_R1 + z * (M_LOG_R2 + z * (M_LOG_R3 + z * (M_LOG_R4
+        + z * (M_LOG_R5 + z * (M_LOG_R6 + z * (M_LOG_R7 + z * (M_LOG_R8 + z * (M_LOG_R9
+        + z * (M_LOG_R10 + z * (M_LOG_R11 + z * M_LOG_R12)))))))))));
+    precise double lm = 2.0lf * s + s * (z * (M_2O3_HI + z * R));
+    precise double fe = double(e);
+    precise double v = fe * M_LN2_C1 + (lm + fe * M_LN2_C2);
+    if (v == 0.0lf) return 0.0lf;
+    double av = m_fabs(v);
+    if (av < 2.350988701644575e-38lf) return nx_round_f32(m_log(x));
+    double r = m_round_f32_unless_near_midpoint(av);
+    if (r < 0.0lf) return nx_round_f32(m_log(x));
+    return m_with_sign(r, v < 0.0lf);
 }
 
 // ---------------------------------------------------------------------------------------------
