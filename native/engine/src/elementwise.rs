@@ -1006,12 +1006,25 @@ fn unary_predicate(op: UnaryOp, from: DType, a: &str) -> String {
     format!("(({b}) ? 1ul : 0ul)")
 }
 
+/// Whether `op` has a cheaper path to its full f64 function's f32 rounding (the same bits):
+/// m_exp_f32, m_log_f32, m_tanh_f32, m_sigmoid_f32, m_erf_f32 in math_f64.glsl.
+fn has_f32_path(op: UnaryOp) -> bool {
+    matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf)
+}
+
+/// Whether `unary`'s expression for `op` with result type `t` takes the f32 path: an f32
+/// result, or a bf16 one, which Nx writes by rounding to f32 first and then keeping the top 16
+/// bits — a function of the f32 value alone, so the node's bf16 rounding of the f32 path's
+/// value is the full function's bf16 bits.
+fn unary_takes_f32_path(op: UnaryOp, t: DType) -> bool {
+    has_f32_path(op) && matches!(t, DType::F32 | DType::BF16)
+}
+
 /// Whether `unary`'s expression for `op` with result type `t` already gives a value of `t` (or
-/// the canonical NaN), which the node then stores without rounding it again: exp, log, tanh,
-/// sigmoid and erf with an f32 result (m_exp_f32, m_log_f32, m_tanh_f32, m_sigmoid_f32,
-/// m_erf_f32 in math_f64.glsl: cheaper paths with the full functions' bits).
+/// the canonical NaN), which the node then stores without rounding it again: the f32 paths
+/// with an f32 result.
 fn unary_rounds_itself(op: UnaryOp, t: DType) -> bool {
-    matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf) && t == DType::F32
+    has_f32_path(op) && t == DType::F32
 }
 
 fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
@@ -1035,9 +1048,9 @@ fn unary(op: UnaryOp, t: DType, from: DType, x: &str) -> String {
         (UnaryOp::BitwiseNot, _) => format!("(~({x}))"),
         (UnaryOp::CountLeadingZeros, _) => format!("nx_clz({x}, {bits})"),
         (UnaryOp::PopulationCount, _) => format!("nx_popcount({x}, {bits})"),
-        // f32 results: cheaper paths to the full function's f32 rounding (the same bits;
-        // math_f64.glsl): m_exp_f32, m_log_f32, m_tanh_f32, m_sigmoid_f32, m_erf_f32
-        (_, _) if unary_rounds_itself(op, t) => format!("m_{}_f32({x})", op.name()),
+        // f32 and bf16 results: cheaper paths to the full function's f32 rounding (the same
+        // bits; math_f64.glsl)
+        (_, _) if unary_takes_f32_path(op, t) => format!("m_{}_f32({x})", op.name()),
         (op, _) => format!("m_{}({x})", op.name()),
     }
 }

@@ -25,9 +25,9 @@
 //!   are tile multiples.
 //! - [`MatmulKernel::Tiled`] for f64: the same kernel in double (64×64×8 tiles, 4×4 per
 //!   invocation; 128×128×8, 8×8, for large products; 128×64 and 64×128, 8×4 and 4×8, can be
-//!   forced). A term is
-//!   `fma(a, b, acc)` where the operands' original types make every product exact in f64 (the
-//!   exact f32 dot: [`F64Products`]), else a rounded product then a rounded sum.
+//!   forced). A term is `fma(a, b, acc)` where the operands' original types make every
+//!   product exact in f64 (the exact f32 dot: [`F64Products`]), else a rounded product then a
+//!   rounded sum.
 //! - [`MatmulKernel::Simple`]: one invocation per output element, for f16/bf16 (accumulated in
 //!   f64, rounded once) and integers (64-bit accumulation, wrapped to the output width).
 //!
@@ -1065,10 +1065,10 @@ pub(crate) enum F64Products {
     Rounded,
     /// Both operands hold values of types whose products are exact in f64 (f32 × f32: 24 + 24
     /// significant bits, exponents far inside f64's normal range), so `acc + a·b` rounds only
-    /// in the addition and `fma(a, b, acc)` — one instruction where the GPU runs f64 multiply
-    /// and add as two, and where a driver computes it as a multiply then an add — is the
-    /// same sum to the bit. The exact f32 dot (BinaryBackend's f64 sum of f32 products) is
-    /// the case that matters: on the tiled kernel's inner loop it halves the f64 instructions.
+    /// in the addition and `fma(a, b, acc)` is the same sum to the bit — fused (one f64
+    /// instruction instead of two) or, where a driver computes it so, a multiply then an add.
+    /// The exact f32 dot (BinaryBackend's f64 sum of f32 products) is the case that matters:
+    /// it halves the f64 instructions of the tiled kernel's inner loop.
     Exact,
 }
 

@@ -1,10 +1,11 @@
 //! Nx.exp, Nx.log, Nx.tanh, Nx.sigmoid and Nx.erf with an f32 result run `m_exp_f32`,
-//! `m_log_f32`, `m_tanh_f32`, `m_sigmoid_f32` and `m_erf_f32` (math_f64.glsl): cheaper plain-double evaluations whose f32 rounding is taken
-//! only where it cannot differ from the full f64 function rounded to f32, the latter deciding
-//! near rounding boundaries and outside each path's range. Their bits must be exactly those of
-//! the full path, which the engine still computes for an f64 result: every test here compares
-//! op(x) written as f32 with op(x) written as f64 and rounded to f32 on the host (to nearest
-//! even, NaN canonical). Inputs: f32 bit patterns strided over the whole range, the branch
+//! `m_log_f32`, `m_tanh_f32`, `m_sigmoid_f32` and `m_erf_f32` (math_f64.glsl): cheaper
+//! plain-double evaluations whose f32 rounding is taken only where it cannot differ from the
+//! full f64 function rounded to f32, the latter deciding near rounding boundaries and outside
+//! each path's range (a bf16 result takes the same path, then the node's bf16 rounding).
+//! Their bits must be exactly those of the full path, which the engine still computes for an
+//! f64 result: every test here compares op(x) written as f32 (or bf16) with op(x) written as
+//! f64 and rounded on the host (to nearest even, NaN canonical). Inputs (every bf16, and): f32 bit patterns strided over the whole range, the branch
 //! edges and special values, f32 inputs whose result lies near an f32 midpoint (the fallback's
 //! cases: found by the ignored exhaustive test), and s32 inputs. The f64 library's own
 //! accuracy is tests/math_ulp.rs's.
@@ -171,6 +172,28 @@ fn libm(op: UnaryOp, v: f64) -> f64 {
         UnaryOp::Erf => unsafe { erf(v) },
         _ => 1.0 / (1.0 + (-v).exp()),
     }
+}
+
+/// A bf16 result (Nx: the op of a bf16 tensor) takes the f32 path and the node's bf16
+/// rounding, which depends on the f32 value alone (Nx rounds to f32, then keeps the top 16
+/// bits): every bf16 input, each function, against the full path's f64 result rounded to bf16
+/// on the host.
+#[test]
+fn every_bf16_input_gets_the_full_paths_bits() {
+    on_engine(|ctx| {
+        let mut f = Failures::default();
+        let xs: Vec<u64> = (0..1u64 << 16).collect();
+        let x = upload(ctx, BF16, &[xs.len()], &xs);
+        for op in [UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Erf] {
+            let got = download(ctx, &ctx.unary(op, &x, BF16).unwrap());
+            let full = download(ctx, &ctx.unary(op, &x, F64).unwrap());
+            for i in 0..xs.len() {
+                let want = write(BF16, N::F(f64::from_bits(full[i])));
+                f.check(|| format!("{op:?} of bf16 {} (bits {:#06x}): bf16 result {} want {}", show(BF16, xs[i]), xs[i], show(BF16, got[i]), show(BF16, want)), got[i], want);
+            }
+        }
+        f.finish("every_bf16_input_gets_the_full_paths_bits");
+    });
 }
 
 #[test]

@@ -845,9 +845,9 @@ double m_sigmoid(double x) {
 
 // ---------------------------------------------------------------------------------------------
 // f32 results of tanh, sigmoid, log and erf, cheaper where the result is a normal f32 away from
-// a rounding boundary; the same bits as the full functions rounded to f32 (nx_round_f32(m_tanh(x)), ...),
-// by m_exp_f32's argument: the value below is within about 2^-48 relative of the exact one
-// (plain double: the reduction of m_exp_core, Taylor to r^13, a few roundings), and the f32
+// a rounding boundary; the same bits as the full functions rounded to f32
+// (nx_round_f32(m_tanh(x)), ...), by m_exp_f32's argument: each value below is within about
+// 2^-48 relative of the exact one (plain double, each function's bound beside it), and the f32
 // rounding is taken from it only where its 29 bits below the f32 significand lie more than
 // 2^12 f64 ulps (>= 2^-41 relative) from the midpoint 2^28. There the exact value, the full
 // function's (within 1 ulp of it) and this one all round to the same f32; elsewhere (and for
@@ -901,8 +901,8 @@ double m_tanh_f32(double x) {
 
 // sigmoid(x) rounded to f32: with e = exp(-|x|) = 2^k (1 + p), 1 / (1 + e) for x >= 0 and
 // e / (1 + e) for x < 0. -87 < x < 18 (x <= -87: m_sigmoid, where the f32 result nears the
-// subnormals — sigmoid(-87) ~ 1.65e-38 — and for NaN); x >= 18:
-// sigmoid > 1 - 2^-25.9, above the midpoint 1 - 2^-25 by far more than m_sigmoid's error: 1.
+// subnormals — sigmoid(-87) ~ 1.65e-38 — and for NaN); x >= 18: sigmoid > 1 - 2^-25.9, above
+// the midpoint 1 - 2^-25 by far more than m_sigmoid's error: 1.
 double m_sigmoid_f32(double x) {
     if (x >= 18.0lf) return 1.0lf;
     if (!(x > -87.0lf)) return nx_round_f32(m_sigmoid(x));
@@ -1378,10 +1378,9 @@ double m_erfc(double x) {
 // z P(z))), z = x^2, the Taylor series of m_erf_small_dd in plain double; 1 <= |x| < 4:
 // 1 - exp(-x^2) erfcx(|x|), exp from m_expm1_parts (x^2 rounded once — exact for f32 and s32
 // inputs — so at most 2^-49 relative on the exponential) and erfcx's piecewise polynomial in
-// plain double, so erfc is within about
-// 2^-48 and erf (>= 0.84, erfc <= 0.16) within 2^-50. 2^-120 <= |x| < 4 (below: NaN, zero or a
-// subnormal f32); |x| >= 4: erfc < 1.6e-8, below the midpoint 2^-25 by far more than m_erf's
-// error, so the f32 result is +-1.
+// plain double, so erfc is within about 2^-48 and erf (>= 0.84, erfc <= 0.16) within 2^-50.
+// 2^-120 <= |x| < 4 (below: NaN, zero or a subnormal f32); |x| >= 4: erfc < 1.6e-8, below the
+// midpoint 2^-25 by far more than m_erf's error, so the f32 result is +-1.
 double m_erf_f32(double x) {
     int64_t bx = doubleBitsToInt64(x);
     int64_t ab = bx & M_ABSM;
