@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Stop 39: fills the ignored carry folders for run1-3.sh (this machine; nothing here is
 # committed): .bench-carry/nx-vulkan.xz (this build), .bench-carry/nx-vulkan-base.xz (this
-# build with the stop's two same-bits speedups turned off: f32 log/tanh/sigmoid/erf through the
-# full f64 functions, the exact dot's products unfused — the A/B baseline), .gpurun/tests/*.xz (the
+# build with the stop's two same-bits speedups turned off: f32 expm1/log/tanh/sigmoid/erf through
+# the full f64 functions, the exact dot's products unfused — the A/B baseline), .gpurun/tests/*.xz (the
 # unary_f32, matmul and conv test binaries, run on the GPU from native/engine) and .gpurun/beam.tgz
 # (the app compiled against Nx, its NIF, and Nx built by hand: NX_ERL_LIBS names that folder).
 set -euo pipefail
@@ -17,7 +17,7 @@ build; pack .bench-carry/nx-vulkan.xz
 cp native/engine/src/elementwise.rs "$tmp/e.rs"; cp native/engine/src/matmul.rs "$tmp/m.rs"
 restore() { cp "$tmp/e.rs" native/engine/src/elementwise.rs; cp "$tmp/m.rs" native/engine/src/matmul.rs; }
 trap 'restore; rm -rf "$tmp"' EXIT
-sed -i 's/    matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf)$/    op == UnaryOp::Exp/' native/engine/src/elementwise.rs
+sed -i 's/    matches!(op, UnaryOp::Exp | UnaryOp::Expm1 | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf)$/    op == UnaryOp::Exp/' native/engine/src/elementwise.rs
 sed -i 's/if significand(a) + significand(b) <= 53 {/if significand(a) + significand(b) <= 0 {/' native/engine/src/matmul.rs
 grep -qx '    op == UnaryOp::Exp' native/engine/src/elementwise.rs || { echo "baseline switch 1 did not apply"; exit 1; }
 grep -q 'significand(b) <= 0 {' native/engine/src/matmul.rs || { echo "baseline switch 2 did not apply"; exit 1; }

@@ -1007,9 +1007,9 @@ fn unary_predicate(op: UnaryOp, from: DType, a: &str) -> String {
 }
 
 /// Whether `op` has a cheaper path to its full f64 function's f32 rounding (the same bits):
-/// m_exp_f32, m_log_f32, m_tanh_f32, m_sigmoid_f32, m_erf_f32 in math_f64.glsl.
+/// m_exp_f32, m_expm1_f32, m_log_f32, m_tanh_f32, m_sigmoid_f32, m_erf_f32 in math_f64.glsl.
 fn has_f32_path(op: UnaryOp) -> bool {
-    matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf)
+    matches!(op, UnaryOp::Exp | UnaryOp::Expm1 | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf)
 }
 
 /// Whether `unary`'s expression for `op` with result type `t` takes the f32 path: an f32

@@ -1,5 +1,5 @@
-//! Nx.exp, Nx.log, Nx.tanh, Nx.sigmoid and Nx.erf with an f32 result run `m_exp_f32`,
-//! `m_log_f32`, `m_tanh_f32`, `m_sigmoid_f32` and `m_erf_f32` (math_f64.glsl): cheaper
+//! Nx.exp, Nx.expm1, Nx.log, Nx.tanh, Nx.sigmoid and Nx.erf with an f32 result run `m_exp_f32`,
+//! `m_expm1_f32`, `m_log_f32`, `m_tanh_f32`, `m_sigmoid_f32` and `m_erf_f32` (math_f64.glsl): cheaper
 //! plain-double evaluations whose f32 rounding is taken only where it cannot differ from the
 //! full f64 function rounded to f32, the latter deciding near rounding boundaries and outside
 //! each path's range (a bf16 result takes the same path, then the node's bf16 rounding).
@@ -53,6 +53,7 @@ fn edges(op: UnaryOp) -> Vec<u64> {
     let points: Vec<f32> = match op {
         UnaryOp::Exp => vec![-87.0, 88.5, -87.33654, 88.72284, -103.97208, -0.0, 0.0, 1e-30, -1e-30, 0.3465736, -0.3465736],
         UnaryOp::Tanh => vec![9.5, 9.01, 9.0109, 0.1732868, 0.5198604, 7.52316e-37, 1.1754944e-38, 1e-30, 3.0e-8, 2.4414062e-4, 0.55, 22.0],
+        UnaryOp::Expm1 => vec![-17.0, -17.33, 88.5, 88.72284, 0.3465736, 1.0397208, 7.52316e-37, 1.1754944e-38, 1e-30, 3.0e-8, 44.0, 40.0],
         UnaryOp::Log => vec![1.0, 1.4142135, 0.70710677, 1.1754944e-38, 3.4028235e38, 2.0, 0.5, 2.7182817, 1e-30, 1e30, 1.0000001, 0.99999994, 5.0e-39],
         UnaryOp::Erf => vec![4.0, 3.92, 3.9199, 1.0, 0.5, 0.75, 1.875, 2.25, 3.5, 7.52316e-37, 1.1754944e-38, 1e-30, 3.7252903e-9, 6.0],
         _ => vec![18.0, 17.33, 17.328679, -87.0, -87.33654, -88.72284, -103.0, 0.3465736, 1e-30, 5.9604645e-8, 40.0, -746.0],
@@ -70,6 +71,7 @@ fn near_midpoint(op: UnaryOp) -> &'static [u32] {
         UnaryOp::Exp => NEAR_MIDPOINT_EXP,
         UnaryOp::Tanh => NEAR_MIDPOINT_TANH,
         UnaryOp::Log => NEAR_MIDPOINT_LOG,
+        UnaryOp::Expm1 => NEAR_MIDPOINT_EXPM1,
         UnaryOp::Erf => NEAR_MIDPOINT_ERF,
         _ => NEAR_MIDPOINT_SIGMOID,
     }
@@ -84,6 +86,16 @@ const NEAR_MIDPOINT_EXP: &[u32] = &[
     0x35a7fff9, 0x35c7fff6, 0x35e7fff3, 0x35f7fff1, 0x361bfff4, 0x3653ffea, 0x3673ffe3, 0x367bffe1,
     0x3695ffea, 0x36b1ffe1, 0x36f9ffc3, 0x36fdffc1, 0x3734ffc0, 0x3758ffa4, 0x377cff83, 0x377eff81,
     0x37937fab, 0x37a57f95, 0x37fe7f03, 0x37ff7f01, 0x383a3ef1, 0x38643e69, 0x387e3e07, 0x38ad9e29,
+];
+
+/// expm1 (stop 39's exhaustive run: none differing from glibc's expm1 rounded to f32 either).
+const NEAR_MIDPOINT_EXPM1: &[u32] = &[
+    0x337ffffc, 0x337ffffd, 0x337ffffe, 0x337fffff, 0x33b504f1, 0x33b504f2, 0x33b504f3, 0x33b504f4,
+    0x33b504f5, 0x34000000, 0x34000001, 0x345db3d6, 0x345db3d7, 0x347fffff, 0x349cc470, 0x34ca62c1,
+    0x34ef774f, 0x34ffffff, 0x350f1bbc, 0x352953fc, 0x35544393, 0x3566c158, 0x3577def3, 0x357ffffd,
+    0x3587c3b5, 0x359617e1, 0x35a32b29, 0x35af456c, 0x35c542de, 0x35d908d5, 0x35f3b465, 0x362646dd,
+    0x36322b1b, 0x364ce65e, 0x368d4ede, 0x36a1978a, 0x36b66d8b, 0x36ee64f4, 0x3766330b, 0x379153a9,
+    0x37923475, 0x37ab34f7, 0x37b1ceea, 0x37b61385, 0x381c271e, 0x3851fd1d, 0x385b3bae, 0x389e7dac,
 ];
 
 /// log (stop 39's exhaustive run: none differing from glibc's log rounded to f32 either).
@@ -168,6 +180,7 @@ fn libm(op: UnaryOp, v: f64) -> f64 {
         UnaryOp::Exp => v.exp(),
         UnaryOp::Tanh => v.tanh(),
         UnaryOp::Log => v.ln(),
+        UnaryOp::Expm1 => v.exp_m1(),
         // SAFETY: a pure libm function of one double
         UnaryOp::Erf => unsafe { erf(v) },
         _ => 1.0 / (1.0 + (-v).exp()),
@@ -184,7 +197,7 @@ fn every_bf16_input_gets_the_full_paths_bits() {
         let mut f = Failures::default();
         let xs: Vec<u64> = (0..1u64 << 16).collect();
         let x = upload(ctx, BF16, &[xs.len()], &xs);
-        for op in [UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Erf] {
+        for op in [UnaryOp::Exp, UnaryOp::Expm1, UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Erf] {
             let got = download(ctx, &ctx.unary(op, &x, BF16).unwrap());
             let full = download(ctx, &ctx.unary(op, &x, F64).unwrap());
             for i in 0..xs.len() {
@@ -199,6 +212,11 @@ fn every_bf16_input_gets_the_full_paths_bits() {
 #[test]
 fn exp_f32_matches_the_full_path() {
     matches_the_full_path(UnaryOp::Exp);
+}
+
+#[test]
+fn expm1_f32_matches_the_full_path() {
+    matches_the_full_path(UnaryOp::Expm1);
 }
 
 #[test]
@@ -229,7 +247,7 @@ fn erf_f32_matches_the_full_path() {
 #[ignore]
 fn every_f32_input() {
     let only = std::env::var("NX_VULKAN_EVERY_F32").ok();
-    for (op, lo, hi) in [(UnaryOp::Exp, -87.0, 88.5), (UnaryOp::Log, 1.1754944e-38, 3.5e38), (UnaryOp::Tanh, 0.0, 9.5), (UnaryOp::Sigmoid, -87.0, 18.0), (UnaryOp::Erf, 0.0, 4.0)] {
+    for (op, lo, hi) in [(UnaryOp::Exp, -87.0, 88.5), (UnaryOp::Expm1, -17.0, 88.5), (UnaryOp::Log, 1.1754944e-38, 3.5e38), (UnaryOp::Tanh, 0.0, 9.5), (UnaryOp::Sigmoid, -87.0, 18.0), (UnaryOp::Erf, 0.0, 4.0)] {
         if only.as_deref().is_some_and(|o| o != op.name()) {
             continue;
         }

@@ -844,7 +844,7 @@ double m_sigmoid(double x) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// f32 results of tanh, sigmoid, log and erf, cheaper where the result is a normal f32 away from
+// f32 results of expm1, tanh, sigmoid, log and erf, cheaper where the result is a normal f32 away from
 // a rounding boundary; the same bits as the full functions rounded to f32
 // (nx_round_f32(m_tanh(x)), ...), by m_exp_f32's argument: each value below is within about
 // 2^-48 relative of the exact one (plain double, each function's bound beside it), and the f32
@@ -877,6 +877,22 @@ double m_round_f32_unless_near_midpoint(double v) {
     if (off_mid <= 0x1000l && off_mid >= -0x1000l) return -1.0lf;
     // to 24 significant bits, to nearest (the midpoint excluded); a carry runs into the exponent
     return int64BitsToDouble((b + 0x10000000l) & ~0x1FFFFFFFl);
+}
+
+// expm1(x) rounded to f32: (2^k - 1) + 2^k p from m_expm1_parts (one rounding; exact for k = 0;
+// for k >= 54 the -1 rounds away, far below the result's ulp), within a few 2^-53 relative (the
+// sum cancels at most a factor 1.5: k = 1, see m_tanh_f32; k = -1 at most 0.7). 2^-120 <= |x|
+// and -17 < x < 88.5 (else m_expm1: tiny, NaN, f32 overflow, and x <= -17, near -1's
+// half-ulp point -1 + 2^-25).
+double m_expm1_f32(double x) {
+    int64_t ab = doubleBitsToInt64(x) & M_ABSM;
+    if (!(ab >= 0x3870000000000000l && x > -17.0lf && x < 88.5lf)) return nx_round_f32(m_expm1(x));
+    dvec2 pk = m_expm1_parts(x);
+    precise double s = m_pow2(int(pk.y));
+    precise double em = (s - 1.0lf) + s * pk.x;
+    double r = m_round_f32_unless_near_midpoint(m_fabs(em));
+    if (r < 0.0lf) return nx_round_f32(m_expm1(x));
+    return m_with_sign(r, em < 0.0lf);
 }
 
 // tanh(x) rounded to f32: tanh|x| = em / (em + 2), em = expm1(2|x|) = (2^k - 1) + 2^k p (one
