@@ -13,8 +13,8 @@ set -uo pipefail
 source .gl/env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source bench/llm/unpack-carry.sh
+source bench/llm/run-common.sh
 R="$OUT/llm.jsonl"
-tag() { sed "s/^{/{$1,/"; }
 for spec in 1b:q4km 1b:q5km 8b:q4km; do
   preset=${spec%%:*}; mix=${spec##*:}; f=/tmp/models/$preset-$mix.gguf
   python3 bench/llm/gen_model.py "$f" "$preset" "$mix"
@@ -35,10 +35,4 @@ for spec in 1b:q4km 1b:q5km 8b:q4km; do
   rm -f "$f"
   echo "$spec done at $SECONDS s" >&2
 done
-python3 - "$R" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    try: j = json.loads(l)
-    except Exception: continue
-    print(j.get("spec"), j.get("peer"), j.get("variant", ""), "tg", round(j.get("tg_tok_s", 0), 1), "pp", round(j.get("pp_tok_s", 0)), j.get("aggregate_tok_s", ""))
-PY
+llm_summary "$R"

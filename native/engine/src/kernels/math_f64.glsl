@@ -377,6 +377,13 @@ double m_expm1(double x) {
 // the s^3 term in double-double. Result double-double with relative error ~2^-70. No tables
 // (lavapipe turns indirect reads of constant arrays into long if-ladders).
 // ---------------------------------------------------------------------------------------------
+// R(z) = 2/5 + z (2/7 + ... + z 2/29) of log m = 2s + s^3 (2/3 + z R(z)), z = s^2 (plain double)
+double m_log_series_tail(double z) {
+    precise double R = M_LOG_R0 + z * (M_LOG_R1 + z * (M_LOG_R2 + z * (M_LOG_R3 + z * (M_LOG_R4
+        + z * (M_LOG_R5 + z * (M_LOG_R6 + z * (M_LOG_R7 + z * (M_LOG_R8 + z * (M_LOG_R9
+        + z * (M_LOG_R10 + z * (M_LOG_R11 + z * M_LOG_R12)))))))))));
+    return R;
+}
 dvec2 m_log_dd(double x) {
     dvec2 u = m_unpack(x);
     precise double m = u.x;
@@ -387,9 +394,7 @@ dvec2 m_log_dd(double x) {
     dvec2 s = m_dd_div(dvec2(f, 0.0lf), den);
     precise double sh = s.x;
     precise double z = sh * sh;
-    precise double R = M_LOG_R0 + z * (M_LOG_R1 + z * (M_LOG_R2 + z * (M_LOG_R3 + z * (M_LOG_R4
-        + z * (M_LOG_R5 + z * (M_LOG_R6 + z * (M_LOG_R7 + z * (M_LOG_R8 + z * (M_LOG_R9
-        + z * (M_LOG_R10 + z * (M_LOG_R11 + z * M_LOG_R12)))))))))));
+    precise double R = m_log_series_tail(z);
     precise double zR = z * R;
     dvec2 s2 = m_dd_mul(s, s);
     dvec2 s3 = m_dd_mul(s2, s);
@@ -844,8 +849,8 @@ double m_sigmoid(double x) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// f32 results of expm1, tanh, sigmoid, log and erf, cheaper where the result is a normal f32 away from
-// a rounding boundary; the same bits as the full functions rounded to f32
+// f32 results of expm1, tanh, sigmoid, log and erf, cheaper where the result is a normal f32
+// away from a rounding boundary; the same bits as the full functions rounded to f32
 // (nx_round_f32(m_tanh(x)), ...), by m_exp_f32's argument: each value below is within about
 // 2^-48 relative of the exact one (plain double, each function's bound beside it), and the f32
 // rounding is taken from it only where its 29 bits below the f32 significand lie more than
@@ -879,24 +884,29 @@ double m_round_f32_unless_near_midpoint(double v) {
     return int64BitsToDouble((b + 0x10000000l) & ~0x1FFFFFFFl);
 }
 
-// expm1(x) rounded to f32: (2^k - 1) + 2^k p from m_expm1_parts (one rounding; exact for k = 0;
-// for k >= 54 the -1 rounds away, far below the result's ulp), within a few 2^-53 relative (the
-// sum cancels at most a factor 1.5: k = 1, see m_tanh_f32; k = -1 at most 0.7). 2^-120 <= |x|
-// and -17 < x < 88.5 (else m_expm1: tiny, NaN, f32 overflow, and x <= -17, near -1's
-// half-ulp point -1 + 2^-25).
+// expm1(z) in plain double, |z| < 700: (2^k - 1) + 2^k p from m_expm1_parts (one rounding;
+// exact for k = 0; for k >= 54 the -1 rounds away, far below the result's ulp), within a few
+// 2^-53 relative (the sum cancels at most a factor 1.5: k = 1; k = -1 at most 0.7).
+double m_expm1_plain(double z) {
+    dvec2 pk = m_expm1_parts(z);
+    precise double s = m_pow2(int(pk.y));
+    precise double em = (s - 1.0lf) + s * pk.x;
+    return em;
+}
+
+// expm1(x) rounded to f32 from m_expm1_plain. 2^-120 <= |x| and -17 < x < 88.5 (else m_expm1:
+// tiny, NaN, f32 overflow, and x <= -17, near -1's half-ulp point -1 + 2^-25).
 double m_expm1_f32(double x) {
     int64_t ab = doubleBitsToInt64(x) & M_ABSM;
     if (!(ab >= 0x3870000000000000l && x > -17.0lf && x < 88.5lf)) return nx_round_f32(m_expm1(x));
-    dvec2 pk = m_expm1_parts(x);
-    precise double s = m_pow2(int(pk.y));
-    precise double em = (s - 1.0lf) + s * pk.x;
+    precise double em = m_expm1_plain(x);
     double r = m_round_f32_unless_near_midpoint(m_fabs(em));
     if (r < 0.0lf) return nx_round_f32(m_expm1(x));
     return m_with_sign(r, em < 0.0lf);
 }
 
-// tanh(x) rounded to f32: tanh|x| = em / (em + 2), em = expm1(2|x|) = (2^k - 1) + 2^k p (one
-// rounding; exact for k = 0), each step a few 2^-53 relative. 2^-120 <= |x| < 9.5 (below: the
+// tanh(x) rounded to f32: tanh|x| = em / (em + 2), em = expm1(2|x|) from m_expm1_plain, each
+// step a few 2^-53 relative. 2^-120 <= |x| < 9.5 (below: the
 // f32 result may be subnormal or zero; NaN); |x| >= 9.5: tanh|x| > 1 - 2^-26.4, above the
 // midpoint 1 - 2^-25 by far more than m_tanh's error, so the f32 result is +-1.
 double m_tanh_f32(double x) {
@@ -905,10 +915,7 @@ double m_tanh_f32(double x) {
     double a = int64BitsToDouble(ab);
     if (ab <= M_INFB && a >= 9.5lf) return m_with_sign(1.0lf, bx < 0l);
     if (!(ab >= 0x3870000000000000l && a < 9.5lf)) return nx_round_f32(m_tanh(x));
-    precise double z = 2.0lf * a;
-    dvec2 pk = m_expm1_parts(z);
-    precise double s = m_pow2(int(pk.y));
-    precise double em = (s - 1.0lf) + s * pk.x;
+    precise double em = m_expm1_plain(2.0lf * a);
     precise double t = em / (em + 2.0lf);
     double r = m_round_f32_unless_near_midpoint(t);
     if (r < 0.0lf) return nx_round_f32(m_tanh(x));
@@ -947,9 +954,7 @@ double m_log_f32(double x) {
     precise double f = m - 1.0lf;
     precise double s = f / (2.0lf + f);
     precise double z = s * s;
-    precise double R = M_LOG_R0 + z * (M_LOG_R1 + z * (M_LOG_R2 + z * (M_LOG_R3 + z * (M_LOG_R4
-        + z * (M_LOG_R5 + z * (M_LOG_R6 + z * (M_LOG_R7 + z * (M_LOG_R8 + z * (M_LOG_R9
-        + z * (M_LOG_R10 + z * (M_LOG_R11 + z * M_LOG_R12)))))))))));
+    precise double R = m_log_series_tail(z);
     precise double lm = 2.0lf * s + s * (z * (M_2O3_HI + z * R));
     precise double fe = double(e);
     precise double v = fe * M_LN2_C1 + (lm + fe * M_LN2_C2);
@@ -966,14 +971,18 @@ double m_log_f32(double x) {
 // erfc(x), 0.5 <= x < 27.5: exp(-x^2) * erfcx(x), erfcx piecewise degree-15 polynomials in
 // (x - mid) on 18 intervals (Chebyshev fits, rel. error < 5e-20), x^2 exact by Dekker product.
 // ---------------------------------------------------------------------------------------------
+// The tail A2 + z (A3 + ... + z A22) of erf's Taylor series in z = x^2 (plain double)
+double m_erf_series_tail(double z) {
+    precise double P = M_ERF_A2 + z * (M_ERF_A3 + z * (M_ERF_A4 + z * (M_ERF_A5 + z * (M_ERF_A6
+        + z * (M_ERF_A7 + z * (M_ERF_A8 + z * (M_ERF_A9 + z * (M_ERF_A10 + z * (M_ERF_A11
+        + z * (M_ERF_A12 + z * (M_ERF_A13 + z * (M_ERF_A14 + z * (M_ERF_A15 + z * (M_ERF_A16
+        + z * (M_ERF_A17 + z * (M_ERF_A18 + z * (M_ERF_A19 + z * (M_ERF_A20 + z * (M_ERF_A21
+        + z * M_ERF_A22)))))))))))))))))));
+    return P;
+}
 dvec2 m_erf_small_dd(double x) {
     dvec2 z = m_two_prod(x, x);
-    precise double zz = z.x;
-    precise double P = M_ERF_A2 + zz * (M_ERF_A3 + zz * (M_ERF_A4 + zz * (M_ERF_A5 + zz * (M_ERF_A6
-        + zz * (M_ERF_A7 + zz * (M_ERF_A8 + zz * (M_ERF_A9 + zz * (M_ERF_A10 + zz * (M_ERF_A11
-        + zz * (M_ERF_A12 + zz * (M_ERF_A13 + zz * (M_ERF_A14 + zz * (M_ERF_A15 + zz * (M_ERF_A16
-        + zz * (M_ERF_A17 + zz * (M_ERF_A18 + zz * (M_ERF_A19 + zz * (M_ERF_A20 + zz * (M_ERF_A21
-        + zz * M_ERF_A22)))))))))))))))))));
+    precise double P = m_erf_series_tail(z.x);
     dvec2 in1 = m_dd_add(dvec2(M_ERF_A1_HI, M_ERF_A1_LO), m_dd_mul_d(z, P));
     dvec2 in2 = m_dd_add(dvec2(M_ERF_A0_HI, M_ERF_A0_LO), m_dd_mul(z, in1));
     return m_dd_mul_d(in2, x);
@@ -1406,11 +1415,7 @@ double m_erf_f32(double x) {
     precise double z = a * a;
     precise double v;
     if (a < 1.0lf) {
-        precise double P = M_ERF_A2 + z * (M_ERF_A3 + z * (M_ERF_A4 + z * (M_ERF_A5 + z * (M_ERF_A6
-            + z * (M_ERF_A7 + z * (M_ERF_A8 + z * (M_ERF_A9 + z * (M_ERF_A10 + z * (M_ERF_A11
-            + z * (M_ERF_A12 + z * (M_ERF_A13 + z * (M_ERF_A14 + z * (M_ERF_A15 + z * (M_ERF_A16
-            + z * (M_ERF_A17 + z * (M_ERF_A18 + z * (M_ERF_A19 + z * (M_ERF_A20 + z * (M_ERF_A21
-            + z * M_ERF_A22)))))))))))))))))));
+        precise double P = m_erf_series_tail(z);
         precise double sum = M_ERF_A0_HI + z * (M_ERF_A1_HI + z * P);
         v = a * sum;
     } else {
