@@ -64,6 +64,7 @@ labels = Nx.iota({128, 10}) |> Nx.remainder(10) |> Nx.equal(Nx.iota({128, 1}) |>
 
 cases = [
   {if(rows == 4096, do: "chain10_16M", else: "chain10_#{rows}x4096"), &BenchFns.chain10/2, [x, y]},
+  {if(rows == 4096, do: "chain10_arith_16M", else: "chain10_arith_#{rows}x4096"), &BenchFns.chain10_arith/2, [x, y]},
   {"softmax_#{rows}x1024", &BenchFns.softmax/1, [s]},
   {"layernorm_#{rows}x1024", &BenchFns.layernorm/3, [s, g, b]},
   {"mlp_step_784_512_10_b128", &BenchFns.step/6, [w1, b1, w2, b2, xb, labels]}

@@ -16,6 +16,23 @@ defmodule BenchFns do
     |> Nx.min(x)
   end
 
+  # chain10 with tanh and exp replaced by arithmetic: what the chain costs where no
+  # transcendental function is evaluated (memory-bound if the kernel is), beside chain10 it
+  # says how much of chain10's time is the f32 math library's.
+  defn chain10_arith(x, y) do
+    x
+    |> Nx.multiply(2.0)
+    |> Nx.add(y)
+    |> Nx.multiply(0.5)
+    |> Nx.subtract(x)
+    |> Nx.abs()
+    |> Nx.max(y)
+    |> Nx.add(1.0)
+    |> Nx.divide(3.0)
+    |> Nx.negate()
+    |> Nx.min(x)
+  end
+
   defn softmax(x) do
     m = Nx.reduce_max(x, axes: [-1], keep_axes: true)
     e = Nx.exp(x - m)
