@@ -234,10 +234,13 @@ pub(crate) struct Generated {
 /// given dtypes and access patterns.
 /// The identity of the kernel `generate` would build: expressions, dtypes, rank and access
 /// patterns — never shapes. Cheap next to generating the source, so lookups use it first.
-pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath) -> String {
+pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath, wide: bool) -> String {
     let mut key = format!("ew r{rank} out:{out_access:?}");
     if math == FloatMath::Fast {
         key.push_str(" fast"); // exact keys stay as they were (SPIR-V disk cache, digests)
+    }
+    if wide {
+        key.push_str(" x4");
     }
     for (t, a) in inputs {
         write!(key, " {t}:{a:?}").unwrap();
@@ -248,16 +251,56 @@ pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usi
     key
 }
 
-pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath) -> Result<Generated> {
+/// Elements from which an elementwise kernel that can ([`wide_eligible`]) takes four elements
+/// per invocation: 2^20, where a GPU still gets about a quarter million invocations (an H200
+/// holds 270 K resident) — fewer, and the kernel is latency-bound, where four serial elements
+/// per invocation would only lengthen it. Four wide, the f32 add went from 0.76× to 0.91×
+/// PyTorch's bandwidth (stop 5, `vec4_f32.glsl`): more bytes in flight per invocation, and
+/// four independent chains of a long fused expression for the scheduler to interleave.
+pub const WIDE_MIN_ELEMENTS: usize = 1 << 20;
+
+/// [`WIDE_MIN_ELEMENTS`], or `NX_VULKAN_WIDE_MIN` where set (0: never wide; measurements).
+pub(crate) fn wide_min_from_env() -> usize {
+    match std::env::var("NX_VULKAN_WIDE_MIN").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(0) => usize::MAX,
+        Some(n) => n,
+        None => WIDE_MIN_ELEMENTS,
+    }
+}
+
+/// Whether a kernel over these streams can take four elements per invocation: the output and
+/// every input read element by element are contiguous 32-bit words at offsets that are
+/// multiples of four (16-byte loads and stores; buffers start 16-byte aligned), and the other
+/// inputs are one element broadcast (read once per invocation, any type).
+pub(crate) fn wide_eligible(out_types: &[DType], out_access: Access, out_offset: usize, inputs: &[(DType, Access, usize)]) -> bool {
+    out_access == Access::Contiguous
+        && out_offset % 4 == 0
+        && out_types.iter().all(|t| t.bits() == 32)
+        && inputs.iter().all(|(t, a, off)| match a {
+            Access::Scalar => true,
+            Access::Contiguous => t.bits() == 32 && off % 4 == 0,
+            Access::Strided => false,
+        })
+}
+
+/// The kernel for `outputs` over `inputs`; `wide` (only where [`wide_eligible`]): four
+/// elements per invocation, `pc.count` then counting groups of four and the element count
+/// read from the parameter block after the inputs' strides. Each element runs the same
+/// statements either way, so `wide` never changes a bit.
+pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath, wide: bool) -> Result<Generated> {
     let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
-    let key = kernel_key(outputs, inputs, rank, out_access, math);
+    let key = kernel_key(outputs, inputs, rank, out_access, math, wide);
     let mut g = Gen::new(inputs, &in_types, math);
     let mut stores = String::new();
     for (o, e) in outputs.iter().enumerate() {
         let t = e.dtype(&in_types)?;
         let v = g.node(e)?;
         let enc = g.enc(t, &v);
-        writeln!(stores, "        out{o}.v[oi] = {enc};").unwrap();
+        if wide {
+            writeln!(stores, "            nx_o{o}[k] = {enc};").unwrap();
+        } else {
+            writeln!(stores, "        out{o}.v[oi] = {enc};").unwrap();
+        }
     }
     let n_addr = outputs.len() + inputs.len();
     let mut src = crate::kernels::numeric_prelude();
@@ -265,6 +308,9 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     // (input decodes call the library too: f16 under :fast)
     let decode_calls: String = inputs.iter().map(|(t, _)| g.dec(*t, "r")).collect();
     src.push_str(&libraries(&format!("{}{stores}{decode_calls}", g.body)));
+    if wide {
+        src.push_str("layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufQ32 { uvec4 v[]; };\n");
+    }
     src.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
     writeln!(src, "    ParamsI32 meta = ParamsI32(pc.params + {}ul);", n_addr * 8).unwrap();
     // meta layout: shape[rank], output offset and strides[rank], then per input: offset, strides[rank]
@@ -291,15 +337,30 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     for (o, e) in outputs.iter().enumerate() {
         let t = buf_type(e.dtype(&in_types)?);
         writeln!(src, "    {t} out{o} = {t}(ParamsU64(pc.params).v[{o}]);").unwrap();
+        if wide {
+            writeln!(src, "    BufQ32 out{o}q = BufQ32(ParamsU64(pc.params).v[{o}]);").unwrap();
+        }
     }
     let used: Vec<bool> = (0..inputs.len())
         .map(|j| g.body.contains(&format!("x{j}_")) || stores.contains(&format!("x{j}_")))
         .collect();
-    for (j, (t, _)) in inputs.iter().enumerate() {
+    for (j, (t, access)) in inputs.iter().enumerate() {
         if used[j] {
             let b = buf_type(*t);
             writeln!(src, "    {b} in{j} = {b}(ParamsU64(pc.params).v[{}]);", outputs.len() + j).unwrap();
+            if wide && *access == Access::Contiguous {
+                writeln!(src, "    BufQ32 in{j}q = BufQ32(ParamsU64(pc.params).v[{}]);", outputs.len() + j).unwrap();
+            }
         }
+    }
+    if wide {
+        let needs_coords = g.used_coords;
+        let fast = if math == FloatMath::Exact { f32_fast_path(outputs, inputs, "nx_o0[k]") } else { None };
+        wide_loop(&mut src, outputs.len(), inputs, &used, rank, needs_coords, fast, &g, &stores);
+        if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
+            eprintln!("// ---- {key}\n{}", &src[src.find("layout(local_size_x").unwrap_or(0)..]);
+        }
+        return Ok(Generated { key, source: src });
     }
     src.push_str("    uint step = gl_NumWorkGroups.x * 256u;\n");
     src.push_str("    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += step) {\n");
@@ -339,7 +400,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         decodes.push(format!("        {} x{j}_ = {};\n", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))));
     }
     if math == FloatMath::Exact {
-        if let Some(fast) = f32_fast_path(outputs, inputs) {
+        if let Some(fast) = f32_fast_path(outputs, inputs, "out0.v[oi]") {
             src.push_str(&fast);
         }
     }
@@ -426,13 +487,73 @@ pub(crate) fn libraries(body: &str) -> String {
     libraries
 }
 
+/// The main loop of a wide kernel ([`generate`]): invocation `q` takes elements 4q .. 4q + 3,
+/// loading each contiguous input as one 16-byte word (a partial last group reads its elements
+/// one by one, clamped to the last, and stores only those that exist), a broadcast input once;
+/// then runs the per-element statements four times and stores each output as one 16-byte
+/// word. The per-element statements are those of the one-element kernel, so the results are
+/// its bits.
+#[allow(clippy::too_many_arguments)]
+fn wide_loop(src: &mut String, n_out: usize, inputs: &[(DType, Access)], used: &[bool], rank: usize, needs_coords: bool, fast: Option<String>, g: &Gen<'_>, stores: &str) {
+    let n_index = 2 * rank + 1 + inputs.len() * (rank + 1);
+    writeln!(src, "    uint n = uint(meta.v[{n_index}]);").unwrap();
+    src.push_str("    uint step = gl_NumWorkGroups.x * 256u;\n");
+    src.push_str("    for (uint q = gl_GlobalInvocationID.x; q < pc.count; q += step) {\n");
+    src.push_str("        bool nx_full = 4u * q + 4u <= n;\n");
+    for (j, (t, access)) in inputs.iter().enumerate() {
+        if !used[j] {
+            continue;
+        }
+        match access {
+            Access::Contiguous => {
+                writeln!(src, "        uvec4 nx_q{j};").unwrap();
+                writeln!(src, "        if (nx_full) nx_q{j} = in{j}q.v[(off{j} >> 2) + int(q)];").unwrap();
+                writeln!(src, "        else for (uint k = 0u; k < 4u; k++) nx_q{j}[k] = in{j}.v[off{j} + int(min(4u * q + k, n - 1u))];").unwrap();
+            }
+            _ => writeln!(src, "        {} nx_s{j} = in{j}.v[off{j}];", storage_type(*t)).unwrap(),
+        }
+    }
+    for o in 0..n_out {
+        writeln!(src, "        uvec4 nx_o{o};").unwrap();
+    }
+    src.push_str("        [[unroll]] for (uint k = 0u; k < 4u; k++) {\n");
+    src.push_str("            uint i = 4u * q + k;\n");
+    if needs_coords && rank > 0 {
+        src.push_str("            uint rest = i;\n");
+        for d in (0..rank).rev() {
+            writeln!(src, "            uint c{d} = rest % dim{d}; rest /= dim{d};").unwrap();
+        }
+    }
+    let mut decodes = String::new();
+    for (j, (t, access)) in inputs.iter().enumerate() {
+        if !used[j] {
+            continue;
+        }
+        let from = if *access == Access::Contiguous { format!("nx_q{j}[k]") } else { format!("nx_s{j}") };
+        writeln!(src, "            {} nx_raw{j}_ = {from};", storage_type(*t)).unwrap();
+        writeln!(decodes, "            {} x{j}_ = {};", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))).unwrap();
+    }
+    if let Some(fast) = fast {
+        src.push_str(&fast);
+    }
+    src.push_str(&decodes);
+    src.push_str(&g.body);
+    src.push_str(stores);
+    src.push_str("        }\n");
+    for o in 0..n_out {
+        writeln!(src, "        if (nx_full) out{o}q.v[(ooff >> 2) + int(q)] = nx_o{o};").unwrap();
+        writeln!(src, "        else for (uint k = 0u; 4u * q + k < n; k++) out{o}.v[ooff + int(4u * q + k)] = nx_o{o}[k];").unwrap();
+    }
+    src.push_str("    }\n}\n");
+}
+
 /// A native-f32 fast path for the commonest kernel, one f32 add/subtract/multiply of two f32
 /// inputs. Vulkan requires these three to be correctly rounded, so the f32 result equals the
 /// f64 result rounded once — except where a driver flushes subnormals (the H200 does not
 /// promise to keep them). So the fast path is taken only when both operands and the result are
 /// normal numbers; anything else (zeros, subnormals, Inf, NaN) falls through to the exact f64
 /// path below. Division and sqrt are not correctly rounded in f32 on every driver: not here.
-fn f32_fast_path(outputs: &[Expr], inputs: &[(DType, Access)]) -> Option<String> {
+fn f32_fast_path(outputs: &[Expr], inputs: &[(DType, Access)], store_to: &str) -> Option<String> {
     let [Expr::Binary { op, lhs, rhs, dtype: DType::F32 }] = outputs else { return None };
     let (Expr::Input(a), Expr::Input(b)) = (lhs.as_ref(), rhs.as_ref()) else { return None };
     if inputs.get(*a)?.0 != DType::F32 || inputs.get(*b)?.0 != DType::F32 {
@@ -454,7 +575,7 @@ fn f32_fast_path(outputs: &[Expr], inputs: &[(DType, Access)]) -> Option<String>
             uint rb = floatBitsToUint(r);
             uint er = (rb >> 23) & 0xFFu;
             if (ea - 1u < 254u && eb - 1u < 254u && er - 1u < 254u) {{
-                out0.v[oi] = rb;
+                {store_to} = rb;
                 continue;
             }}
         }}
@@ -1100,7 +1221,7 @@ mod tests {
 
     fn source(op: BinaryOp, a: DType, b: DType, out: DType) -> String {
         let e = Expr::binary(op, Expr::Input(0), Expr::Input(1), out);
-        generate(&[e], &[(a, Access::Contiguous), (b, Access::Contiguous)], 1, Access::Contiguous, FloatMath::Exact).unwrap().source
+        generate(&[e], &[(a, Access::Contiguous), (b, Access::Contiguous)], 1, Access::Contiguous, FloatMath::Exact, false).unwrap().source
     }
 
     #[test]
@@ -1116,11 +1237,11 @@ mod tests {
     #[test]
     fn kernels_are_keyed_by_structure_not_shape() {
         let e = Expr::binary(BinaryOp::Add, Expr::Input(0), Expr::Input(1), DType::F32);
-        let k1 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Exact).unwrap().key;
-        let k2 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided)], 2, Access::Contiguous, FloatMath::Exact).unwrap().key;
+        let k1 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Exact, false).unwrap().key;
+        let k2 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided)], 2, Access::Contiguous, FloatMath::Exact, false).unwrap().key;
         assert_ne!(k1, k2);
         assert!(!k1.contains("shape"));
-        let k3 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Fast).unwrap().key;
+        let k3 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Fast, false).unwrap().key;
         assert_ne!(k1, k3, "precision is part of the key");
     }
 
@@ -1136,12 +1257,12 @@ mod tests {
             DType::F32,
         );
         let ins = [(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)];
-        let fast = generate(std::slice::from_ref(&chain), &ins, 1, Access::Contiguous, FloatMath::Fast).unwrap().source;
+        let fast = generate(std::slice::from_ref(&chain), &ins, 1, Access::Contiguous, FloatMath::Fast, false).unwrap().source;
         let body = &fast[fast.find("void main()").unwrap()..];
         assert!(body.contains("nxf_exp(") && body.contains("nxf_div(") && body.contains("nxf_sqrt("), "{body}");
         assert!(!body.contains("double") && !fast.contains("double m_exp("), "no f64 in a :fast f32 chain: {body}");
         let sin = Expr::unary(UnaryOp::Sin, x(), DType::F32);
-        let fast = generate(&[sin], &ins, 1, Access::Contiguous, FloatMath::Fast).unwrap().source;
+        let fast = generate(&[sin], &ins, 1, Access::Contiguous, FloatMath::Fast, false).unwrap().source;
         assert!(fast.contains("m_sin(nx_f32_to_f64("), "sin goes through the f64 library");
     }
 
@@ -1181,7 +1302,7 @@ mod tests {
         let ins = [(f, Access::Contiguous), (f, Access::Strided), (DType::F16, Access::Contiguous)];
         let compiler = glslang::Compiler::acquire().expect("glslang");
         let spirv = |math| {
-            let g = generate(&[e.clone(), half.clone()], &ins, 2, Access::Contiguous, math).unwrap();
+            let g = generate(&[e.clone(), half.clone()], &ins, 2, Access::Contiguous, math, false).unwrap();
             capabilities(&crate::kernel::compile_glsl(compiler, &g.key, &g.source, crate::kernel::ShaderTarget::Vulkan12).expect("compiles"))
         };
         let (fast, exact) = (spirv(FloatMath::Fast), spirv(FloatMath::Exact));

@@ -136,6 +136,13 @@ pub struct Context {
     /// tile). Tests set the GPU's value on lavapipe to reach every tile.
     #[doc(hidden)]
     pub linear_min_groups: std::sync::atomic::AtomicUsize,
+    /// Elements from which an elementwise kernel whose streams are all contiguous 32-bit words
+    /// (or one element broadcast) takes four elements per invocation with 16-byte loads and
+    /// stores ([`elementwise::WIDE_MIN_ELEMENTS`]; `NX_VULKAN_WIDE_MIN` overrides it, 0 turns
+    /// the wide kernels off). Same code per element, same bits; tests lower it to reach every
+    /// size and tail.
+    #[doc(hidden)]
+    pub wide_elementwise_min: std::sync::atomic::AtomicUsize,
     pub(crate) stats: Arc<Counters>,
 }
 
@@ -185,6 +192,7 @@ impl Context {
             subgroup_reduction: std::sync::atomic::AtomicBool::new(shuffles),
             narrow_rows: std::sync::atomic::AtomicBool::new(std::env::var("NX_VULKAN_NARROW_ROWS").map_or(true, |v| v != "0")),
             linear_min_groups: std::sync::atomic::AtomicUsize::new(linear_min_groups),
+            wide_elementwise_min: std::sync::atomic::AtomicUsize::new(elementwise::wide_min_from_env()),
             stats,
         }))
     }

@@ -9,7 +9,7 @@
 //! batch may hold part of the op: drop it rather than finishing it.
 
 use crate::dtype::DType;
-use crate::elementwise::{generate, kernel_key, Access, BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
+use crate::elementwise::{generate, kernel_key, wide_eligible, Access, BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 use crate::error::{invalid, EngineError, Result};
 use crate::params::ParamBlock;
 use crate::submit::Batch;
@@ -442,11 +442,17 @@ impl Context {
         }
         // Source is generated (and the expression type-checked) only the first time a key is
         // seen: a warm op costs a key and a hash lookup, not a page of GLSL.
-        let key = kernel_key(exprs, &accesses, rank, out_access, math);
+        // Four elements per invocation for big contiguous 32-bit work (the same bits).
+        let wide = n >= self.wide_elementwise_min.load(Relaxed) && {
+            let out_types: Vec<DType> = outputs.iter().map(|t| t.dtype).collect();
+            let ins: Vec<(DType, Access, usize)> = accesses.iter().zip(inputs).map(|((t, a), x)| (*t, *a, x.offset)).collect();
+            wide_eligible(&out_types, out_access, out_offset, &ins)
+        };
+        let key = kernel_key(exprs, &accesses, rank, out_access, math, wide);
         let kernel = match self.kernels.cached(&key) {
             Some(k) => k,
             None => {
-                let generated = generate(exprs, &accesses, rank, out_access, math)?;
+                let generated = generate(exprs, &accesses, rank, out_access, math, wide)?;
                 match self.kernels.get(&generated.key, 256, 1, || generated.source) {
                     Ok(k) => k,
                     // A driver's compiler may refuse a multi-output kernel whose parts it builds
@@ -471,10 +477,13 @@ impl Context {
         for t in inputs {
             p.i32(t.offset)?.i32s(t.strides.iter().copied())?;
         }
+        if wide {
+            p.i32(n)?;
+        }
         for t in inputs.iter().chain(outputs.iter()) {
             batch.keep(&t.buffer);
         }
-        batch.dispatch(&kernel, p.bytes(), n as u64)
+        batch.dispatch(&kernel, p.bytes(), if wide { n.div_ceil(4) } else { n } as u64)
     }
 
     /// The four-wide kernel for one f32 add/subtract/multiply of contiguous f32 tensors.

@@ -567,3 +567,92 @@ fn vec4_cases(ctx: &Context) {
     }
     assert!(ctx.kernels.cached("vec4 f32 +").is_some(), "the four-wide kernel ran");
 }
+
+/// Four elements per invocation (`Context::wide_elementwise_min`, the ` x4` kernels): the same
+/// bits as the one-element kernel for every size's tail (1, 3, 4, 5, 4097, 4099 elements),
+/// f32/s32/u32 streams, a broadcast element of another type, flat and per-axis iota, several
+/// outputs, both float maths; the exact f32 add with a broadcast operand (its native fast path
+/// returns from inside the four-element loop) against the CPU model too. Whether a kernel ran
+/// wide is read from the profile's kernel names: an offset that is not a multiple of four, an
+/// f16 stream or a transposed view must not.
+#[test]
+fn wide_kernels_give_the_one_element_kernels_bits() {
+    use std::sync::atomic::Ordering::Relaxed;
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(404);
+        let un = |op, a, t| Expr::unary(op, a, t);
+        let bin = |op, a, b, t| Expr::binary(op, a, b, t);
+        let x = || Expr::Input(0);
+        let y = || Expr::Input(1);
+        let s = || Expr::Input(2);
+        // chain10 over x, y (f32) with the broadcast s (f16) folded in
+        let chain = {
+            let v = bin(BinaryOp::Multiply, x(), Expr::Const { value: elementwise::Scalar::F(2.0), dtype: F32 }, F32);
+            let v = un(UnaryOp::Tanh, bin(BinaryOp::Add, v, y(), F32), F32);
+            let v = un(UnaryOp::Abs, bin(BinaryOp::Subtract, v, x(), F32), F32);
+            let v = un(UnaryOp::Exp, bin(BinaryOp::Max, v, y(), F32), F32);
+            let v = un(UnaryOp::Negate, bin(BinaryOp::Divide, v, Expr::convert(s(), F32), F32), F32);
+            bin(BinaryOp::Min, v, x(), F32)
+        };
+        let ints = |t: DType| {
+            let xi = Expr::convert(x(), t);
+            let yi = Expr::convert(y(), t);
+            let v = bin(BinaryOp::Add, bin(BinaryOp::Multiply, xi, yi, t), Expr::Iota { axis: None, dtype: t }, t);
+            bin(BinaryOp::BitwiseXor, v, Expr::Iota { axis: Some(1), dtype: t }, t)
+        };
+        let cases: Vec<(&str, Vec<Expr>)> = vec![
+            ("chain", vec![chain.clone()]),
+            ("chain + s32 + u32", vec![chain, ints(S32), ints(U32)]),
+            ("add", vec![bin(BinaryOp::Add, x(), Expr::convert(s(), F32), F32)]),
+        ];
+        for n in [1usize, 3, 4, 5, 4097, 4099] {
+            let shape = [n, 1];
+            let (xs, ys) = (random_values(F32, n, &mut rng), random_values(F32, n, &mut rng));
+            let sv = random_values(F16, 1, &mut rng);
+            let xt = upload(ctx, F32, &shape, &xs);
+            let yt = upload(ctx, F32, &shape, &ys);
+            let st = upload(ctx, F16, &[1, 1], &sv).broadcast_to(&shape).unwrap();
+            for (name, exprs) in &cases {
+                for math in [FloatMath::Exact, FloatMath::Fast] {
+                    let run = |min: usize| {
+                        ctx.wide_elementwise_min.store(min, Relaxed);
+                        ctx.stream.profile_start().unwrap();
+                        let outs = ctx.map_multi_with(math, exprs, &[&xt, &yt, &st], &shape).unwrap();
+                        let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+                        (outs.iter().map(|o| download(ctx, o)).collect::<Vec<_>>(), kernels)
+                    };
+                    let (one, k1) = run(usize::MAX);
+                    let (wide, k4) = run(1);
+                    let what = format!("{name} {n} {math:?}");
+                    assert!(k1.iter().all(|k| !k.contains(" x4")) && k4.len() == 1 && k4[0].contains(" x4"), "{what}: {k1:?} / {k4:?}");
+                    for (o, (a, b)) in one.iter().zip(&wide).enumerate() {
+                        for i in 0..n {
+                            assert_eq!(a[i], b[i], "{what}: output {o} element {i} (x {:#x}, y {:#x})", xs[i], ys[i]);
+                        }
+                    }
+                    if *name == "add" && math == FloatMath::Exact {
+                        for i in 0..n {
+                            let want = write(F32, ref_binary(BinaryOp::Add, read(F32, xs[i]), read(F16, sv[0])));
+                            assert_eq!(wide[0][i], want, "add {n}: x {:#x} + s {:#x}", xs[i], sv[0]);
+                        }
+                    }
+                }
+            }
+        }
+        // not wide: an offset that is not a multiple of four, an f16 stream, a transposed view
+        let n = 4099;
+        let xs = random_values(F32, n + 1, &mut rng);
+        let xt = upload(ctx, F32, &[n + 1], &xs);
+        let h = upload(ctx, F16, &[n], &random_values(F16, n, &mut rng));
+        let m = upload(ctx, F32, &[64, 64], &random_values(F32, 4096, &mut rng)).transpose(&[1, 0]).unwrap();
+        ctx.wide_elementwise_min.store(1, Relaxed);
+        for (what, input, shape) in [("offset 1", xt.slice(&[1], &[n], &[1]).unwrap(), vec![n]), ("f16", h, vec![n]), ("transposed", m, vec![64, 64])] {
+            let e = Expr::convert(un(UnaryOp::Abs, x(), input.dtype()), F32);
+            ctx.stream.profile_start().unwrap();
+            let _ = ctx.map_multi_with(FloatMath::Exact, &[e], &[&input], &shape).unwrap();
+            let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+            assert!(kernels.len() == 1 && !kernels[0].contains(" x4"), "{what}: {kernels:?}");
+        }
+        ctx.wide_elementwise_min.store(elementwise::WIDE_MIN_ELEMENTS, Relaxed);
+    });
+}
