@@ -249,6 +249,31 @@ pub struct Finish {
     pub expr: Expr,
 }
 
+/// A row maximum or minimum computed at the start of another reduction's kernel
+/// ([`Context::record_reduce_with_row_extreme`]), instead of by a kernel of its own: softmax's
+/// and logsumexp's `max(x)` inside the kernel that sums `exp(x - max)`. Input `into` of the
+/// reduction (f32, constant along the reduced axes: the extreme's tensor broadcast back) is
+/// not read but computed: the extreme of input `of` (f32, read by the prologue) over each row,
+/// which the kernel also writes into `into`'s tensor at the row's position, as the plain
+/// reduction would have. An f32 extreme does not depend on the order it is folded in (ties
+/// and NaNs are decided by index: [`Comb::Extreme`]'s rule is a total order), so it is the
+/// plain reduction's value whatever the lanes. Only for short rows ([`row_extreme_fits`]),
+/// whose elements every invocation already holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowExtreme {
+    pub of: usize,
+    pub into: usize,
+    pub max: bool,
+}
+
+/// Whether a reduction of `shape` over `axes` to `out` reads its rows whole (the short-row
+/// `PerGroup` form), so that a [`RowExtreme`] can be computed in its kernel.
+pub fn row_extreme_fits(shape: &[usize], axes: &[usize], out: DType) -> Result<bool> {
+    let (outputs, len) = sizes(shape, &reduced_axes(shape, axes)?);
+    let strategy = strategy_for(outputs, len, out);
+    Ok(outputs > 0 && row_k(strategy, len) > 0)
+}
+
 /// How a reduction is mapped onto the device (a function of the shape only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Strategy {
@@ -548,6 +573,15 @@ impl Context {
     /// [`Context::record_reduce_finished`] with the prologue, finish and epilogue's float math
     /// evaluated as `math` says (the accumulation is the same under both).
     pub fn record_reduce_finished_with(&self, batch: &mut Batch<'_>, math: FloatMath, r: &FusedReduce<'_>, finish: Option<&Finish>) -> Result<()> {
+        self.record_reduce_with_row_extreme(batch, math, r, finish, None)
+    }
+
+    /// [`Context::record_reduce_finished_with`] with, where given, the row extreme `pre`
+    /// computed in the same kernel ([`RowExtreme`]; the kernel writes it into input
+    /// `pre.into`'s tensor). An error where the reduction does not read whole rows
+    /// ([`row_extreme_fits`]), is an arg-reduction, or `pre` names inputs that are not f32,
+    /// not both read by the prologue, or `into` varies along the reduced axes.
+    pub fn record_reduce_with_row_extreme(&self, batch: &mut Batch<'_>, math: FloatMath, r: &FusedReduce<'_>, finish: Option<&Finish>, pre: Option<RowExtreme>) -> Result<()> {
         let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue } = r;
         let (out, op, shape, axes) = (*out, *op, shape.as_slice(), axes.as_slice());
         let comb = op.comb();
@@ -659,6 +693,25 @@ impl Context {
         let (kept, red) = (dims(false), dims(true));
         let streams: Vec<Stream> =
             kinds.iter().enumerate().map(|(s, &kind)| Stream { kind, row_const: red.iter().all(|d| d.1[s] == 0) }).collect();
+        let pre_streams = match pre {
+            None => None,
+            Some(RowExtreme { of, into, max }) => {
+                let what = "fused reduction with a row extreme";
+                if of >= n_in || into >= n_in || of == into || in_types[of] != DType::F32 || in_types[into] != DType::F32 {
+                    return Err(invalid!("{what}: inputs {of} and {into} must be two f32 inputs"));
+                }
+                if matches!(op, Reduction::Arg { .. }) || strategy != Strategy::PerGroup || row_k(strategy, len) == 0 {
+                    return Err(invalid!("{what}: only for a reduction that reads its rows whole ({outputs} rows of {len})"));
+                }
+                let (mut pro_used, mut f, mut c) = (vec![false; n_in], false, vec![]);
+                expr_uses(prologue, &mut pro_used, &mut f, &mut c);
+                let stream = |j: usize| kinds.iter().position(|k| *k == StreamKind::Input(j));
+                match (stream(of), stream(into)) {
+                    (Some(ux), Some(um)) if pro_used[of] && pro_used[into] && streams[um].row_const && !streams[ux].row_const => Some((ux, um, max)),
+                    _ => return Err(invalid!("{what}: the prologue must read input {of} along the rows and input {into} constant along them")),
+                }
+            }
+        };
 
         for t in inputs.iter().map(|t| &t.buffer).chain([&out.buffer]).chain(epilogue.iter().map(|(_, t)| &t.buffer)) {
             batch.keep(t);
@@ -692,6 +745,7 @@ impl Context {
             epilogue: if epi { epilogue.iter().map(|(e, t)| (e.clone(), t.dtype)).collect() } else { vec![] },
             math,
             shuffles,
+            pre: pre_streams,
         };
         // The parameter block of a pass over the input: destination, input addresses and
         // epilogue outputs, then R, segments, segment length, partials, stream offsets and the
@@ -755,6 +809,7 @@ impl Context {
                     math,
                     shuffles,
                     lanes: LOCAL,
+                    pre: None,
                 };
                 let k2 = self.reduction_kernel(&p2_spec)?;
                 // With a finish, the reduction goes to a temporary and the finish writes `out`.
@@ -847,6 +902,9 @@ struct Spec {
     /// Invocations per workgroup: [`LOCAL`], or fewer for a short row ([`narrow_lanes`]),
     /// where each invocation holds `LOCAL / lanes` of the tree's 256 partials.
     lanes: u32,
+    /// A row extreme computed first in this kernel ([`RowExtreme`]): the streams of its
+    /// input and of the input it replaces, and max (true) or min.
+    pre: Option<(usize, usize, bool)>,
 }
 
 impl Spec {
@@ -883,6 +941,9 @@ impl Spec {
         }
         if self.seq_fold() {
             key.push_str(" seq");
+        }
+        if let Some((ux, um, max)) = self.pre {
+            write!(key, " pre:{}:{ux}:{um}", if max { "max" } else { "min" }).unwrap();
         }
         if !self.src_partial {
             write!(key, " in{:?} streams{:?} pro:{:?}", self.in_types, self.streams, self.prologue).unwrap();
@@ -1290,6 +1351,17 @@ impl Spec {
         }
         let lanes = self.lanes as usize;
         writeln!(s, "shared ACC s_v[{lanes}];\nshared uint s_i[{lanes}];").unwrap();
+        if let Some((_, _, max)) = self.pre {
+            // The row extreme's fold: the plain f32 max/min's `comb` (bits_extreme, ties and
+            // NaNs by index), on the stored bits.
+            writeln!(s, "shared uint s_pm[{lanes}];\nshared uint s_pmi[{lanes}];").unwrap();
+            s.push_str("bool pre_isnan(uint v) { return (v & 0x7FFFFFFFu) > 0x7F800000u; }\n");
+            s.push_str("uint pre_key(uint v) { return (v & 0x7FFFFFFFu) == 0u ? 0x80000000u : ((v & 0x80000000u) != 0u ? ~v : (v | 0x80000000u)); }\n");
+            s.push_str("void pre_comb(inout uint av, inout uint ai, uint bv, uint bi) {\n    if (bi == NONE) return;\n    bool take;\n    if (ai == NONE) take = true;\n");
+            s.push_str("    else if (pre_isnan(av) || pre_isnan(bv)) take = pre_isnan(bv) && (!pre_isnan(av) || bi < ai);\n");
+            writeln!(s, "    else if (pre_key(bv) == pre_key(av)) take = bi < ai;\n    else take = pre_key(bv) {} pre_key(av);", if max { ">" } else { "<" }).unwrap();
+            s.push_str("    if (take) { av = bv; ai = bi; }\n}\n");
+        }
         writeln!(s, "layout(local_size_x = {lanes}) in;\nvoid main() {{").unwrap();
         let ns = self.streams.len();
         let n_mem = self.streams.iter().filter(|st| matches!(st.kind, StreamKind::Input(_))).count();
@@ -1354,7 +1426,7 @@ impl Spec {
             s.push_str("        }\n");
         }
         for (u, st) in self.streams.iter().enumerate() {
-            if !st.row_const {
+            if !st.row_const || self.pre.is_some_and(|(_, um, _)| um == u) {
                 continue;
             }
             match st.kind {
@@ -1371,6 +1443,36 @@ impl Spec {
                 }
                 _ => writeln!(s, "        uint rc{u} = uint(b{u});").unwrap(),
             }
+        }
+        // A row extreme (`RowExtreme`): every candidate is loaded first, the extreme of
+        // input `of`'s over the row folded (in any order: see `RowExtreme`) and written as the
+        // plain reduction writes it; it is then the replaced input's row-constant value.
+        let per = LOCAL as usize / lanes;
+        let rk = self.row_k as usize;
+        let load_candidates = |s: &mut String| {
+            for j in 0..per {
+                for k in 0..rk {
+                    writeln!(s, "        uint c{} = min(r0 + t + {}u, r1 - 1u);", j * rk + k, row_offset(lanes, j, k)).unwrap();
+                    self.fetch(&pro_streams, &(j * rk + k).to_string(), "        ", s);
+                }
+            }
+        };
+        if let Some((ux, um, max)) = self.pre {
+            load_candidates(&mut s);
+            writeln!(s, "        uint pm = {}; uint pmi = NONE;", if max { "0xFF800000u" } else { "0x7F800000u" }).unwrap();
+            for j in 0..per {
+                for k in 0..rk {
+                    let c = j * rk + k;
+                    writeln!(s, "        if (r0 + t + {}u < r1) pre_comb(pm, pmi, w{c}_{ux}, c{c});", row_offset(lanes, j, k)).unwrap();
+                }
+            }
+            s.push_str("        s_pm[t] = pm; s_pmi[t] = pmi;\n        barrier();\n");
+            writeln!(s, "        for (uint h = {}u; h > 0u; h >>= 1) {{", lanes / 2).unwrap();
+            s.push_str("            if (t < h) { uint v = s_pm[t]; uint i = s_pmi[t]; pre_comb(v, i, s_pm[t + h], s_pmi[t + h]); s_pm[t] = v; s_pmi[t] = i; }\n");
+            s.push_str("            barrier();\n        }\n");
+            let value = wrap(DType::F32, &to_domain(DType::F32, DType::F32, "nx_f32_to_f64(s_pm[0])"));
+            writeln!(s, "        uint rc{um} = {};", encode(DType::F32, &value)).unwrap();
+            writeln!(s, "        if (t == 0u) in{um}.v[b{um}] = rc{um};").unwrap();
         }
         for (q, t) in pro_hoisted_types.iter().enumerate() {
             let args: Vec<String> = self.streams_of(&pro_hoisted[q]).iter().map(|&u| self.stream_var(u, "f")).collect();
@@ -1430,13 +1532,8 @@ impl Spec {
             // takes the tree's levels h >= lanes itself: partial p < h absorbs p + h, which is
             // the same invocation's partial j + h / lanes. The shared tree then starts at
             // h = lanes / 2. Same pairs, same order: the same bits as 256 lanes.
-            let per = LOCAL as usize / lanes;
-            let rk = self.row_k as usize;
-            for j in 0..per {
-                for k in 0..rk {
-                    writeln!(s, "        uint c{} = min(r0 + t + {}u, r1 - 1u);", j * rk + k, row_offset(lanes, j, k)).unwrap();
-                    fetch(&mut s, j * rk + k, "        ");
-                }
+            if self.pre.is_none() {
+                load_candidates(&mut s);
             }
             if cached {
                 for c in 0..per * rk {

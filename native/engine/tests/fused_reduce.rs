@@ -12,7 +12,8 @@
 mod common;
 use common::*;
 use nx_vulkan_engine::reduce::{
-    epilogue_in_kernel, fused_reduce_dispatches, reduction_strategy, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, Strategy, TieBreak,
+    epilogue_in_kernel, fused_reduce_dispatches, reduction_strategy, row_extreme_fits, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, RowExtreme, Strategy,
+    TieBreak,
 };
 use nx_vulkan_engine::*;
 
@@ -878,5 +879,127 @@ fn nvidia_compiler_crash_variants() {
         batch.finish().unwrap();
         ctx.download(&out).unwrap();
         eprintln!("variant {variant} built and ran");
+    });
+}
+
+/// A row max or min computed inside the kernel of the reduction that reads it
+/// (`record_reduce_with_row_extreme`: softmax's sum of exp(x - max) with its quotient as the
+/// epilogue, logsumexp's log(sum) + max as the finish, and a min beside a sum of x - min): one
+/// kernel, and the extreme it writes, the reduced value and every epilogue output equal the
+/// unfused sequence (plain max/min, then the fused sum reading it) bit for bit — rows with
+/// NaNs (several: the first by index wins), ±Inf, ties of -0.0 and +0.0 in either order, all
+/// equal; R from 257 to 4096, both maths, narrow and 256-lane workgroups. The extreme's tensor
+/// starts filled with a sentinel, so a row the kernel did not write shows. Long rows, an
+/// arg-reduction and a non-f32 input are refused.
+#[test]
+fn row_extreme_in_the_sum_kernel_equals_the_plain_extreme() {
+    on_engine_alone(|ctx| {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut rng = Rng(5151);
+        let f = DType::F32;
+        let nan2 = 0x7FC0_1234u64;
+        for (rows, cols) in [(7usize, 257usize), (9, 1000), (6, 1024), (6, 4096)] {
+            let shape = vec![rows, cols];
+            let mut data: Vec<u64> = (0..rows * cols).map(|_| write(f, N::F(rng.range(-8000, 8000) as f64 / 1000.0))).collect();
+            // row 1: two NaNs of different payloads; row 2: +Inf and -Inf; row 3: the largest
+            // value is zero, -0.0 first then +0.0; row 4: +0.0 first; row 5: all equal
+            let r = |i: usize, c: usize| i * cols + c;
+            data[r(1, cols / 2)] = nan2;
+            data[r(1, cols - 1)] = 0x7FC0_0000;
+            data[r(2, 3)] = 0x7F80_0000;
+            data[r(2, cols - 2)] = 0xFF80_0000;
+            for (row, first) in [(3, 0x8000_0000u64), (4, 0)] {
+                for c in 0..cols {
+                    data[r(row, c)] = write(f, N::F(-1.0 - (c % 7) as f64));
+                }
+                data[r(row, 5)] = first;
+                data[r(row, cols - 3)] = first ^ 0x8000_0000;
+            }
+            if rows > 5 {
+                for c in 0..cols {
+                    data[r(5, c)] = write(f, N::F(2.5));
+                }
+            }
+            let x = upload(ctx, f, &shape, &data);
+            for max in [true, false] {
+                let op = if max { ReduceOp::Max } else { ReduceOp::Min };
+                for math in [FloatMath::Exact, FloatMath::Fast] {
+                    for narrow in [true, false] {
+                        ctx.narrow_rows.store(narrow, Relaxed);
+                        let what = format!("{rows}x{cols} {op:?} {math:?} narrow {narrow}");
+                        // max: softmax (exp(x - m), quotient) and logsumexp's finish; min: x - m
+                        let pro = if max {
+                            un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f), f)
+                        } else {
+                            bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f)
+                        };
+                        let epilogue = vec![bin(BinaryOp::Divide, pro.clone(), Expr::Input(2), f)];
+                        let finish = max.then(|| Finish { reduced: f, expr: bin(BinaryOp::Add, un(UnaryOp::Log, Expr::Input(2), f), Expr::Input(1), f) });
+                        // unfused: the plain extreme, then the fused sum reading it
+                        let m = ctx.reduce(op, &x, &[1], true, f).unwrap();
+                        let mb = m.broadcast_to(&shape).unwrap();
+                        let run = |pre: Option<RowExtreme>, m: &Tensor| {
+                            let mb = m.broadcast_to(&shape).unwrap();
+                            let s = ctx.empty(f, &[rows, 1]).unwrap();
+                            let y = ctx.empty(f, &shape).unwrap();
+                            ctx.stream.profile_start().unwrap();
+                            let mut batch = ctx.batch().unwrap();
+                            let r = FusedReduce {
+                                op: ReduceOp::Sum.into(),
+                                prologue: pro.clone(),
+                                inputs: vec![&x, &mb],
+                                shape: shape.clone(),
+                                axes: vec![1],
+                                out: &s,
+                                epilogue: vec![(epilogue[0].clone(), &y)],
+                            };
+                            ctx.record_reduce_with_row_extreme(&mut batch, math, &r, finish.as_ref(), pre).unwrap();
+                            batch.finish().unwrap();
+                            let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+                            (ctx.download(&s).unwrap(), ctx.download(&y).unwrap(), kernels)
+                        };
+                        let (s0, y0, _) = run(None, &m);
+                        let m1 = ctx.full(Scalar::F(-12345.0), f, &[rows, 1]).unwrap();
+                        let (s1, y1, kernels) = run(Some(RowExtreme { of: 0, into: 1, max }), &m1);
+                        assert!(kernels.len() == 1 && kernels[0].contains(" pre:"), "{what}: {kernels:?}");
+                        assert_eq!(from_bytes(f, &ctx.download(&m1).unwrap()), from_bytes(f, &ctx.download(&m).unwrap()), "{what}: the extreme");
+                        assert_eq!(from_bytes(f, &s1), from_bytes(f, &s0), "{what}: the reduced values");
+                        let (a, b) = (from_bytes(f, &y1), from_bytes(f, &y0));
+                        if let Some(i) = a.iter().zip(&b).position(|(p, q)| p != q) {
+                            panic!("{what}: epilogue differs at element {i}: fused {} unfused {}", show(f, a[i]), show(f, b[i]));
+                        }
+                        let _ = mb;
+                    }
+                }
+            }
+            // the special rows' extremes themselves, against the CPU
+            let m = from_bytes(f, &ctx.download(&ctx.reduce(ReduceOp::Max, &x, &[1], true, f).unwrap()).unwrap());
+            assert_eq!(m[1], canonical_nan(f), "{rows}x{cols}: a NaN row's max");
+            assert_eq!((m[2], m[3], m[4]), (0x7F80_0000, 0x8000_0000, 0), "{rows}x{cols}: Inf and the zeros' ties");
+        }
+        ctx.narrow_rows.store(true, Relaxed);
+        // refused: long rows, an arg-reduction, an f16 input
+        assert!(!row_extreme_fits(&[2, 4097], &[1], f).unwrap() && row_extreme_fits(&[2, 4096], &[1], f).unwrap());
+        let x = upload(ctx, f, &[2, 5000], &vec![0; 10000]);
+        let m = ctx.reduce(ReduceOp::Max, &x, &[1], true, f).unwrap();
+        let mb = m.broadcast_to(&[2, 5000]).unwrap();
+        let s = ctx.empty(f, &[2, 1]).unwrap();
+        let pro = bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f);
+        let r = FusedReduce { op: ReduceOp::Sum.into(), prologue: pro.clone(), inputs: vec![&x, &mb], shape: vec![2, 5000], axes: vec![1], out: &s, epilogue: vec![] };
+        let mut batch = ctx.batch().unwrap();
+        let err = ctx.record_reduce_with_row_extreme(&mut batch, FloatMath::Exact, &r, None, Some(RowExtreme { of: 0, into: 1, max: true })).unwrap_err();
+        assert!(err.to_string().contains("rows whole"), "{err}");
+        let x = upload(ctx, f, &[2, 100], &vec![0; 200]);
+        let m = ctx.reduce(ReduceOp::Max, &x, &[1], true, f).unwrap();
+        let mb = m.broadcast_to(&[2, 100]).unwrap();
+        let (i, h) = (ctx.empty(DType::S32, &[2, 1]).unwrap(), upload(ctx, DType::F16, &[2, 100], &vec![0; 200]));
+        let arg = FusedReduce { op: Reduction::Arg { op: ArgOp::ArgMax, tie_break: TieBreak::Low }, prologue: pro.clone(), inputs: vec![&x, &mb], shape: vec![2, 100], axes: vec![1], out: &i, epilogue: vec![] };
+        let err = ctx.record_reduce_with_row_extreme(&mut batch, FloatMath::Exact, &arg, None, Some(RowExtreme { of: 0, into: 1, max: true })).unwrap_err();
+        assert!(err.to_string().contains("rows whole"), "{err}");
+        let s = ctx.empty(DType::F16, &[2, 1]).unwrap();
+        let half = FusedReduce { op: ReduceOp::Sum.into(), prologue: bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), DType::F16), inputs: vec![&h, &mb], shape: vec![2, 100], axes: vec![1], out: &s, epilogue: vec![] };
+        let err = ctx.record_reduce_with_row_extreme(&mut batch, FloatMath::Exact, &half, None, Some(RowExtreme { of: 0, into: 1, max: true })).unwrap_err();
+        assert!(err.to_string().contains("two f32 inputs"), "{err}");
+        drop(batch);
     });
 }
