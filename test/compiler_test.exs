@@ -86,18 +86,19 @@ defmodule NxVulkan.CompilerTest do
       assert Nx.to_binary(r) == Nx.to_binary(CompilerCases.Fns.chain10(x, y))
     end
 
-    test "softmax and layernorm over the last axis are two dispatches each" do
+    # Softmax's f32 max over rows of 1,024 runs in the kernel of its sum (`reduce::RowExtreme`).
+    test "softmax is one dispatch and layernorm two over the last axis" do
       key = Nx.Random.key(3)
       {x, key} = Nx.Random.uniform(key, -4.0, 4.0, shape: {512, 1024}, type: :f32)
       {g, _} = Nx.Random.uniform(key, shape: {1024}, type: :f32)
 
-      for {fun, args} <- [{&CompilerCases.Fns.softmax/1, [x]}, {&CompilerCases.Fns.layernorm/3, [x, g, g]}] do
+      for {fun, args, dispatches} <- [{&CompilerCases.Fns.softmax/1, [x], 1}, {&CompilerCases.Fns.layernorm/3, [x, g, g], 2}] do
         jitted = Nx.Defn.jit(fun, compiler: NxVulkan.Compiler)
         apply(jitted, args) |> Nx.to_binary()
         before = NxVulkan.stats()
         r = apply(jitted, args)
         NxVulkan.synchronize()
-        assert NxVulkan.stats().dispatches - before.dispatches == 2
+        assert NxVulkan.stats().dispatches - before.dispatches == dispatches
         assert Nx.to_binary(r) == Nx.to_binary(apply(Nx.Defn.jit(fun, compiler: Nx.Defn.Evaluator), args))
       end
     end

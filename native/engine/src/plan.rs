@@ -22,8 +22,9 @@
 //! *prologue* (never stored); a stored elementwise node of the reduced shape that only the
 //! reduction feeds becomes its *finish* (computed as the result is stored); stored elementwise
 //! nodes of the reduction's input shape that read the stored value back over its rows, and
-//! nothing written later, become its *epilogue* (written by the same kernel). Softmax,
-//! layernorm and logsumexp over the last axis are two dispatches.
+//! nothing written later, become its *epilogue* (written by the same kernel). Layernorm over
+//! the last axis is two dispatches; softmax and logsumexp one where their f32 max runs in the
+//! sum's kernel ([`fuse_row_extremes`]), else two.
 //!
 //! **Dots.** An exact f32 dot is scheduled as an f64 dot and an elementwise rounding, so the
 //! rounding joins the dot's elementwise consumers (bias, activation).
@@ -44,7 +45,7 @@ use crate::elementwise::{BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
 use crate::ops::clip_expr;
-use crate::reduce::{ArgOp, Finish, FusedReduce, ReduceOp, Reduction, TieBreak};
+use crate::reduce::{row_extreme_fits, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, RowExtreme, TieBreak};
 use crate::scan::ScanOp;
 use crate::sort::Direction;
 use crate::submit::Batch;
@@ -167,7 +168,10 @@ enum Step {
     /// `finish`: an elementwise node of the reduced shape that only the reduction feeds (a
     /// mean's division, logsumexp's `log(s) + m`), computed as the result is stored; `out`
     /// then holds it instead of the reduction (which is never stored).
-    Reduce { node: usize, prologue: Expr, inputs: Vec<KernelInput>, epilogue: Vec<(Expr, usize)>, finish: Option<(Expr, usize)> },
+    /// `pre`: a row max/min node the kernel computes first and writes itself
+    /// ([`RowExtreme`]), read as `inputs[pre.into]`; its own step is gone
+    /// ([`fuse_row_extremes`]).
+    Reduce { node: usize, prologue: Expr, inputs: Vec<KernelInput>, epilogue: Vec<(Expr, usize)>, finish: Option<(Expr, usize)>, pre: Option<(RowExtreme, usize)> },
     /// Any other node, recorded by its op family (views record nothing unless they must copy).
     Node(usize),
 }
@@ -196,6 +200,9 @@ pub struct PlanSummary {
     pub fused_prologues: usize,
     /// Elementwise nodes written by the kernel of the reduction they read.
     pub fused_epilogues: usize,
+    /// Row max/min reductions computed in the kernel of the reduction that reads them
+    /// (softmax's and logsumexp's max): no step of their own.
+    pub fused_row_extremes: usize,
 }
 
 /// Inlining stops growing an expression past this many nodes; bigger shared subexpressions
@@ -252,6 +259,62 @@ fn reads_iota(e: &Expr) -> bool {
         Expr::Binary { lhs, rhs, .. } => reads_iota(lhs) || reads_iota(rhs),
         Expr::Select { pred, on_true, on_false, .. } => reads_iota(pred) || reads_iota(on_true) || reads_iota(on_false),
     }
+}
+
+/// Whether `e` reads `Input(j)`.
+fn reads_input(e: &Expr, j: usize) -> bool {
+    match e {
+        Expr::Input(i) => *i == j,
+        Expr::Const { .. } | Expr::Iota { .. } => false,
+        Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => reads_input(arg, j),
+        Expr::Binary { lhs, rhs, .. } => reads_input(lhs, j) || reads_input(rhs, j),
+        Expr::Select { pred, on_true, on_false, .. } => reads_input(pred, j) || reads_input(on_true, j) || reads_input(on_false, j),
+    }
+}
+
+/// Moves a plain f32 row max/min (a reduction step of a stored `x` with no prologue, epilogue
+/// or finish) into the kernel of the next reduction that reads it, where that reduction's
+/// prologue reads the same `x` over the same rows, read whole ([`row_extreme_fits`]), and
+/// no step between the two reads the extreme: softmax's and logsumexp's `max(x)` then costs
+/// no kernel and no pass over `x` of its own ([`RowExtreme`]: the same bits). The later
+/// kernel writes the extreme's tensor, so any later reader (or the graph's outputs) finds it.
+fn fuse_row_extremes(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
+    let axes_of = |n: usize| match &g.nodes[n].op {
+        PlanOp::Reduce { op, axes } => {
+            let mut a = axes.clone();
+            a.sort_unstable();
+            Some((*op, a))
+        }
+        _ => None,
+    };
+    let reads_node = |step: &Step, n: usize| match step {
+        Step::Map { inputs, .. } | Step::Reduce { inputs, .. } => inputs.iter().any(|k| k.node == n),
+        Step::Node(i) => g.nodes[*i].args.contains(&n),
+    };
+    let mut gone = vec![false; steps.len()];
+    for ka in 0..steps.len() {
+        let Step::Reduce { node: a, prologue: Expr::Input(0), inputs: a_inputs, epilogue, finish: None, pre: None } = &steps[ka] else { continue };
+        let (a, x_in) = (*a, a_inputs[0]);
+        let Some((op @ (ReduceOp::Max | ReduceOp::Min), axes)) = axes_of(a) else { continue };
+        if !epilogue.is_empty() || a_inputs.len() != 1 || g.nodes[a].dtype != DType::F32 || g.nodes[x_in.node].dtype != DType::F32 {
+            continue;
+        }
+        // the first later step reading the extreme must be the reduction taking it
+        let Some(kb) = (ka + 1..steps.len()).find(|&k| reads_node(&steps[k], a)) else { continue };
+        let Step::Reduce { node: b, prologue, inputs, pre: None, .. } = &steps[kb] else { continue };
+        let shape = &g.nodes[x_in.node].shape;
+        let b_arg = g.nodes[*b].args[0];
+        let (Some(jx), Some(jm)) = (inputs.iter().position(|k| *k == x_in), inputs.iter().position(|k| k.node == a)) else { continue };
+        let same_rows = axes_of(*b).is_some_and(|(_, b_axes)| b_axes == axes) && &g.nodes[b_arg].shape == shape;
+        if !same_rows || !reads_input(prologue, jx) || !reads_input(prologue, jm) || !row_extreme_fits(shape, &axes, g.nodes[*b].dtype)? {
+            continue;
+        }
+        let pre = (RowExtreme { of: jx, into: jm, max: op == ReduceOp::Max }, a);
+        let Step::Reduce { pre: slot, .. } = &mut steps[kb] else { unreachable!() };
+        *slot = Some(pre);
+        gone[ka] = true;
+    }
+    Ok(steps.into_iter().zip(gone).filter(|(_, g)| !g).map(|(s, _)| s).collect())
 }
 
 struct Scheduler<'g> {
@@ -357,7 +420,7 @@ impl Plan {
         for &o in &g.outputs {
             s.need(o);
         }
-        let steps = s.finish_reduces();
+        let steps = fuse_row_extremes(g, s.finish_reduces())?;
         // Liveness: the last step reading each node (outputs live to the end).
         let mut last = vec![None; n];
         for (k, step) in steps.iter().enumerate() {
@@ -388,8 +451,9 @@ impl Plan {
                     s.fused_kernels += 1;
                     computed += outputs.len();
                 }
-                Step::Reduce { prologue, epilogue, finish, .. } => {
+                Step::Reduce { prologue, epilogue, finish, pre, .. } => {
                     s.family_steps += 1;
+                    s.fused_row_extremes += pre.is_some() as usize;
                     s.fused_prologues += (!matches!(prologue, Expr::Input(_))) as usize;
                     s.fused_epilogues += epilogue.len() + finish.is_some() as usize;
                     computed += epilogue.len() + finish.is_some() as usize;
@@ -435,6 +499,10 @@ impl Plan {
         let mut freed: Vec<Tensor> = vec![];
         for (k, step) in self.steps.iter().enumerate() {
             let first = batch.commands();
+            if let Step::Reduce { pre: Some((_, a)), .. } = step {
+                // written by the reduction's kernel (`RowExtreme`)
+                vals[*a] = Some(ctx.empty(g.nodes[*a].dtype, &g.nodes[*a].shape)?);
+            }
             let reads: Vec<&Tensor> = match step {
                 Step::Map { inputs, .. } | Step::Reduce { inputs, .. } => inputs.iter().map(|inp| value(&vals, inp.node)).collect::<Result<_>>()?,
                 Step::Node(i) => g.nodes[*i].args.iter().map(|&a| value(&vals, a)).collect::<Result<_>>()?,
@@ -453,7 +521,7 @@ impl Plan {
                     }
                     outs
                 }
-                Step::Reduce { node, prologue, inputs, epilogue, finish } => {
+                Step::Reduce { node, prologue, inputs, epilogue, finish, pre } => {
                     let rn = &g.nodes[*node];
                     let shape = &g.nodes[rn.args[0]].shape;
                     let (op, axes) = match &rn.op {
@@ -479,12 +547,13 @@ impl Plan {
                         epilogue: epilogue.iter().zip(&outs).map(|((e, _), t)| (e.clone(), t)).collect(),
                     };
                     let fin = finish.as_ref().map(|(e, _)| Finish { reduced: rn.dtype, expr: e.clone() });
-                    ctx.record_reduce_finished_with(&mut batch, self.options.math, &r, fin.as_ref())?;
+                    ctx.record_reduce_with_row_extreme(&mut batch, self.options.math, &r, fin.as_ref(), pre.map(|(p, _)| p))?;
                     vals[stored] = Some(out.clone());
                     for ((_, e), t) in epilogue.iter().zip(&outs) {
                         vals[*e] = Some(t.clone());
                     }
-                    std::iter::once(out).chain(outs).collect()
+                    let extreme = pre.map(|(_, a)| value(&vals, a).cloned()).transpose()?;
+                    std::iter::once(out).chain(outs).chain(extreme).collect()
                 }
                 Step::Node(i) => {
                     let t = record_node(ctx, &mut batch, self.options, &g.nodes[*i], &vals)?;
@@ -701,7 +770,7 @@ impl Scheduler<'_> {
             Expr::Input(0)
         };
         self.produced_at.insert(r, self.steps.len());
-        self.steps.push(Step::Reduce { node: r, prologue, inputs, epilogue: vec![], finish: None });
+        self.steps.push(Step::Reduce { node: r, prologue, inputs, epilogue: vec![], finish: None, pre: None });
     }
 
     /// Writes materialised elementwise node `e` from the kernel of a reduction it reads, when
@@ -824,7 +893,7 @@ impl Scheduler<'_> {
         self.steps
             .into_iter()
             .map(|step| match step {
-                Step::Reduce { node, prologue, inputs, epilogue, finish } => {
+                Step::Reduce { node, prologue, inputs, epilogue, finish, pre } => {
                     // The reduced value leaves the inputs and becomes input n: the reduction
                     // (read by the finish, or by the epilogue without a finish) or what is
                     // stored (the finish, read by the epilogue).
@@ -847,7 +916,7 @@ impl Scheduler<'_> {
                     let remap = |i: usize| map[i];
                     let epilogue = epilogue.into_iter().map(|(e, o)| (remap_inputs(&e, &remap), o)).collect();
                     let finish = finish.map(|(e, f)| (remap_inputs(&e, &remap), f));
-                    Step::Reduce { node, prologue: remap_inputs(&prologue, &remap), inputs: kept, epilogue, finish }
+                    Step::Reduce { node, prologue: remap_inputs(&prologue, &remap), inputs: kept, epilogue, finish, pre }
                 }
                 other => other,
             })
