@@ -278,7 +278,12 @@ fn reads_input(e: &Expr, j: usize) -> bool {
 /// no step between the two reads the extreme: softmax's and logsumexp's `max(x)` then costs
 /// no kernel and no pass over `x` of its own ([`RowExtreme`]: the same bits). The later
 /// kernel writes the extreme's tensor, so any later reader (or the graph's outputs) finds it.
+/// `NX_VULKAN_ROW_EXTREME=0` keeps every row extreme a step of its own (measurements).
 fn fuse_row_extremes(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
+    static ON: once_cell::sync::Lazy<bool> = once_cell::sync::Lazy::new(|| std::env::var("NX_VULKAN_ROW_EXTREME").map_or(true, |v| v != "0"));
+    if !*ON {
+        return Ok(steps);
+    }
     let axes_of = |n: usize| match &g.nodes[n].op {
         PlanOp::Reduce { op, axes } => {
             let mut a = axes.clone();
