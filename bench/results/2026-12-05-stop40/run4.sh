@@ -4,7 +4,7 @@
 #  - wide elementwise kernels (four elements per invocation, 16-byte loads and stores, from
 #    2^20 elements; 465f78b) — off: NX_VULKAN_WIDE_MIN=0;
 #  - softmax's/logsumexp's row max inside the sum's kernel (one dispatch; 83f2731) — off:
-#    NX_VULKAN_ROW_EXTREME=0.
+#    NX_VULKAN_ROW_REDUCTION=0.
 # 1. device time per kernel from Rust (tests/plan.rs row_kernels_device_time: softmax and
 #    layernorm 4096 x 1024, both maths), row extreme on and off;
 # 2. the op rows from Rust (exp/log/tanh/sigmoid/erf/add/sum at 1 M and 16 M), wide on and
@@ -26,7 +26,7 @@ xz -dc .bench-carry/nx-vulkan-wide.xz > /tmp/nx-vulkan; chmod +x /tmp/nx-vulkan
 xz -dc .gpurun/tests40/plan.xz > /tmp/t/plan; chmod +x /tmp/t/plan
 export NX_VULKAN_CACHE_DIR=/tmp/nxvk-cache
 for re in 1 0; do
-  (cd native/engine && NX_VULKAN_ROW_EXTREME=$re timeout 90 /tmp/t/plan row_kernels_device_time --ignored --nocapture 2>&1 | grep ROWBENCH) > "$OUT/rows_row_extreme_$re.txt"
+  (cd native/engine && NX_VULKAN_ROW_REDUCTION=$re timeout 90 /tmp/t/plan row_kernels_device_time --ignored --nocapture 2>&1 | grep ROWBENCH) > "$OUT/rows_row_extreme_$re.txt"
   echo "row extreme $re:"; cut -c1-150 "$OUT/rows_row_extreme_$re.txt"
 done
 echo "rows done at $SECONDS s"
@@ -55,7 +55,7 @@ for v in default wide_off row_extreme_off; do
   case $v in
     default) env_v="" ; reps=20 ;;
     wide_off) env_v="NX_VULKAN_WIDE_MIN=0" ; reps=10 ;;
-    row_extreme_off) env_v="NX_VULKAN_ROW_EXTREME=0" ; reps=10 ;;
+    row_extreme_off) env_v="NX_VULKAN_ROW_REDUCTION=0" ; reps=10 ;;
   esac
   env $env_v REPS=$reps ERL_LIBS=/tmp/gbeam timeout 150 elixir bench/compiler_bench.exs 2>> "$OUT/compiler.err" | sed "s/^{/{\"variant\": \"$v\", /" >> "$OUT/compiler.jsonl"
   echo "compiler ($v) done at $SECONDS s"

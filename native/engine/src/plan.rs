@@ -22,9 +22,10 @@
 //! *prologue* (never stored); a stored elementwise node of the reduced shape that only the
 //! reduction feeds becomes its *finish* (computed as the result is stored); stored elementwise
 //! nodes of the reduction's input shape that read the stored value back over its rows, and
-//! nothing written later, become its *epilogue* (written by the same kernel). Layernorm over
-//! the last axis is two dispatches; softmax and logsumexp one where their f32 max runs in the
-//! sum's kernel ([`fuse_row_extremes`]), else two.
+//! nothing written later, become its *epilogue* (written by the same kernel). Softmax,
+//! layernorm and logsumexp over the last axis are two dispatches, or one where the first
+//! reduction (an f32 max, or layernorm's sum) runs in the second's kernel
+//! ([`fuse_row_reductions`]).
 //!
 //! **Dots.** An exact f32 dot is scheduled as an f64 dot and an elementwise rounding, so the
 //! rounding joins the dot's elementwise consumers (bias, activation).
@@ -45,7 +46,7 @@ use crate::elementwise::{BinaryOp, Expr, FloatMath, Scalar, UnaryOp};
 use crate::error::{invalid, Result};
 use crate::matmul::DotPrecision;
 use crate::ops::clip_expr;
-use crate::reduce::{row_extreme_fits, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, RowExtreme, TieBreak};
+use crate::reduce::{row_reduction_fits, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, RowReduction, TieBreak};
 use crate::scan::ScanOp;
 use crate::sort::Direction;
 use crate::submit::Batch;
@@ -168,10 +169,10 @@ enum Step {
     /// `finish`: an elementwise node of the reduced shape that only the reduction feeds (a
     /// mean's division, logsumexp's `log(s) + m`), computed as the result is stored; `out`
     /// then holds it instead of the reduction (which is never stored).
-    /// `pre`: a row max/min node the kernel computes first and writes itself
-    /// ([`RowExtreme`]), read as `inputs[pre.into]`; its own step is gone
-    /// ([`fuse_row_extremes`]).
-    Reduce { node: usize, prologue: Expr, inputs: Vec<KernelInput>, epilogue: Vec<(Expr, usize)>, finish: Option<(Expr, usize)>, pre: Option<(RowExtreme, usize)> },
+    /// `pre`: a row max/min/sum node the kernel computes first and writes itself
+    /// ([`RowReduction`]), read as `inputs[pre.into]`; its own step is gone
+    /// ([`fuse_row_reductions`]).
+    Reduce { node: usize, prologue: Expr, inputs: Vec<KernelInput>, epilogue: Vec<(Expr, usize)>, finish: Option<(Expr, usize)>, pre: Option<(RowReduction, usize)> },
     /// Any other node, recorded by its op family (views record nothing unless they must copy).
     Node(usize),
 }
@@ -200,9 +201,9 @@ pub struct PlanSummary {
     pub fused_prologues: usize,
     /// Elementwise nodes written by the kernel of the reduction they read.
     pub fused_epilogues: usize,
-    /// Row max/min reductions computed in the kernel of the reduction that reads them
-    /// (softmax's and logsumexp's max): no step of their own.
-    pub fused_row_extremes: usize,
+    /// Row max/min/sum reductions computed in the kernel of the reduction that reads them
+    /// (softmax's and logsumexp's max, layernorm's sum): no step of their own.
+    pub fused_row_reductions: usize,
 }
 
 /// Inlining stops growing an expression past this many nodes; bigger shared subexpressions
@@ -272,15 +273,16 @@ fn reads_input(e: &Expr, j: usize) -> bool {
     }
 }
 
-/// Moves a plain f32 row max/min (a reduction step of a stored `x` with no prologue, epilogue
-/// or finish) into the kernel of the next reduction that reads it, where that reduction's
-/// prologue reads the same `x` over the same rows, read whole ([`row_extreme_fits`]), and
-/// no step between the two reads the extreme: softmax's and logsumexp's `max(x)` then costs
-/// no kernel and no pass over `x` of its own ([`RowExtreme`]: the same bits). The later
-/// kernel writes the extreme's tensor, so any later reader (or the graph's outputs) finds it.
-/// `NX_VULKAN_ROW_EXTREME=0` keeps every row extreme a step of its own (measurements).
-fn fuse_row_extremes(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
-    static ON: once_cell::sync::Lazy<bool> = once_cell::sync::Lazy::new(|| std::env::var("NX_VULKAN_ROW_EXTREME").map_or(true, |v| v != "0"));
+/// Moves a plain f32 row max/min/sum (a reduction step of a stored `x` with no prologue,
+/// epilogue or finish) into the kernel of the next reduction that reads it, where that
+/// reduction's prologue reads the same `x` over the same rows, read whole
+/// ([`row_reduction_fits`]), and no step between the two reads it: softmax's and logsumexp's
+/// `max(x)` and layernorm's `sum(x)` then cost no kernel and no pass over `x` of their own
+/// ([`RowReduction`]: the same bits). The later kernel writes the row reduction's tensor, so
+/// any later reader (or the graph's outputs) finds it. `NX_VULKAN_ROW_REDUCTION=0` keeps
+/// every row reduction a step of its own (measurements).
+fn fuse_row_reductions(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
+    static ON: once_cell::sync::Lazy<bool> = once_cell::sync::Lazy::new(|| std::env::var("NX_VULKAN_ROW_REDUCTION").map_or(true, |v| v != "0"));
     if !*ON {
         return Ok(steps);
     }
@@ -300,21 +302,21 @@ fn fuse_row_extremes(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
     for ka in 0..steps.len() {
         let Step::Reduce { node: a, prologue: Expr::Input(0), inputs: a_inputs, epilogue, finish: None, pre: None } = &steps[ka] else { continue };
         let (a, x_in) = (*a, a_inputs[0]);
-        let Some((op @ (ReduceOp::Max | ReduceOp::Min), axes)) = axes_of(a) else { continue };
+        let Some((op @ (ReduceOp::Max | ReduceOp::Min | ReduceOp::Sum), axes)) = axes_of(a) else { continue };
         if !epilogue.is_empty() || a_inputs.len() != 1 || g.nodes[a].dtype != DType::F32 || g.nodes[x_in.node].dtype != DType::F32 {
             continue;
         }
-        // the first later step reading the extreme must be the reduction taking it
+        // the first later step reading it must be the reduction taking it
         let Some(kb) = (ka + 1..steps.len()).find(|&k| reads_node(&steps[k], a)) else { continue };
         let Step::Reduce { node: b, prologue, inputs, pre: None, .. } = &steps[kb] else { continue };
         let shape = &g.nodes[x_in.node].shape;
         let b_arg = g.nodes[*b].args[0];
         let (Some(jx), Some(jm)) = (inputs.iter().position(|k| *k == x_in), inputs.iter().position(|k| k.node == a)) else { continue };
         let same_rows = axes_of(*b).is_some_and(|(_, b_axes)| b_axes == axes) && &g.nodes[b_arg].shape == shape;
-        if !same_rows || !reads_input(prologue, jx) || !reads_input(prologue, jm) || !row_extreme_fits(shape, &axes, g.nodes[*b].dtype)? {
+        if !same_rows || !reads_input(prologue, jx) || !reads_input(prologue, jm) || !row_reduction_fits(shape, &axes, g.nodes[*b].dtype)? {
             continue;
         }
-        let pre = (RowExtreme { of: jx, into: jm, max: op == ReduceOp::Max }, a);
+        let pre = (RowReduction { of: jx, into: jm, op }, a);
         let Step::Reduce { pre: slot, .. } = &mut steps[kb] else { unreachable!() };
         *slot = Some(pre);
         gone[ka] = true;
@@ -425,7 +427,7 @@ impl Plan {
         for &o in &g.outputs {
             s.need(o);
         }
-        let steps = fuse_row_extremes(g, s.finish_reduces())?;
+        let steps = fuse_row_reductions(g, s.finish_reduces())?;
         // Liveness: the last step reading each node (outputs live to the end).
         let mut last = vec![None; n];
         for (k, step) in steps.iter().enumerate() {
@@ -458,7 +460,7 @@ impl Plan {
                 }
                 Step::Reduce { prologue, epilogue, finish, pre, .. } => {
                     s.family_steps += 1;
-                    s.fused_row_extremes += pre.is_some() as usize;
+                    s.fused_row_reductions += pre.is_some() as usize;
                     s.fused_prologues += (!matches!(prologue, Expr::Input(_))) as usize;
                     s.fused_epilogues += epilogue.len() + finish.is_some() as usize;
                     computed += epilogue.len() + finish.is_some() as usize;
@@ -505,7 +507,7 @@ impl Plan {
         for (k, step) in self.steps.iter().enumerate() {
             let first = batch.commands();
             if let Step::Reduce { pre: Some((_, a)), .. } = step {
-                // written by the reduction's kernel (`RowExtreme`)
+                // written by the reduction's kernel (`RowReduction`)
                 vals[*a] = Some(ctx.empty(g.nodes[*a].dtype, &g.nodes[*a].shape)?);
             }
             let reads: Vec<&Tensor> = match step {
@@ -552,13 +554,13 @@ impl Plan {
                         epilogue: epilogue.iter().zip(&outs).map(|((e, _), t)| (e.clone(), t)).collect(),
                     };
                     let fin = finish.as_ref().map(|(e, _)| Finish { reduced: rn.dtype, expr: e.clone() });
-                    ctx.record_reduce_with_row_extreme(&mut batch, self.options.math, &r, fin.as_ref(), pre.map(|(p, _)| p))?;
+                    ctx.record_reduce_with_row_reduction(&mut batch, self.options.math, &r, fin.as_ref(), pre.map(|(p, _)| p))?;
                     vals[stored] = Some(out.clone());
                     for ((_, e), t) in epilogue.iter().zip(&outs) {
                         vals[*e] = Some(t.clone());
                     }
-                    let extreme = pre.map(|(_, a)| value(&vals, a).cloned()).transpose()?;
-                    std::iter::once(out).chain(outs).chain(extreme).collect()
+                    let row_reduction = pre.map(|(_, a)| value(&vals, a).cloned()).transpose()?;
+                    std::iter::once(out).chain(outs).chain(row_reduction).collect()
                 }
                 Step::Node(i) => {
                     let t = record_node(ctx, &mut batch, self.options, &g.nodes[*i], &vals)?;

@@ -249,26 +249,29 @@ pub struct Finish {
     pub expr: Expr,
 }
 
-/// A row maximum or minimum computed at the start of another reduction's kernel
-/// ([`Context::record_reduce_with_row_extreme`]), instead of by a kernel of its own: softmax's
-/// and logsumexp's `max(x)` inside the kernel that sums `exp(x - max)`. Input `into` of the
-/// reduction (f32, constant along the reduced axes: the extreme's tensor broadcast back) is
-/// not read but computed: the extreme of input `of` (f32, read by the prologue) over each row,
-/// which the kernel also writes into `into`'s tensor at the row's position, as the plain
-/// reduction would have. An f32 extreme does not depend on the order it is folded in (ties
-/// and NaNs are decided by index: [`Comb::Extreme`]'s rule is a total order), so it is the
-/// plain reduction's value whatever the lanes. Only for short rows ([`row_extreme_fits`]),
-/// whose elements every invocation already holds.
+/// A row max, min or sum computed at the start of another reduction's kernel
+/// ([`Context::record_reduce_with_row_reduction`]), instead of by a kernel of its own:
+/// softmax's and logsumexp's `max(x)` inside the kernel that sums `exp(x - max)`, layernorm's
+/// `sum(x)` inside the one that sums `(x - sum / n)^2`. Input `into` of the reduction (f32,
+/// constant along the reduced axes: the row reduction's tensor broadcast back) is not read
+/// but computed: `op` over input `of` (f32, read by the prologue) along each row, which the
+/// kernel also writes into `into`'s tensor at the row's position, as the plain reduction of
+/// `of` would have. The same bits as that plain reduction: an f32 extreme does not depend on
+/// the order it is folded in (ties and NaNs are decided by index: [`Comb::Extreme`]'s rule is
+/// a total order); a sum is folded exactly as the plain kernel folds it (f64 partials over the
+/// same elements, combined in the same pairs). Only for short rows
+/// ([`row_reduction_fits`]), whose elements every invocation already holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RowExtreme {
+pub struct RowReduction {
     pub of: usize,
     pub into: usize,
-    pub max: bool,
+    /// Max, Min or Sum.
+    pub op: ReduceOp,
 }
 
 /// Whether a reduction of `shape` over `axes` to `out` reads its rows whole (the short-row
-/// `PerGroup` form), so that a [`RowExtreme`] can be computed in its kernel.
-pub fn row_extreme_fits(shape: &[usize], axes: &[usize], out: DType) -> Result<bool> {
+/// `PerGroup` form), so that a [`RowReduction`] can be computed in its kernel.
+pub fn row_reduction_fits(shape: &[usize], axes: &[usize], out: DType) -> Result<bool> {
     let (outputs, len) = sizes(shape, &reduced_axes(shape, axes)?);
     let strategy = strategy_for(outputs, len, out);
     Ok(outputs > 0 && row_k(strategy, len) > 0)
@@ -573,15 +576,15 @@ impl Context {
     /// [`Context::record_reduce_finished`] with the prologue, finish and epilogue's float math
     /// evaluated as `math` says (the accumulation is the same under both).
     pub fn record_reduce_finished_with(&self, batch: &mut Batch<'_>, math: FloatMath, r: &FusedReduce<'_>, finish: Option<&Finish>) -> Result<()> {
-        self.record_reduce_with_row_extreme(batch, math, r, finish, None)
+        self.record_reduce_with_row_reduction(batch, math, r, finish, None)
     }
 
     /// [`Context::record_reduce_finished_with`] with, where given, the row extreme `pre`
-    /// computed in the same kernel ([`RowExtreme`]; the kernel writes it into input
+    /// computed in the same kernel ([`RowReduction`]; the kernel writes it into input
     /// `pre.into`'s tensor). An error where the reduction does not read whole rows
-    /// ([`row_extreme_fits`]), is an arg-reduction, or `pre` names inputs that are not f32,
+    /// ([`row_reduction_fits`]), is an arg-reduction, or `pre` names inputs that are not f32,
     /// not both read by the prologue, or `into` varies along the reduced axes.
-    pub fn record_reduce_with_row_extreme(&self, batch: &mut Batch<'_>, math: FloatMath, r: &FusedReduce<'_>, finish: Option<&Finish>, pre: Option<RowExtreme>) -> Result<()> {
+    pub fn record_reduce_with_row_reduction(&self, batch: &mut Batch<'_>, math: FloatMath, r: &FusedReduce<'_>, finish: Option<&Finish>, pre: Option<RowReduction>) -> Result<()> {
         let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue } = r;
         let (out, op, shape, axes) = (*out, *op, shape.as_slice(), axes.as_slice());
         let comb = op.comb();
@@ -695,8 +698,11 @@ impl Context {
             kinds.iter().enumerate().map(|(s, &kind)| Stream { kind, row_const: red.iter().all(|d| d.1[s] == 0) }).collect();
         let pre_streams = match pre {
             None => None,
-            Some(RowExtreme { of, into, max }) => {
-                let what = "fused reduction with a row extreme";
+            Some(RowReduction { of, into, op: pre_op }) => {
+                let what = "fused reduction with a row reduction";
+                if !matches!(pre_op, ReduceOp::Max | ReduceOp::Min | ReduceOp::Sum) {
+                    return Err(invalid!("{what}: {pre_op:?} is not a max, min or sum"));
+                }
                 if of >= n_in || into >= n_in || of == into || in_types[of] != DType::F32 || in_types[into] != DType::F32 {
                     return Err(invalid!("{what}: inputs {of} and {into} must be two f32 inputs"));
                 }
@@ -707,7 +713,7 @@ impl Context {
                 expr_uses(prologue, &mut pro_used, &mut f, &mut c);
                 let stream = |j: usize| kinds.iter().position(|k| *k == StreamKind::Input(j));
                 match (stream(of), stream(into)) {
-                    (Some(ux), Some(um)) if pro_used[of] && pro_used[into] && streams[um].row_const && !streams[ux].row_const => Some((ux, um, max)),
+                    (Some(ux), Some(um)) if pro_used[of] && pro_used[into] && streams[um].row_const && !streams[ux].row_const => Some((ux, um, pre_op)),
                     _ => return Err(invalid!("{what}: the prologue must read input {of} along the rows and input {into} constant along them")),
                 }
             }
@@ -902,9 +908,9 @@ struct Spec {
     /// Invocations per workgroup: [`LOCAL`], or fewer for a short row ([`narrow_lanes`]),
     /// where each invocation holds `LOCAL / lanes` of the tree's 256 partials.
     lanes: u32,
-    /// A row extreme computed first in this kernel ([`RowExtreme`]): the streams of its
-    /// input and of the input it replaces, and max (true) or min.
-    pre: Option<(usize, usize, bool)>,
+    /// A row reduction computed first in this kernel ([`RowReduction`]): the streams of its
+    /// input and of the input it replaces, and its op.
+    pre: Option<(usize, usize, ReduceOp)>,
 }
 
 impl Spec {
@@ -942,8 +948,8 @@ impl Spec {
         if self.seq_fold() {
             key.push_str(" seq");
         }
-        if let Some((ux, um, max)) = self.pre {
-            write!(key, " pre:{}:{ux}:{um}", if max { "max" } else { "min" }).unwrap();
+        if let Some((ux, um, op)) = self.pre {
+            write!(key, " pre:{op:?}:{ux}:{um}").unwrap();
         }
         if !self.src_partial {
             write!(key, " in{:?} streams{:?} pro:{:?}", self.in_types, self.streams, self.prologue).unwrap();
@@ -1351,7 +1357,10 @@ impl Spec {
         }
         let lanes = self.lanes as usize;
         writeln!(s, "shared ACC s_v[{lanes}];\nshared uint s_i[{lanes}];").unwrap();
-        if let Some((_, _, max)) = self.pre {
+        if let Some((_, _, ReduceOp::Sum)) = self.pre {
+            writeln!(s, "shared double s_ps[{lanes}];").unwrap();
+        } else if let Some((_, _, op)) = self.pre {
+            let max = op == ReduceOp::Max;
             // The row extreme's fold: the plain f32 max/min's `comb` (bits_extreme, ties and
             // NaNs by index), on the stored bits.
             writeln!(s, "shared uint s_pm[{lanes}];\nshared uint s_pmi[{lanes}];").unwrap();
@@ -1444,8 +1453,8 @@ impl Spec {
                 _ => writeln!(s, "        uint rc{u} = uint(b{u});").unwrap(),
             }
         }
-        // A row extreme (`RowExtreme`): every candidate is loaded first, the extreme of
-        // input `of`'s over the row folded (in any order: see `RowExtreme`) and written as the
+        // A row extreme (`RowReduction`): every candidate is loaded first, the extreme of
+        // input `of`'s over the row folded (in any order: see `RowReduction`) and written as the
         // plain reduction writes it; it is then the replaced input's row-constant value.
         let per = LOCAL as usize / lanes;
         let rk = self.row_k as usize;
@@ -1457,7 +1466,35 @@ impl Spec {
                 }
             }
         };
-        if let Some((ux, um, max)) = self.pre {
+        if let Some((ux, um, ReduceOp::Sum)) = self.pre {
+            // The plain f32 sum's fold: f64 partials (partial p = t + lanes * j holds the
+            // candidates p + 256 k, added in increasing k to 0.0), then the fixed tree —
+            // partial p absorbs p + h for h = 128 ... 1 — in registers for h >= lanes, in
+            // shared memory below (the same pairs as the plain kernel's shared and subgroup
+            // levels; an f64 sum of two values does not depend on their order).
+            load_candidates(&mut s);
+            let cand = |w: &str| to_domain(DType::F32, DType::F32, &decode(DType::F32, w));
+            for j in 0..per {
+                writeln!(s, "        double ps{j} = 0.0LF;").unwrap();
+                for k in 0..rk {
+                    let c = j * rk + k;
+                    writeln!(s, "        if (r0 + t + {}u < r1) {{ precise double r = ps{j} + {}; ps{j} = r; }}", row_offset(lanes, j, k), cand(&format!("w{c}_{ux}"))).unwrap();
+                }
+            }
+            let mut jh = per / 2;
+            while jh >= 1 {
+                for j in 0..jh {
+                    writeln!(s, "        {{ precise double r = ps{j} + ps{}; ps{j} = r; }}", j + jh).unwrap();
+                }
+                jh /= 2;
+            }
+            s.push_str("        s_ps[t] = ps0;\n        barrier();\n");
+            writeln!(s, "        for (uint h = {}u; h > 0u; h >>= 1) {{", lanes / 2).unwrap();
+            s.push_str("            if (t < h) { precise double r = s_ps[t] + s_ps[t + h]; s_ps[t] = r; }\n            barrier();\n        }\n");
+            writeln!(s, "        uint rc{um} = {};", encode(DType::F32, &wrap(DType::F32, "s_ps[0]"))).unwrap();
+            writeln!(s, "        if (t == 0u) in{um}.v[b{um}] = rc{um};").unwrap();
+        } else if let Some((ux, um, op)) = self.pre {
+            let max = op == ReduceOp::Max;
             load_candidates(&mut s);
             writeln!(s, "        uint pm = {}; uint pmi = NONE;", if max { "0xFF800000u" } else { "0x7F800000u" }).unwrap();
             for j in 0..per {

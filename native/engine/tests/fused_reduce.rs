@@ -12,7 +12,7 @@
 mod common;
 use common::*;
 use nx_vulkan_engine::reduce::{
-    epilogue_in_kernel, fused_reduce_dispatches, reduction_strategy, row_extreme_fits, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, RowExtreme, Strategy,
+    epilogue_in_kernel, fused_reduce_dispatches, reduction_strategy, row_reduction_fits, ArgOp, Finish, FusedReduce, ReduceOp, Reduction, RowReduction, Strategy,
     TieBreak,
 };
 use nx_vulkan_engine::*;
@@ -882,17 +882,18 @@ fn nvidia_compiler_crash_variants() {
     });
 }
 
-/// A row max or min computed inside the kernel of the reduction that reads it
-/// (`record_reduce_with_row_extreme`: softmax's sum of exp(x - max) with its quotient as the
-/// epilogue, logsumexp's log(sum) + max as the finish, and a min beside a sum of x - min): one
-/// kernel, and the extreme it writes, the reduced value and every epilogue output equal the
-/// unfused sequence (plain max/min, then the fused sum reading it) bit for bit — rows with
-/// NaNs (several: the first by index wins), ±Inf, ties of -0.0 and +0.0 in either order, all
-/// equal; R from 257 to 4096, both maths, narrow and 256-lane workgroups. The extreme's tensor
+/// A row max, min or sum computed inside the kernel of the reduction that reads it
+/// (`record_reduce_with_row_reduction`: softmax's sum of exp(x - max) with its quotient as the
+/// epilogue, logsumexp's log(sum) + max as the finish, a min beside a sum of x - min, and
+/// layernorm's sum beside the sum of (x - sum / n)^2): one kernel, and the row reduction it
+/// writes, the reduced value and every epilogue output equal the unfused sequence (the plain
+/// max/min/sum, then the fused sum reading it) bit for bit — rows with NaNs (several: the
+/// first by index wins), ±Inf, ties of -0.0 and +0.0 in either order, all equal, all -0.0;
+/// R from 257 to 4096, both maths, narrow and 256-lane workgroups. The row reduction's tensor
 /// starts filled with a sentinel, so a row the kernel did not write shows. Long rows, an
-/// arg-reduction and a non-f32 input are refused.
+/// arg-reduction, a product and a non-f32 input are refused.
 #[test]
-fn row_extreme_in_the_sum_kernel_equals_the_plain_extreme() {
+fn row_reduction_in_the_next_kernel_equals_the_plain_reduction() {
     on_engine_alone(|ctx| {
         use std::sync::atomic::Ordering::Relaxed;
         let mut rng = Rng(5151);
@@ -920,25 +921,34 @@ fn row_extreme_in_the_sum_kernel_equals_the_plain_extreme() {
                     data[r(5, c)] = write(f, N::F(2.5));
                 }
             }
+            if rows > 6 {
+                for c in 0..cols {
+                    data[r(6, c)] = 0x8000_0000;
+                }
+            }
             let x = upload(ctx, f, &shape, &data);
-            for max in [true, false] {
-                let op = if max { ReduceOp::Max } else { ReduceOp::Min };
+            for op in [ReduceOp::Max, ReduceOp::Min, ReduceOp::Sum] {
+                let max = op == ReduceOp::Max;
                 for math in [FloatMath::Exact, FloatMath::Fast] {
                     for narrow in [true, false] {
                         ctx.narrow_rows.store(narrow, Relaxed);
                         let what = format!("{rows}x{cols} {op:?} {math:?} narrow {narrow}");
-                        // max: softmax (exp(x - m), quotient) and logsumexp's finish; min: x - m
-                        let pro = if max {
-                            un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f), f)
-                        } else {
-                            bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f)
+                        // max: softmax (exp(x - m), quotient) and logsumexp's finish; min: x - m;
+                        // sum: layernorm's (x - m / n)^2
+                        let pro = match op {
+                            ReduceOp::Max => un(UnaryOp::Exp, bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f), f),
+                            ReduceOp::Min => bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f),
+                            _ => {
+                                let d = bin(BinaryOp::Subtract, Expr::Input(0), bin(BinaryOp::Divide, Expr::Input(1), cnst(cols as f64, f), f), f);
+                                bin(BinaryOp::Multiply, d.clone(), d, f)
+                            }
                         };
                         let epilogue = vec![bin(BinaryOp::Divide, pro.clone(), Expr::Input(2), f)];
                         let finish = max.then(|| Finish { reduced: f, expr: bin(BinaryOp::Add, un(UnaryOp::Log, Expr::Input(2), f), Expr::Input(1), f) });
                         // unfused: the plain extreme, then the fused sum reading it
                         let m = ctx.reduce(op, &x, &[1], true, f).unwrap();
                         let mb = m.broadcast_to(&shape).unwrap();
-                        let run = |pre: Option<RowExtreme>, m: &Tensor| {
+                        let run = |pre: Option<RowReduction>, m: &Tensor| {
                             let mb = m.broadcast_to(&shape).unwrap();
                             let s = ctx.empty(f, &[rows, 1]).unwrap();
                             let y = ctx.empty(f, &shape).unwrap();
@@ -953,14 +963,14 @@ fn row_extreme_in_the_sum_kernel_equals_the_plain_extreme() {
                                 out: &s,
                                 epilogue: vec![(epilogue[0].clone(), &y)],
                             };
-                            ctx.record_reduce_with_row_extreme(&mut batch, math, &r, finish.as_ref(), pre).unwrap();
+                            ctx.record_reduce_with_row_reduction(&mut batch, math, &r, finish.as_ref(), pre).unwrap();
                             batch.finish().unwrap();
                             let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
                             (ctx.download(&s).unwrap(), ctx.download(&y).unwrap(), kernels)
                         };
                         let (s0, y0, _) = run(None, &m);
                         let m1 = ctx.full(Scalar::F(-12345.0), f, &[rows, 1]).unwrap();
-                        let (s1, y1, kernels) = run(Some(RowExtreme { of: 0, into: 1, max }), &m1);
+                        let (s1, y1, kernels) = run(Some(RowReduction { of: 0, into: 1, op }), &m1);
                         assert!(kernels.len() == 1 && kernels[0].contains(" pre:"), "{what}: {kernels:?}");
                         assert_eq!(from_bytes(f, &ctx.download(&m1).unwrap()), from_bytes(f, &ctx.download(&m).unwrap()), "{what}: the extreme");
                         assert_eq!(from_bytes(f, &s1), from_bytes(f, &s0), "{what}: the reduced values");
@@ -979,7 +989,7 @@ fn row_extreme_in_the_sum_kernel_equals_the_plain_extreme() {
         }
         ctx.narrow_rows.store(true, Relaxed);
         // refused: long rows, an arg-reduction, an f16 input
-        assert!(!row_extreme_fits(&[2, 4097], &[1], f).unwrap() && row_extreme_fits(&[2, 4096], &[1], f).unwrap());
+        assert!(!row_reduction_fits(&[2, 4097], &[1], f).unwrap() && row_reduction_fits(&[2, 4096], &[1], f).unwrap());
         let x = upload(ctx, f, &[2, 5000], &vec![0; 10000]);
         let m = ctx.reduce(ReduceOp::Max, &x, &[1], true, f).unwrap();
         let mb = m.broadcast_to(&[2, 5000]).unwrap();
@@ -987,19 +997,23 @@ fn row_extreme_in_the_sum_kernel_equals_the_plain_extreme() {
         let pro = bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), f);
         let r = FusedReduce { op: ReduceOp::Sum.into(), prologue: pro.clone(), inputs: vec![&x, &mb], shape: vec![2, 5000], axes: vec![1], out: &s, epilogue: vec![] };
         let mut batch = ctx.batch().unwrap();
-        let err = ctx.record_reduce_with_row_extreme(&mut batch, FloatMath::Exact, &r, None, Some(RowExtreme { of: 0, into: 1, max: true })).unwrap_err();
+        let err = ctx.record_reduce_with_row_reduction(&mut batch, FloatMath::Exact, &r, None, Some(RowReduction { of: 0, into: 1, op: ReduceOp::Max })).unwrap_err();
         assert!(err.to_string().contains("rows whole"), "{err}");
         let x = upload(ctx, f, &[2, 100], &vec![0; 200]);
         let m = ctx.reduce(ReduceOp::Max, &x, &[1], true, f).unwrap();
         let mb = m.broadcast_to(&[2, 100]).unwrap();
         let (i, h) = (ctx.empty(DType::S32, &[2, 1]).unwrap(), upload(ctx, DType::F16, &[2, 100], &vec![0; 200]));
         let arg = FusedReduce { op: Reduction::Arg { op: ArgOp::ArgMax, tie_break: TieBreak::Low }, prologue: pro.clone(), inputs: vec![&x, &mb], shape: vec![2, 100], axes: vec![1], out: &i, epilogue: vec![] };
-        let err = ctx.record_reduce_with_row_extreme(&mut batch, FloatMath::Exact, &arg, None, Some(RowExtreme { of: 0, into: 1, max: true })).unwrap_err();
+        let err = ctx.record_reduce_with_row_reduction(&mut batch, FloatMath::Exact, &arg, None, Some(RowReduction { of: 0, into: 1, op: ReduceOp::Max })).unwrap_err();
         assert!(err.to_string().contains("rows whole"), "{err}");
         let s = ctx.empty(DType::F16, &[2, 1]).unwrap();
         let half = FusedReduce { op: ReduceOp::Sum.into(), prologue: bin(BinaryOp::Subtract, Expr::Input(0), Expr::Input(1), DType::F16), inputs: vec![&h, &mb], shape: vec![2, 100], axes: vec![1], out: &s, epilogue: vec![] };
-        let err = ctx.record_reduce_with_row_extreme(&mut batch, FloatMath::Exact, &half, None, Some(RowExtreme { of: 0, into: 1, max: true })).unwrap_err();
+        let err = ctx.record_reduce_with_row_reduction(&mut batch, FloatMath::Exact, &half, None, Some(RowReduction { of: 0, into: 1, op: ReduceOp::Max })).unwrap_err();
         assert!(err.to_string().contains("two f32 inputs"), "{err}");
+        let s = ctx.empty(f, &[2, 1]).unwrap();
+        let r = FusedReduce { op: ReduceOp::Sum.into(), prologue: pro.clone(), inputs: vec![&x, &mb], shape: vec![2, 100], axes: vec![1], out: &s, epilogue: vec![] };
+        let err = ctx.record_reduce_with_row_reduction(&mut batch, FloatMath::Exact, &r, None, Some(RowReduction { of: 0, into: 1, op: ReduceOp::Product })).unwrap_err();
+        assert!(err.to_string().contains("not a max, min or sum"), "{err}");
         drop(batch);
     });
 }

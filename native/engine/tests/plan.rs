@@ -317,26 +317,27 @@ fn layernorm_graph(t: DType, rows: usize, cols: usize) -> G {
 
 /// Softmax and layernorm over the last axis: two dispatches each (a reduction, then a
 /// reduction with its prologue and the normalised output as its epilogue), same bits as
-/// node by node — softmax and logsumexp one where their f32 max runs in the sum's kernel
-/// (rows read whole: `reduce::row_extreme_fits`).
+/// node by node — one where the first (softmax's and logsumexp's f32 max, layernorm's f32
+/// sum) runs in the second's kernel (rows read whole: `reduce::row_reduction_fits`).
 #[test]
 fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
     on_engine_alone(|ctx| {
         let mut rng = Rng(17);
         for (rows, cols) in [(64, 1000), (3, 7), (300, 129)] {
             for t in [F32, F16] {
-                // an f32 max over rows read whole runs in the sum's kernel (`RowExtreme`)
-                let in_kernel = t == F32 && reduce::row_extreme_fits(&[rows, cols], &[1], t).unwrap();
-                let (kernels, row_extremes) = if in_kernel { (1, 1) } else { (2, 0) };
+                // an f32 max or sum over rows read whole runs in the next reduction's kernel
+                // (`RowReduction`)
+                let in_kernel = t == F32 && reduce::row_reduction_fits(&[rows, cols], &[1], t).unwrap();
+                let (kernels, row_reductions) = if in_kernel { (1, 1) } else { (2, 0) };
                 assert!(in_kernel || (rows, cols, t) != (64, 1000, F32), "64 rows of 1000 f32 are read whole");
                 let b = softmax_graph(t, rows, cols);
                 let ins = [upload(ctx, t, &[rows, cols], &values(t, rows * cols, &mut rng))];
                 let (fast, fast_unfused, fast_summary, fast_dispatches) = run_both_with(ctx, &b.g, &ins, FAST);
                 assert_eq!(fast, fast_unfused, "softmax {t} {rows}x{cols} under :fast");
-                assert_eq!((fast_dispatches, fast_summary.fused_kernels, fast_summary.fused_row_extremes), (kernels, 0, row_extremes), "softmax {t} {rows}x{cols} under :fast");
+                assert_eq!((fast_dispatches, fast_summary.fused_kernels, fast_summary.fused_row_reductions), (kernels, 0, row_reductions), "softmax {t} {rows}x{cols} under :fast");
                 let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
                 assert_eq!(fused, unfused, "softmax {t} {rows}x{cols}");
-                assert_eq!((dispatches, summary.fused_kernels, summary.fused_row_extremes), (kernels, 0, row_extremes), "softmax {t} {rows}x{cols}: {summary:?}");
+                assert_eq!((dispatches, summary.fused_kernels, summary.fused_row_reductions), (kernels, 0, row_reductions), "softmax {t} {rows}x{cols}: {summary:?}");
 
                 let b = layernorm_graph(t, rows, cols);
                 let ins = [
@@ -346,10 +347,10 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
                 ];
                 let (fast, fast_unfused, fast_summary, fast_dispatches) = run_both_with(ctx, &b.g, &ins, FAST);
                 assert_eq!(fast, fast_unfused, "layernorm {t} {rows}x{cols} under :fast");
-                assert_eq!((fast_dispatches, fast_summary.fused_epilogues), (2, 1), "layernorm {t} {rows}x{cols} under :fast");
+                assert_eq!((fast_dispatches, fast_summary.fused_epilogues, fast_summary.fused_row_reductions), (kernels, 1, row_reductions), "layernorm {t} {rows}x{cols} under :fast");
                 let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
                 assert_eq!(fused, unfused, "layernorm {t} {rows}x{cols}");
-                assert_eq!((dispatches, summary.fused_epilogues), (2, 1), "layernorm {t} {rows}x{cols}: {summary:?}");
+                assert_eq!((dispatches, summary.fused_epilogues, summary.fused_row_reductions), (kernels, 1, row_reductions), "layernorm {t} {rows}x{cols}: {summary:?}");
 
                 // logsumexp (keep form): log(sum(exp(x - m))) + m, the sum finished in its kernel
                 let mut b = G::default();
@@ -363,7 +364,7 @@ fn softmax_layernorm_logsumexp_mean_are_two_dispatches() {
                 assert_eq!((fast, fast_dispatches), (fast_unfused, kernels), "logsumexp {t} {rows}x{cols} under :fast");
                 let (fused, unfused, summary, dispatches) = run_both(ctx, &b.g, &ins);
                 assert_eq!(fused, unfused, "logsumexp {t} {rows}x{cols}");
-                assert_eq!((dispatches, summary.fused_kernels, summary.fused_row_extremes), (kernels, 0, row_extremes), "logsumexp {t} {rows}x{cols}: {summary:?}");
+                assert_eq!((dispatches, summary.fused_kernels, summary.fused_row_reductions), (kernels, 0, row_reductions), "logsumexp {t} {rows}x{cols}: {summary:?}");
 
                 // mean without kept axes (finish) and the centred values (an epilogue reading it)
                 let mut b = G::default();
