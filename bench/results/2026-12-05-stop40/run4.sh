@@ -3,15 +3,15 @@
 # each turned off by its measurement switch:
 #  - wide elementwise kernels (four elements per invocation, 16-byte loads and stores, from
 #    2^20 elements; 465f78b) — off: NX_VULKAN_WIDE_MIN=0;
-#  - softmax's/logsumexp's row max inside the sum's kernel (one dispatch; 83f2731) — off:
+#  - softmax's/logsumexp's row max and layernorm's row sum inside the next kernel (one dispatch; 83f2731, 42ab414) — off:
 #    NX_VULKAN_ROW_REDUCTION=0.
 # 1. device time per kernel from Rust (tests/plan.rs row_kernels_device_time: softmax and
-#    layernorm 4096 x 1024, both maths), row extreme on and off;
+#    layernorm 4096 x 1024, both maths), row reductions in the next kernel on and off;
 # 2. the op rows from Rust (exp/log/tanh/sigmoid/erf/add/sum at 1 M and 16 M), wide on and
 #    off, alternating, beside PyTorch eager;
 # 3. issue 7's compiler table from Elixir (chain10, chain10_arith, softmax, layernorm, the MLP
 #    step) beside torch.compile measured first in the same command: this build, then wide off,
-#    then row extreme off (those two with REPS=10).
+#    then row reductions off (those two with REPS=10).
 # Carry .gl, .gpurun/beam-wide.tgz, .gpurun/tests40, .bench-carry/nx-vulkan-wide.xz.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/gbeam /tmp/t
@@ -26,8 +26,8 @@ xz -dc .bench-carry/nx-vulkan-wide.xz > /tmp/nx-vulkan; chmod +x /tmp/nx-vulkan
 xz -dc .gpurun/tests40/plan.xz > /tmp/t/plan; chmod +x /tmp/t/plan
 export NX_VULKAN_CACHE_DIR=/tmp/nxvk-cache
 for re in 1 0; do
-  (cd native/engine && NX_VULKAN_ROW_REDUCTION=$re timeout 90 /tmp/t/plan row_kernels_device_time --ignored --nocapture 2>&1 | grep ROWBENCH) > "$OUT/rows_row_extreme_$re.txt"
-  echo "row extreme $re:"; cut -c1-150 "$OUT/rows_row_extreme_$re.txt"
+  (cd native/engine && NX_VULKAN_ROW_REDUCTION=$re timeout 90 /tmp/t/plan row_kernels_device_time --ignored --nocapture 2>&1 | grep ROWBENCH) > "$OUT/rows_row_reduction_$re.txt"
+  echo "row reduction $re:"; cut -c1-150 "$OUT/rows_row_reduction_$re.txt"
 done
 echo "rows done at $SECONDS s"
 for r in 1 2; do
@@ -51,11 +51,11 @@ for l in open(sys.argv[1]):
         print("wide", j["wide"], j["round"], j["bench"], j["size"], j["median_us"], "torch", t, "ratio", round(t / j["median_us"], 2) if t else "")
 PY
 echo "ops done at $SECONDS s"
-for v in default wide_off row_extreme_off; do
+for v in default wide_off row_reduction_off; do
   case $v in
     default) env_v="" ; reps=20 ;;
     wide_off) env_v="NX_VULKAN_WIDE_MIN=0" ; reps=10 ;;
-    row_extreme_off) env_v="NX_VULKAN_ROW_REDUCTION=0" ; reps=10 ;;
+    row_reduction_off) env_v="NX_VULKAN_ROW_REDUCTION=0" ; reps=10 ;;
   esac
   env $env_v REPS=$reps ERL_LIBS=/tmp/gbeam timeout 150 elixir bench/compiler_bench.exs 2>> "$OUT/compiler.err" | sed "s/^{/{\"variant\": \"$v\", /" >> "$OUT/compiler.jsonl"
   echo "compiler ($v) done at $SECONDS s"
