@@ -268,19 +268,39 @@ pub(crate) fn wide_min_from_env() -> usize {
     }
 }
 
-/// Whether a kernel over these streams can take four elements per invocation: the output and
-/// every input read element by element are contiguous 32-bit words at offsets that are
-/// multiples of four (16-byte loads and stores; buffers start 16-byte aligned), and the other
-/// inputs are one element broadcast (read once per invocation, any type).
+/// Whether a kernel over these streams can take four elements per invocation: the outputs and
+/// every input read element by element are contiguous 8-, 16- or 32-bit elements at offsets
+/// that are multiples of four (four elements are one aligned 4-, 8- or 16-byte word; buffers
+/// start 16-byte aligned), and the other inputs are one element broadcast (read once per
+/// invocation, any type).
 pub(crate) fn wide_eligible(out_types: &[DType], out_access: Access, out_offset: usize, inputs: &[(DType, Access, usize)]) -> bool {
+    let narrow = |t: &DType| matches!(t.bits(), 8 | 16 | 32);
     out_access == Access::Contiguous
         && out_offset % 4 == 0
-        && out_types.iter().all(|t| t.bits() == 32)
+        && out_types.iter().all(narrow)
         && inputs.iter().all(|(t, a, off)| match a {
             Access::Scalar => true,
-            Access::Contiguous => t.bits() == 32 && off % 4 == 0,
+            Access::Contiguous => narrow(t) && off % 4 == 0,
             Access::Strided => false,
         })
+}
+
+/// Four 16- or 8-bit elements to and from the word a wide kernel loads or stores (little
+/// endian: element k in bits 16k / 8k up).
+const WIDE_PACKING: &str = "\
+uvec4 nx_unpack16(uvec2 w) { return uvec4(w.x & 0xFFFFu, w.x >> 16, w.y & 0xFFFFu, w.y >> 16); }
+uvec4 nx_unpack8(uint w) { return uvec4(w & 0xFFu, (w >> 8) & 0xFFu, (w >> 16) & 0xFFu, w >> 24); }
+uvec2 nx_pack16(uvec4 v) { return uvec2((v.x & 0xFFFFu) | (v.y << 16), (v.z & 0xFFFFu) | (v.w << 16)); }
+uint nx_pack8(uvec4 v) { return (v.x & 0xFFu) | ((v.y & 0xFFu) << 8) | ((v.z & 0xFFu) << 16) | (v.w << 24); }
+";
+
+/// The buffer reference type a wide kernel reads four elements of type `t` through.
+fn quad_buf(t: DType) -> &'static str {
+    match t.bits() {
+        32 => "BufQ32",
+        16 => "BufQ16",
+        _ => "BufQ8",
+    }
 }
 
 /// The kernel for `outputs` over `inputs`; `wide` (only where [`wide_eligible`]): four
@@ -297,7 +317,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         let v = g.node(e)?;
         let enc = g.enc(t, &v);
         if wide {
-            writeln!(stores, "            nx_o{o}[k] = {enc};").unwrap();
+            writeln!(stores, "            nx_o{o}[k] = uint({enc});").unwrap();
         } else {
             writeln!(stores, "        out{o}.v[oi] = {enc};").unwrap();
         }
@@ -309,7 +329,11 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     let decode_calls: String = inputs.iter().map(|(t, _)| g.dec(*t, "r")).collect();
     src.push_str(&libraries(&format!("{}{stores}{decode_calls}", g.body)));
     if wide {
+        // four elements of 32, 16 and 8 bits as one 16-, 8- and 4-byte word
         src.push_str("layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufQ32 { uvec4 v[]; };\n");
+        src.push_str("layout(buffer_reference, std430, buffer_reference_align = 8) buffer BufQ16 { uvec2 v[]; };\n");
+        src.push_str("layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufQ8 { uint v[]; };\n");
+        src.push_str(WIDE_PACKING);
     }
     src.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
     writeln!(src, "    ParamsI32 meta = ParamsI32(pc.params + {}ul);", n_addr * 8).unwrap();
@@ -338,7 +362,8 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         let t = buf_type(e.dtype(&in_types)?);
         writeln!(src, "    {t} out{o} = {t}(ParamsU64(pc.params).v[{o}]);").unwrap();
         if wide {
-            writeln!(src, "    BufQ32 out{o}q = BufQ32(ParamsU64(pc.params).v[{o}]);").unwrap();
+            let q = quad_buf(e.dtype(&in_types)?);
+            writeln!(src, "    {q} out{o}q = {q}(ParamsU64(pc.params).v[{o}]);").unwrap();
         }
     }
     let used: Vec<bool> = (0..inputs.len())
@@ -349,14 +374,16 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
             let b = buf_type(*t);
             writeln!(src, "    {b} in{j} = {b}(ParamsU64(pc.params).v[{}]);", outputs.len() + j).unwrap();
             if wide && *access == Access::Contiguous {
-                writeln!(src, "    BufQ32 in{j}q = BufQ32(ParamsU64(pc.params).v[{}]);", outputs.len() + j).unwrap();
+                let q = quad_buf(*t);
+                writeln!(src, "    {q} in{j}q = {q}(ParamsU64(pc.params).v[{}]);", outputs.len() + j).unwrap();
             }
         }
     }
     if wide {
         let needs_coords = g.used_coords;
         let fast = if math == FloatMath::Exact { f32_fast_path(outputs, inputs, "nx_o0[k]") } else { None };
-        wide_loop(&mut src, outputs.len(), inputs, &used, rank, needs_coords, fast, &g, &stores);
+        let out_types = outputs.iter().map(|e| e.dtype(&in_types)).collect::<Result<Vec<_>>>()?;
+        wide_loop(&mut src, &out_types, inputs, &used, rank, needs_coords, fast, &g, &stores);
         if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
             eprintln!("// ---- {key}\n{}", &src[src.find("layout(local_size_x").unwrap_or(0)..]);
         }
@@ -488,13 +515,14 @@ pub(crate) fn libraries(body: &str) -> String {
 }
 
 /// The main loop of a wide kernel ([`generate`]): invocation `q` takes elements 4q .. 4q + 3,
-/// loading each contiguous input as one 16-byte word (a partial last group reads its elements
-/// one by one, clamped to the last, and stores only those that exist), a broadcast input once;
-/// then runs the per-element statements four times and stores each output as one 16-byte
+/// loading each contiguous input as one word of four elements (a partial last group reads its
+/// elements one by one, clamped to the last, and stores only those that exist), a broadcast
+/// input once; then runs the per-element statements four times and stores each output as one
 /// word. The per-element statements are those of the one-element kernel, so the results are
 /// its bits.
 #[allow(clippy::too_many_arguments)]
-fn wide_loop(src: &mut String, n_out: usize, inputs: &[(DType, Access)], used: &[bool], rank: usize, needs_coords: bool, fast: Option<String>, g: &Gen<'_>, stores: &str) {
+fn wide_loop(src: &mut String, out_types: &[DType], inputs: &[(DType, Access)], used: &[bool], rank: usize, needs_coords: bool, fast: Option<String>, g: &Gen<'_>, stores: &str) {
+    let n_out = out_types.len();
     let n_index = 2 * rank + 1 + inputs.len() * (rank + 1);
     writeln!(src, "    uint n = uint(meta.v[{n_index}]);").unwrap();
     src.push_str("    uint step = gl_NumWorkGroups.x * 256u;\n");
@@ -506,9 +534,16 @@ fn wide_loop(src: &mut String, n_out: usize, inputs: &[(DType, Access)], used: &
         }
         match access {
             Access::Contiguous => {
+                // the four elements' stored bits, one per component
                 writeln!(src, "        uvec4 nx_q{j};").unwrap();
-                writeln!(src, "        if (nx_full) nx_q{j} = in{j}q.v[(off{j} >> 2) + int(q)];").unwrap();
-                writeln!(src, "        else for (uint k = 0u; k < 4u; k++) nx_q{j}[k] = in{j}.v[off{j} + int(min(4u * q + k, n - 1u))];").unwrap();
+                let word = format!("in{j}q.v[(off{j} >> 2) + int(q)]");
+                let unpack = match t.bits() {
+                    32 => word,
+                    16 => format!("nx_unpack16({word})"),
+                    _ => format!("nx_unpack8({word})"),
+                };
+                writeln!(src, "        if (nx_full) nx_q{j} = {unpack};").unwrap();
+                writeln!(src, "        else for (uint k = 0u; k < 4u; k++) nx_q{j}[k] = uint(in{j}.v[off{j} + int(min(4u * q + k, n - 1u))]);").unwrap();
             }
             _ => writeln!(src, "        {} nx_s{j} = in{j}.v[off{j}];", storage_type(*t)).unwrap(),
         }
@@ -529,7 +564,7 @@ fn wide_loop(src: &mut String, n_out: usize, inputs: &[(DType, Access)], used: &
         if !used[j] {
             continue;
         }
-        let from = if *access == Access::Contiguous { format!("nx_q{j}[k]") } else { format!("nx_s{j}") };
+        let from = if *access == Access::Contiguous { format!("{}(nx_q{j}[k])", storage_type(*t)) } else { format!("nx_s{j}") };
         writeln!(src, "            {} nx_raw{j}_ = {from};", storage_type(*t)).unwrap();
         writeln!(decodes, "            {} x{j}_ = {};", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))).unwrap();
     }
@@ -540,9 +575,14 @@ fn wide_loop(src: &mut String, n_out: usize, inputs: &[(DType, Access)], used: &
     src.push_str(&g.body);
     src.push_str(stores);
     src.push_str("        }\n");
-    for o in 0..n_out {
-        writeln!(src, "        if (nx_full) out{o}q.v[(ooff >> 2) + int(q)] = nx_o{o};").unwrap();
-        writeln!(src, "        else for (uint k = 0u; 4u * q + k < n; k++) out{o}.v[ooff + int(4u * q + k)] = nx_o{o}[k];").unwrap();
+    for (o, t) in out_types.iter().enumerate() {
+        let packed = match t.bits() {
+            32 => format!("nx_o{o}"),
+            16 => format!("nx_pack16(nx_o{o})"),
+            _ => format!("nx_pack8(nx_o{o})"),
+        };
+        writeln!(src, "        if (nx_full) out{o}q.v[(ooff >> 2) + int(q)] = {packed};").unwrap();
+        writeln!(src, "        else for (uint k = 0u; 4u * q + k < n; k++) out{o}.v[ooff + int(4u * q + k)] = {}(nx_o{o}[k]);", storage_type(*t)).unwrap();
     }
     src.push_str("    }\n}\n");
 }

@@ -570,11 +570,12 @@ fn vec4_cases(ctx: &Context) {
 
 /// Four elements per invocation (`Context::wide_elementwise_min`, the ` x4` kernels): the same
 /// bits as the one-element kernel for every size's tail (1, 3, 4, 5, 4097, 4099 elements),
-/// f32/s32/u32 streams, a broadcast element of another type, flat and per-axis iota, several
-/// outputs, both float maths; the exact f32 add with a broadcast operand (its native fast path
-/// returns from inside the four-element loop) against the CPU model too. Whether a kernel ran
-/// wide is read from the profile's kernel names: an offset that is not a multiple of four, an
-/// f16 stream or a transposed view must not.
+/// 32-, 16- and 8-bit streams (f32, s32, u32, f16, bf16, s16, u8, s8; packed four to a word),
+/// a broadcast element of another type, flat and per-axis iota, several outputs, comparisons
+/// into u8, both float maths; the exact f32 add with a broadcast operand (its native fast path
+/// returns from inside the four-element loop) and the f32 -> bf16 / s8 conversions against the
+/// CPU model too. Whether a kernel ran wide is read from the profile's kernel names: an offset
+/// that is not a multiple of four, a 64-bit stream or a transposed view must not.
 #[test]
 fn wide_kernels_give_the_one_element_kernels_bits() {
     use std::sync::atomic::Ordering::Relaxed;
@@ -600,10 +601,20 @@ fn wide_kernels_give_the_one_element_kernels_bits() {
             let v = bin(BinaryOp::Add, bin(BinaryOp::Multiply, xi, yi, t), Expr::Iota { axis: None, dtype: t }, t);
             bin(BinaryOp::BitwiseXor, v, Expr::Iota { axis: Some(1), dtype: t }, t)
         };
+        // the 16- and 8-bit streams: x and y converted, combined, compared
+        let narrow = |t: DType| {
+            let v = bin(BinaryOp::Multiply, Expr::convert(x(), t), Expr::convert(y(), t), t);
+            bin(BinaryOp::Subtract, v, Expr::convert(s(), t), t)
+        };
         let cases: Vec<(&str, Vec<Expr>)> = vec![
             ("chain", vec![chain.clone()]),
             ("chain + s32 + u32", vec![chain, ints(S32), ints(U32)]),
             ("add", vec![bin(BinaryOp::Add, x(), Expr::convert(s(), F32), F32)]),
+            ("f16 bf16 s16", vec![narrow(F16), narrow(BF16), narrow(S16)]),
+            ("u8 s8 greater", vec![narrow(U8), narrow(S8), bin(BinaryOp::Greater, x(), y(), U8)]),
+            ("to bf16 s8", vec![Expr::convert(x(), BF16), Expr::convert(x(), S8)]),
+            // contiguous 16- and 8-bit inputs (unpacked from one word)
+            ("f16 s8 in", vec![bin(BinaryOp::Add, Expr::Input(3), Expr::convert(Expr::Input(4), F16), F16), bin(BinaryOp::Multiply, Expr::Input(4), Expr::Input(4), S8)]),
         ];
         for n in [1usize, 3, 4, 5, 4097, 4099] {
             let shape = [n, 1];
@@ -612,12 +623,15 @@ fn wide_kernels_give_the_one_element_kernels_bits() {
             let xt = upload(ctx, F32, &shape, &xs);
             let yt = upload(ctx, F32, &shape, &ys);
             let st = upload(ctx, F16, &[1, 1], &sv).broadcast_to(&shape).unwrap();
+            let (hs, bs) = (random_values(F16, n, &mut rng), random_values(S8, n, &mut rng));
+            let ht = upload(ctx, F16, &shape, &hs);
+            let bt = upload(ctx, S8, &shape, &bs);
             for (name, exprs) in &cases {
                 for math in [FloatMath::Exact, FloatMath::Fast] {
                     let run = |min: usize| {
                         ctx.wide_elementwise_min.store(min, Relaxed);
                         ctx.stream.profile_start().unwrap();
-                        let outs = ctx.map_multi_with(math, exprs, &[&xt, &yt, &st], &shape).unwrap();
+                        let outs = ctx.map_multi_with(math, exprs, &[&xt, &yt, &st, &ht, &bt], &shape).unwrap();
                         let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
                         (outs.iter().map(|o| download(ctx, o)).collect::<Vec<_>>(), kernels)
                     };
@@ -636,17 +650,29 @@ fn wide_kernels_give_the_one_element_kernels_bits() {
                             assert_eq!(wide[0][i], want, "add {n}: x {:#x} + s {:#x}", xs[i], sv[0]);
                         }
                     }
+                    if *name == "f16 s8 in" && math == FloatMath::Exact {
+                        for i in 0..n {
+                            let want = write(S8, ref_binary(BinaryOp::Multiply, read(S8, bs[i]), read(S8, bs[i])));
+                            assert_eq!(wide[1][i], want, "s8 {n}: b {:#x}", bs[i]);
+                        }
+                    }
+                    if *name == "to bf16 s8" && math == FloatMath::Exact {
+                        for i in 0..n {
+                            assert_eq!(wide[0][i], write(BF16, read(F32, xs[i])), "bf16 {n}: x {:#x}", xs[i]);
+                            assert_eq!(wide[1][i], write(S8, read(F32, xs[i])), "s8 {n}: x {:#x}", xs[i]);
+                        }
+                    }
                 }
             }
         }
-        // not wide: an offset that is not a multiple of four, an f16 stream, a transposed view
+        // not wide: an offset that is not a multiple of four, a 64-bit stream, a transposed view
         let n = 4099;
         let xs = random_values(F32, n + 1, &mut rng);
         let xt = upload(ctx, F32, &[n + 1], &xs);
-        let h = upload(ctx, F16, &[n], &random_values(F16, n, &mut rng));
+        let h = upload(ctx, F64, &[n], &random_values(F64, n, &mut rng));
         let m = upload(ctx, F32, &[64, 64], &random_values(F32, 4096, &mut rng)).transpose(&[1, 0]).unwrap();
         ctx.wide_elementwise_min.store(1, Relaxed);
-        for (what, input, shape) in [("offset 1", xt.slice(&[1], &[n], &[1]).unwrap(), vec![n]), ("f16", h, vec![n]), ("transposed", m, vec![64, 64])] {
+        for (what, input, shape) in [("offset 1", xt.slice(&[1], &[n], &[1]).unwrap(), vec![n]), ("f64", h, vec![n]), ("transposed", m, vec![64, 64])] {
             let e = Expr::convert(un(UnaryOp::Abs, x(), input.dtype()), F32);
             ctx.stream.profile_start().unwrap();
             let _ = ctx.map_multi_with(FloatMath::Exact, &[e], &[&input], &shape).unwrap();
