@@ -255,8 +255,9 @@ pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usi
 /// per invocation: 2^20, where a GPU still gets about a quarter million invocations (an H200
 /// holds 270 K resident) — fewer, and the kernel is latency-bound, where four serial elements
 /// per invocation would only lengthen it. Four wide, the f32 add went from 0.76× to 0.91×
-/// PyTorch's bandwidth (stop 5, `vec4_f32.glsl`): more bytes in flight per invocation, and
-/// four independent chains of a long fused expression for the scheduler to interleave.
+/// PyTorch's bandwidth on the H200 (`vec4_f32.glsl`; bench/README.md, 2026-11-29): more bytes
+/// in flight per invocation, and four independent chains of a long fused expression for the
+/// scheduler to interleave.
 pub const WIDE_MIN_ELEMENTS: usize = 1 << 20;
 
 /// [`WIDE_MIN_ELEMENTS`], or `NX_VULKAN_WIDE_MIN` where set (0: never wide; measurements).
