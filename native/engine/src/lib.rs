@@ -136,11 +136,11 @@ pub struct Context {
     /// tile). Tests set the GPU's value on lavapipe to reach every tile.
     #[doc(hidden)]
     pub linear_min_groups: std::sync::atomic::AtomicUsize,
-    /// Elements from which an elementwise kernel whose streams are all contiguous 32-bit words
-    /// (or one element broadcast) takes four elements per invocation with 16-byte loads and
-    /// stores ([`elementwise::WIDE_MIN_ELEMENTS`]; `NX_VULKAN_WIDE_MIN` overrides it, 0 turns
-    /// the wide kernels off). Same code per element, same bits; tests lower it to reach every
-    /// size and tail.
+    /// Elements from which an elementwise kernel whose streams are all contiguous 8-, 16- or
+    /// 32-bit elements (or one element broadcast) takes four elements per invocation, each
+    /// stream's four as one load or store ([`elementwise::WIDE_MIN_ELEMENTS`];
+    /// `NX_VULKAN_WIDE_MIN` overrides it, 0 turns the wide kernels off). Same code per
+    /// element, same bits; tests lower it to reach every size and tail.
     #[doc(hidden)]
     pub wide_elementwise_min: std::sync::atomic::AtomicUsize,
     pub(crate) stats: Arc<Counters>,

@@ -442,7 +442,8 @@ impl Context {
         }
         // Source is generated (and the expression type-checked) only the first time a key is
         // seen: a warm op costs a key and a hash lookup, not a page of GLSL.
-        // Four elements per invocation for big contiguous 32-bit work (the same bits).
+        // Four elements per invocation for big contiguous work of 8- to 32-bit elements (the
+        // same bits: `elementwise::wide_eligible`).
         let wide = n >= self.wide_elementwise_min.load(Relaxed) && {
             let out_types: Vec<DType> = outputs.iter().map(|t| t.dtype).collect();
             let ins: Vec<(DType, Access, usize)> = accesses.iter().zip(inputs).map(|((t, a), x)| (*t, *a, x.offset)).collect();

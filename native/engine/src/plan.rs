@@ -303,7 +303,9 @@ fn fuse_row_reductions(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
         let Step::Reduce { node: a, prologue: Expr::Input(0), inputs: a_inputs, epilogue, finish: None, pre: None } = &steps[ka] else { continue };
         let (a, x_in) = (*a, a_inputs[0]);
         let Some((op @ (ReduceOp::Max | ReduceOp::Min | ReduceOp::Sum), axes)) = axes_of(a) else { continue };
-        if !epilogue.is_empty() || a_inputs.len() != 1 || g.nodes[a].dtype != DType::F32 || g.nodes[x_in.node].dtype != DType::F32 {
+        // x read as it is (varying along the rows), f32 in and out
+        let plain_x = !x_in.broadcast && !x_in.kept && g.nodes[x_in.node].dtype == DType::F32;
+        if !epilogue.is_empty() || a_inputs.len() != 1 || g.nodes[a].dtype != DType::F32 || !plain_x {
             continue;
         }
         // the first later step reading it must be the reduction taking it
@@ -316,9 +318,45 @@ fn fuse_row_reductions(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
         if !same_rows || !reads_input(prologue, jx) || !reads_input(prologue, jm) || !row_reduction_fits(shape, &axes, g.nodes[*b].dtype)? {
             continue;
         }
-        let pre = (RowReduction { of: jx, into: jm, op }, a);
-        let Step::Reduce { pre: slot, .. } = &mut steps[kb] else { unreachable!() };
-        *slot = Some(pre);
+        // Every view of the row reduction in B (the prologue's, a finish's at the kept
+        // positions) must be constant along the rows — the kept shape broadcast back — so that
+        // all of them are the one value the kernel computes: they become input jm (the kernel
+        // writes the tensor, so none may be read from memory there).
+        let row_view = |k: &KernelInput| k.kept || (k.broadcast && g.nodes[a].shape.len() == shape.len());
+        if !inputs.iter().filter(|k| k.node == a).all(row_view) {
+            continue;
+        }
+        let Step::Reduce { inputs, prologue, epilogue, finish, pre: slot, .. } = &mut steps[kb] else { unreachable!() };
+        let n = inputs.len();
+        let keep: Vec<bool> = inputs.iter().enumerate().map(|(j, k)| j == jm || k.node != a).collect();
+        let new_index: Vec<usize> = keep.iter().scan(0, |next, &k| {
+            let i = *next;
+            *next += k as usize;
+            Some(i)
+        }).collect();
+        let kept_n = keep.iter().filter(|&&k| k).count();
+        let remap = |i: usize| {
+            if i >= n {
+                i - n + kept_n // the reduced value (and anything after it) moves down
+            } else if keep[i] {
+                new_index[i]
+            } else {
+                new_index[jm]
+            }
+        };
+        *prologue = remap_inputs(prologue, &remap);
+        for (e, _) in epilogue.iter_mut() {
+            *e = remap_inputs(e, &remap);
+        }
+        if let Some((e, _)) = finish {
+            *e = remap_inputs(e, &remap);
+        }
+        let mut j = 0;
+        inputs.retain(|_| {
+            j += 1;
+            keep[j - 1]
+        });
+        *slot = Some((RowReduction { of: new_index[jx], into: new_index[jm], op }, a));
         gone[ka] = true;
     }
     Ok(steps.into_iter().zip(gone).filter(|(_, g)| !g).map(|(s, _)| s).collect())

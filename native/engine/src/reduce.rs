@@ -579,11 +579,12 @@ impl Context {
         self.record_reduce_with_row_reduction(batch, math, r, finish, None)
     }
 
-    /// [`Context::record_reduce_finished_with`] with, where given, the row extreme `pre`
+    /// [`Context::record_reduce_finished_with`] with, where given, the row reduction `pre`
     /// computed in the same kernel ([`RowReduction`]; the kernel writes it into input
     /// `pre.into`'s tensor). An error where the reduction does not read whole rows
-    /// ([`row_reduction_fits`]), is an arg-reduction, or `pre` names inputs that are not f32,
-    /// not both read by the prologue, or `into` varies along the reduced axes.
+    /// ([`row_reduction_fits`]), is an arg-reduction, or `pre` is not a max, min or sum or
+    /// names inputs that are not f32, not both read by the prologue, or `into` varies along
+    /// the reduced axes.
     pub fn record_reduce_with_row_reduction(&self, batch: &mut Batch<'_>, math: FloatMath, r: &FusedReduce<'_>, finish: Option<&Finish>, pre: Option<RowReduction>) -> Result<()> {
         let FusedReduce { op, prologue, inputs, shape, axes, out, epilogue } = r;
         let (out, op, shape, axes) = (*out, *op, shape.as_slice(), axes.as_slice());
@@ -1453,9 +1454,10 @@ impl Spec {
                 _ => writeln!(s, "        uint rc{u} = uint(b{u});").unwrap(),
             }
         }
-        // A row extreme (`RowReduction`): every candidate is loaded first, the extreme of
-        // input `of`'s over the row folded (in any order: see `RowReduction`) and written as the
-        // plain reduction writes it; it is then the replaced input's row-constant value.
+        // A row reduction (`RowReduction`): every candidate is loaded first, input `of`'s row
+        // folded (an extreme in any order, a sum in the plain kernel's pairs: see
+        // `RowReduction`) and written as the plain reduction writes it; it is then the replaced
+        // input's row-constant value.
         let per = LOCAL as usize / lanes;
         let rk = self.row_k as usize;
         let load_candidates = |s: &mut String| {

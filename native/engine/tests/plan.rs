@@ -315,6 +315,56 @@ fn layernorm_graph(t: DType, rows: usize, cols: usize) -> G {
     b
 }
 
+/// A row reduction moved into the next kernel (`RowReduction`) is computed there, never read
+/// from its tensor: before each fused run, buffers of its size filled with a NaN sentinel go
+/// back to the pool (so the plan's fresh tensor is likely one of them), and logsumexp — whose
+/// finish reads the max at the kept positions beside the prologue's broadcast view — softmax
+/// and layernorm still equal node-by-node evaluation bit for bit, the row reduction also
+/// returned as an output.
+#[test]
+fn row_reductions_are_computed_not_read() {
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(23);
+        let (rows, cols) = (48, 700);
+        // finite rows (a NaN anywhere in a row makes its results NaN whatever the max was)
+        let finite = |n: usize, rng: &mut Rng| (0..n).map(|_| write(F32, N::F(rng.range(-4000, 4000) as f64 / 1000.0))).collect::<Vec<_>>();
+        let x_in = [upload(ctx, F32, &[rows, cols], &finite(rows * cols, &mut rng))];
+        let mut graphs = vec![("softmax", softmax_graph(F32, rows, cols)), ("layernorm", layernorm_graph(F32, rows, cols))];
+        let mut b = G::default();
+        let x = b.param(F32, &[rows, cols]);
+        let (m, _, s) = max_exp_sum(&mut b, x);
+        let l = b.un(UnaryOp::Log, s);
+        let lse = b.bin(BinaryOp::Add, l, m);
+        b.out(lse);
+        b.out(m);
+        graphs.push(("logsumexp + max", b));
+        for (name, b) in &graphs {
+            let ins = if *name == "layernorm" {
+                vec![x_in[0].clone(), upload(ctx, F32, &[cols], &finite(cols, &mut rng)), upload(ctx, F32, &[cols], &finite(cols, &mut rng))]
+            } else {
+                x_in.to_vec()
+            };
+            for options in [PlanOptions::default(), FAST] {
+                let plan = Plan::new(b.g.clone(), options).unwrap();
+                assert_eq!(plan.summary().fused_row_reductions, 1, "{name}");
+                for _ in 0..3 {
+                    let junk: Vec<Tensor> = (0..4).map(|_| ctx.full(Scalar::F(f64::NAN), F32, &[rows, 1]).unwrap()).collect();
+                    ctx.synchronize().unwrap();
+                    drop(junk);
+                    ctx.synchronize().unwrap();
+                    let fused = plan.run(ctx, &ins).unwrap();
+                    let unfused = b.g.eval_unfused_with(ctx, &ins, options).unwrap();
+                    for (f, u) in fused.iter().zip(&unfused) {
+                        let (f, u) = (download(ctx, f), download(ctx, u));
+                        assert!(u.iter().all(|&v| read(F32, v).f().is_finite()), "{name}: finite results expected");
+                        assert_eq!(f, u, "{name} {options:?}");
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Softmax and layernorm over the last axis: two dispatches each (a reduction, then a
 /// reduction with its prologue and the normalised output as its epilogue), same bits as
 /// node by node — one where the first (softmax's and logsumexp's f32 max, layernorm's f32
