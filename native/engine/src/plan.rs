@@ -322,7 +322,7 @@ fn fuse_row_reductions(g: &Graph, mut steps: Vec<Step>) -> Result<Vec<Step>> {
         // positions) must be constant along the rows — the kept shape broadcast back — so that
         // all of them are the one value the kernel computes: they become input jm (the kernel
         // writes the tensor, so none may be read from memory there).
-        let row_view = |k: &KernelInput| k.kept || (k.broadcast && g.nodes[a].shape.len() == shape.len());
+        let row_view = |k: &KernelInput| k.kept || (k.broadcast && g.nodes[a].shape.len() == shape.len() && row_broadcast(&g.nodes[a].op, &g.nodes[a].shape, shape));
         if !inputs.iter().filter(|k| k.node == a).all(row_view) {
             continue;
         }
@@ -592,7 +592,18 @@ impl Plan {
                         epilogue: epilogue.iter().zip(&outs).map(|((e, _), t)| (e.clone(), t)).collect(),
                     };
                     let fin = finish.as_ref().map(|(e, _)| Finish { reduced: rn.dtype, expr: e.clone() });
-                    ctx.record_reduce_with_row_reduction(&mut batch, self.options.math, &r, fin.as_ref(), pre.map(|(p, _)| p))?;
+                    // A row reduction folds x in this kernel only where x varies along the rows
+                    // (a parameter or a broadcast node bound as a stride-0 view does not): else
+                    // its own kernel first, as before the fusion.
+                    let fold_in = match *pre {
+                        Some((p, a)) if !ins[p.of].strides.iter().zip(&ins[p.of].shape).enumerate().any(|(d, (st, n))| r.axes.contains(&d) && *n > 1 && *st != 0) => {
+                            let PlanOp::Reduce { op, axes } = &g.nodes[a].op else { return Err(invalid!("plan bug: row reduction of {:?}", g.nodes[a].op)) };
+                            ctx.record_reduce(&mut batch, *op, &ins[p.of], axes, value(&vals, a)?)?;
+                            None
+                        }
+                        other => other.map(|(p, _)| p),
+                    };
+                    ctx.record_reduce_with_row_reduction(&mut batch, self.options.math, &r, fin.as_ref(), fold_in)?;
                     vals[stored] = Some(out.clone());
                     for ((_, e), t) in epilogue.iter().zip(&outs) {
                         vals[*e] = Some(t.clone());

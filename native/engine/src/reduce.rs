@@ -1457,7 +1457,8 @@ impl Spec {
         // A row reduction (`RowReduction`): every candidate is loaded first, input `of`'s row
         // folded (an extreme in any order, a sum in the plain kernel's pairs: see
         // `RowReduction`) and written as the plain reduction writes it; it is then the replaced
-        // input's row-constant value.
+        // input's row-constant value. Every invocation reads s_ps[0] / s_pm[0] before the main
+        // tree's first barrier, which the next row's writes to them come after.
         let per = LOCAL as usize / lanes;
         let rk = self.row_k as usize;
         let load_candidates = |s: &mut String| {

@@ -320,7 +320,8 @@ fn layernorm_graph(t: DType, rows: usize, cols: usize) -> G {
 /// back to the pool (so the plan's fresh tensor is likely one of them), and logsumexp — whose
 /// finish reads the max at the kept positions beside the prologue's broadcast view — softmax
 /// and layernorm still equal node-by-node evaluation bit for bit, the row reduction also
-/// returned as an output.
+/// returned as an output. A parameter bound as a view constant along the rows makes the row
+/// reduction its own kernel again (it cannot be folded from that view), with the same results.
 #[test]
 fn row_reductions_are_computed_not_read() {
     on_engine_alone(|ctx| {
@@ -362,6 +363,16 @@ fn row_reductions_are_computed_not_read() {
                 }
             }
         }
+        // x bound as a view constant along the rows (a column broadcast): the row reduction
+        // cannot be folded from it in the next kernel, so it runs first, as its own kernel
+        let col = upload(ctx, F32, &[rows, 1], &finite(rows, &mut rng)).broadcast_to(&[rows, cols]).unwrap();
+        let b = &graphs[0].1;
+        let plan = Plan::new(b.g.clone(), PlanOptions::default()).unwrap();
+        let before = ctx.stats().dispatches;
+        let fused = plan.run(ctx, std::slice::from_ref(&col)).unwrap();
+        assert_eq!(ctx.stats().dispatches - before, 2, "softmax of a broadcast column");
+        let unfused = b.g.eval_unfused_with(ctx, std::slice::from_ref(&col), PlanOptions::default()).unwrap();
+        assert_eq!(download(ctx, &fused[0]), download(ctx, &unfused[0]), "softmax of a broadcast column");
     });
 }
 
