@@ -444,10 +444,13 @@ impl Context {
         // seen: a warm op costs a key and a hash lookup, not a page of GLSL.
         // Four elements per invocation for big contiguous work of 8- to 32-bit elements (the
         // same bits: `elementwise::wide_eligible`).
+        // (Buffers start 16-byte aligned; checked rather than assumed, since a misaligned
+        // 16-byte access would be undefined.)
         let wide = n >= self.wide_elementwise_min.load(Relaxed) && {
             let out_types: Vec<DType> = outputs.iter().map(|t| t.dtype).collect();
             let ins: Vec<(DType, Access, usize)> = accesses.iter().zip(inputs).map(|((t, a), x)| (*t, *a, x.offset)).collect();
-            wide_eligible(&out_types, out_access, out_offset, &ins)
+            let aligned = outputs.iter().chain(inputs.iter()).all(|t| t.buffer.address() % 16 == 0);
+            aligned && wide_eligible(&out_types, out_access, out_offset, &ins)
         };
         let key = kernel_key(exprs, &accesses, rank, out_access, math, wide);
         let kernel = match self.kernels.cached(&key) {
