@@ -1215,10 +1215,7 @@ impl Spec {
             Comb::Extreme { max, .. } => extreme_identity(in_t, max),
         };
         if self.bits_extreme() {
-            // NaN by its bits; the order key: negative values' bits reversed below the
-            // positives', both zeros one key
-            s.push_str("bool acc_isnan(ACC v) { return (v & 0x7FFFFFFFu) > 0x7F800000u; }\n");
-            s.push_str("uint acc_key(ACC v) { return (v & 0x7FFFFFFFu) == 0u ? 0x80000000u : ((v & 0x80000000u) != 0u ? ~v : (v | 0x80000000u)); }\n");
+            s.push_str(&f32_order_fns("acc", "ACC"));
         } else if matches!(self.comb, Comb::Extreme { .. }) && in_t.is_float() {
             s.push_str("bool acc_isnan(ACC v) { return nx_isnan(v); }\n");
         }
@@ -1238,25 +1235,7 @@ impl Spec {
             }
             Comb::All => s.push_str("    av = (av != 0ul && bv != 0ul) ? 1ul : 0ul;\n"),
             Comb::Any => s.push_str("    av = (av != 0ul || bv != 0ul) ? 1ul : 0ul;\n"),
-            Comb::Extreme { max, high, arg } => {
-                let gt = if max { ">" } else { "<" };
-                let tie = if high { "bi > ai" } else { "bi < ai" };
-                s.push_str("    if (bi == NONE) return;\n    bool take;\n    if (ai == NONE) take = true;\n");
-                if in_t.is_float() && arg {
-                    // Candidates are all NaN or all non-NaN (see `nan_seed`), and `av` is a
-                    // candidate here (`ai != NONE`): NaN candidates tie, and testing `bv` alone
-                    // decides whether both are NaN.
-                    writeln!(s, "    else if (acc_isnan(bv)) take = {tie};").unwrap();
-                } else if in_t.is_float() {
-                    s.push_str("    else if (acc_isnan(av) || acc_isnan(bv)) take = acc_isnan(bv) && (!acc_isnan(av) || bi < ai);\n");
-                }
-                if self.bits_extreme() {
-                    writeln!(s, "    else if (acc_key(bv) == acc_key(av)) take = {tie};\n    else take = acc_key(bv) {gt} acc_key(av);").unwrap();
-                } else {
-                    writeln!(s, "    else if (bv == av) take = {tie};\n    else take = bv {gt} av;").unwrap();
-                }
-                s.push_str("    if (take) { av = bv; ai = bi; }\n");
-            }
+            Comb::Extreme { max, high, arg } => s.push_str(&extreme_comb_body("acc", max, high, arg, in_t.is_float(), self.bits_extreme())),
         }
         s.push_str("}\n");
         if self.seq_fold() {
@@ -1365,12 +1344,10 @@ impl Spec {
             // The row extreme's fold: the plain f32 max/min's `comb` (bits_extreme, ties and
             // NaNs by index), on the stored bits.
             writeln!(s, "shared uint s_pm[{lanes}];\nshared uint s_pmi[{lanes}];").unwrap();
-            s.push_str("bool pre_isnan(uint v) { return (v & 0x7FFFFFFFu) > 0x7F800000u; }\n");
-            s.push_str("uint pre_key(uint v) { return (v & 0x7FFFFFFFu) == 0u ? 0x80000000u : ((v & 0x80000000u) != 0u ? ~v : (v | 0x80000000u)); }\n");
-            s.push_str("void pre_comb(inout uint av, inout uint ai, uint bv, uint bi) {\n    if (bi == NONE) return;\n    bool take;\n    if (ai == NONE) take = true;\n");
-            s.push_str("    else if (pre_isnan(av) || pre_isnan(bv)) take = pre_isnan(bv) && (!pre_isnan(av) || bi < ai);\n");
-            writeln!(s, "    else if (pre_key(bv) == pre_key(av)) take = bi < ai;\n    else take = pre_key(bv) {} pre_key(av);", if max { ">" } else { "<" }).unwrap();
-            s.push_str("    if (take) { av = bv; ai = bi; }\n}\n");
+            s.push_str(&f32_order_fns("pre", "uint"));
+            s.push_str("void pre_comb(inout uint av, inout uint ai, uint bv, uint bi) {\n");
+            s.push_str(&extreme_comb_body("pre", max, false, false, true, true));
+            s.push_str("}\n");
         }
         writeln!(s, "layout(local_size_x = {lanes}) in;\nvoid main() {{").unwrap();
         let ns = self.streams.len();
@@ -1766,6 +1743,38 @@ impl Spec {
         let all: Vec<usize> = exprs.iter().flat_map(|e| self.streams_of(e)).collect();
         (0..self.streams.len()).filter(|u| all.contains(u)).collect()
     }
+}
+
+/// `{p}_isnan` and `{p}_key` over f32 stored bits held as `ty`: NaN by its bits, and the order
+/// key — negative values' bits reversed below the positives', both zeros one key.
+fn f32_order_fns(p: &str, ty: &str) -> String {
+    format!(
+        "bool {p}_isnan({ty} v) {{ return (v & 0x7FFFFFFFu) > 0x7F800000u; }}\n\
+         uint {p}_key({ty} v) {{ return (v & 0x7FFFFFFFu) == 0u ? 0x80000000u : ((v & 0x80000000u) != 0u ? ~v : (v | 0x80000000u)); }}\n"
+    )
+}
+
+/// The body of a max/min `comb(av, ai, bv, bi)`: take `bv` when it beats `av` (NaN first, ties
+/// to the lower index, or the higher with `high`), through `{p}_isnan` for floats and
+/// `{p}_key` where values are compared by their f32 bits (`bits`).
+fn extreme_comb_body(p: &str, max: bool, high: bool, arg: bool, float: bool, bits: bool) -> String {
+    let gt = if max { ">" } else { "<" };
+    let tie = if high { "bi > ai" } else { "bi < ai" };
+    let mut s = String::from("    if (bi == NONE) return;\n    bool take;\n    if (ai == NONE) take = true;\n");
+    if float && arg {
+        // Candidates are all NaN or all non-NaN (see `nan_seed`), and `av` is a candidate here
+        // (`ai != NONE`): NaN candidates tie, and testing `bv` alone decides whether both are NaN.
+        writeln!(s, "    else if ({p}_isnan(bv)) take = {tie};").unwrap();
+    } else if float {
+        writeln!(s, "    else if ({p}_isnan(av) || {p}_isnan(bv)) take = {p}_isnan(bv) && (!{p}_isnan(av) || bi < ai);").unwrap();
+    }
+    if bits {
+        writeln!(s, "    else if ({p}_key(bv) == {p}_key(av)) take = {tie};\n    else take = {p}_key(bv) {gt} {p}_key(av);").unwrap();
+    } else {
+        writeln!(s, "    else if (bv == av) take = {tie};\n    else take = bv {gt} av;").unwrap();
+    }
+    s.push_str("    if (take) { av = bv; ai = bi; }\n");
+    s
 }
 
 /// Whether input `j` is read through a stream constant along the reduced axes.
