@@ -36,20 +36,6 @@ for r in 1 2; do
   done
 done
 python3 bench/torch_ops.py --sizes 1048576,16777216 --dots 1024 --reps 30 > "$OUT/torch_ops.jsonl" 2> "$OUT/torch_ops.err"
-python3 - "$OUT/ops.jsonl" "$OUT/torch_ops.jsonl" <<'PY'
-import json, sys
-torch = {}
-for l in open(sys.argv[2]):
-    if l.startswith("{"):
-        j = json.loads(l); torch[(j["bench"], j["size"])] = j["median_us"]
-for l in open(sys.argv[1]):
-    if not l.startswith("{"): continue
-    j = json.loads(l)
-    if j["bench"] in ("exp", "log", "tanh", "sigmoid", "erf", "add", "dot_exact", "dot_f64", "conv2d"):
-        # the exact f32 dot and conv sum in f64: PyTorch's fp64 GEMM / conv is their peer
-        peer = {"dot_exact": "dot_f64", "conv2d": "conv2d_f64"}.get(j["bench"], j["bench"])
-        t = torch.get((peer, j["size"]))
-        print(j["build"], j["round"], j["bench"], j["size"], j["median_us"], "torch", t, "ratio", round(t / j["median_us"], 2) if t else "")
-PY
+python3 bench/compare_op_variants.py "$OUT/ops.jsonl" "$OUT/torch_ops.jsonl" build,round exp,log,tanh,sigmoid,erf,add,dot_exact,dot_f64,conv2d
 cd "$OUT" && tar -czf /tmp/x.tgz . && rm -rf "$OUT"/* && mv /tmp/x.tgz "$OUT/"
 echo "all done at $SECONDS s"

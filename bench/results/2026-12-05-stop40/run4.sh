@@ -37,19 +37,7 @@ for r in 1 2; do
   done
 done
 unset NX_VULKAN_WIDE_MIN
-python3 - "$OUT/ops.jsonl" "$OUT/torch_ops.jsonl" <<'PY' | tee "$OUT/ops_ratios.txt"
-import json, sys
-torch = {}
-for l in open(sys.argv[2]):
-    if l.startswith("{"):
-        j = json.loads(l); torch[(j["bench"], j["size"])] = j["median_us"]
-for l in open(sys.argv[1]):
-    if not l.startswith("{"): continue
-    j = json.loads(l)
-    if j["bench"] in ("exp", "log", "tanh", "sigmoid", "erf", "add", "sum"):
-        t = torch.get((j["bench"], j["size"]))
-        print("wide", j["wide"], j["round"], j["bench"], j["size"], j["median_us"], "torch", t, "ratio", round(t / j["median_us"], 2) if t else "")
-PY
+python3 bench/compare_op_variants.py "$OUT/ops.jsonl" "$OUT/torch_ops.jsonl" wide,round | tee "$OUT/ops_ratios.txt"
 echo "ops done at $SECONDS s"
 for v in default wide_off row_reduction_off; do
   case $v in

@@ -12,11 +12,5 @@ python3 bench/torch_compiler.py --reps 20 > "$OUT/torch_compiler.jsonl" 2> "$OUT
 python3 bench/torch_ops.py --sizes 1048576,16777216 --reps 30 > "$OUT/torch_ops.jsonl" 2> "$OUT/torch_ops.err"
 echo "peers done at $SECONDS s"
 source .gl/env.sh
-for t in unary_f32:"" elementwise:wide fused_reduce:row_reduction; do
-  name=${t%%:*}; filter=${t#*:}
-  xz -dc .gpurun/tests40/$name.xz > /tmp/t/$name; chmod +x /tmp/t/$name
-  (cd native/engine && timeout 150 /tmp/t/$name $filter --test-threads 4 2>&1 | tail -15) > "$OUT/test_$name.txt"
-  echo "$name $filter:"; grep -E "^test result|FAILED|panicked" "$OUT/test_$name.txt"
-done
-echo "tests done at $SECONDS s"
+source bench/results/2026-12-05-stop40/gpu-tests.sh
 OUT="$OUT" bash bench/results/2026-12-05-stop40/run4.sh

@@ -8,13 +8,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/t /tmp/gbeam
 python3 bench/torch_compiler.py --reps 10 > "$OUT/torch_compiler.jsonl" 2> "$OUT/torch_compiler.err"
 echo "peers done at $SECONDS s"
 source .gl/env.sh
-for t in unary_f32:"" elementwise:wide fused_reduce:row_reduction; do
-  name=${t%%:*}; filter=${t#*:}
-  xz -dc .gpurun/tests40/$name.xz > /tmp/t/$name; chmod +x /tmp/t/$name
-  (cd native/engine && timeout 120 /tmp/t/$name $filter --test-threads 4 2>&1 | tail -15) > "$OUT/test_$name.txt"
-  echo "$name $filter:"; grep -E "^test result|FAILED|panicked" "$OUT/test_$name.txt"
-done
-echo "tests done at $SECONDS s"
+source bench/results/2026-12-05-stop40/gpu-tests.sh
 tar -xzf .gpurun/beam-wide.tgz -C /tmp/gbeam
 export NX_VULKAN_CACHE_DIR=/tmp/nxvk-cache
 for v in default wide_off row_reduction_off; do
