@@ -105,6 +105,10 @@ enum Command {
         /// Element counts for --ops (default 1024,1048576,16777216).
         #[arg(long, value_delimiter = ',')]
         sizes: Option<Vec<usize>>,
+        /// Only these rows of --ops (bench names as printed, comma-separated: `cumsum,sum`);
+        /// the tiny-op rows, dots, conv2d and fft are skipped unless named.
+        #[arg(long, value_delimiter = ',')]
+        only: Option<Vec<String>>,
         /// A GGUF model instead: prefill (pp) and decode (tg) tok/s, aggregate decode with
         /// several sessions, and the bandwidth roofline (one JSON object).
         #[arg(long)]
@@ -171,7 +175,7 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
         Command::LlmGemmBench(args) => llm_gemm_bench::run(&*open(&device)?, &args),
         Command::Generate(args) => llm::generate(open(&device)?, args),
         Command::Chat(args) => llm::chat(open(&device)?, args),
-        Command::Bench { quick, elements, gemm, reps, ops, sizes, profile, model, kv_type, llm: llm_args } => {
+        Command::Bench { quick, elements, gemm, reps, ops, sizes, only, profile, model, kv_type, llm: llm_args } => {
             let ctx = open(&device)?;
             if profile {
                 ctx.stream.profile_start()?;
@@ -182,7 +186,7 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
             } else if ops {
                 let sizes = sizes.unwrap_or(if quick { vec![1 << 10, 1 << 16] } else { vec![1 << 10, 1 << 20, 1 << 24] });
                 let dots = gemm.unwrap_or(if quick { vec![128] } else { vec![1024, 4096] });
-                ops_bench::run(&ctx, &sizes, &dots, reps)?;
+                ops_bench::run(&ctx, &sizes, &dots, reps, only.as_deref())?;
             } else {
                 let elements = elements.unwrap_or(if quick { 4 << 20 } else { 256 << 20 });
                 let gemm = gemm.unwrap_or(if quick { vec![256] } else { vec![1024, 4096] });

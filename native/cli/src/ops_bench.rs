@@ -46,49 +46,59 @@ fn reps_for(elements: usize, reps: usize) -> usize {
     if elements >= 1 << 24 { reps.min(20) } else { reps }
 }
 
-pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize) -> Result<()> {
+/// The table's rows; `only` keeps the named ones (every row when `None`).
+pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize, only: Option<&[String]>) -> Result<()> {
+    let want = |name: &str| only.is_none_or(|names| names.iter().any(|n| n == name));
+    let row = |name: &str, n: usize, r: usize, f: &mut dyn FnMut() -> Result<f64>| -> Result<()> {
+        if want(name) {
+            emit(ctx, name, n, f()?, r);
+        }
+        Ok(())
+    };
     let f32t = DType::F32;
     // Per-op host cost: enqueue alone (no wait), and op + wait for it.
     let tiny = ctx.upload(f32t, &[4], &[0u8; 16])?;
-    for _ in 0..100 {
-        drop(ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?);
-    }
-    ctx.synchronize()?;
-    let mut enqueue = vec![];
-    for _ in 0..2000 {
-        let t0 = Instant::now();
-        let y = ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?;
-        enqueue.push(t0.elapsed().as_secs_f64());
-        drop(y);
-        if enqueue.len() % 100 == 0 {
-            ctx.synchronize()?;
+    if want("tiny_add_enqueue") || want("tiny_add_sync") || want("tiny_add_readback") {
+        for _ in 0..100 {
+            drop(ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?);
         }
+        ctx.synchronize()?;
+        let mut enqueue = vec![];
+        for _ in 0..2000 {
+            let t0 = Instant::now();
+            let y = ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?;
+            enqueue.push(t0.elapsed().as_secs_f64());
+            drop(y);
+            if enqueue.len() % 100 == 0 {
+                ctx.synchronize()?;
+            }
+        }
+        emit(ctx, "tiny_add_enqueue", 4, median(enqueue), 2000);
+        let s = timed(ctx, 2000, || ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t))?;
+        emit(ctx, "tiny_add_sync", 4, s, 2000);
+        let s = timed(ctx, 2000, || {
+            let y = ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?;
+            ctx.download(&y)
+        })?;
+        emit(ctx, "tiny_add_readback", 4, s, 2000);
     }
-    emit(ctx, "tiny_add_enqueue", 4, median(enqueue), 2000);
-    let s = timed(ctx, 2000, || ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t))?;
-    emit(ctx, "tiny_add_sync", 4, s, 2000);
-    let s = timed(ctx, 2000, || {
-        let y = ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?;
-        ctx.download(&y)
-    })?;
-    emit(ctx, "tiny_add_readback", 4, s, 2000);
 
     for &n in sizes {
         let r = reps_for(n, reps);
         let a = ctx.iota(f32t, &[n], None)?;
         let x = ctx.unary(UnaryOp::Sin, &a, f32t)?; // values in [-1, 1]
-        emit(ctx, "add", n, timed(ctx, r, || ctx.binary(BinaryOp::Add, &x, &a, f32t))?, r);
-        emit(ctx, "exp", n, timed(ctx, r, || ctx.unary(UnaryOp::Exp, &x, f32t))?, r);
-        emit(ctx, "tanh", n, timed(ctx, r, || ctx.unary(UnaryOp::Tanh, &x, f32t))?, r);
-        emit(ctx, "sigmoid", n, timed(ctx, r, || ctx.unary(UnaryOp::Sigmoid, &x, f32t))?, r);
-        emit(ctx, "erf", n, timed(ctx, r, || ctx.unary(UnaryOp::Erf, &x, f32t))?, r);
+        row("add", n, r, &mut || timed(ctx, r, || ctx.binary(BinaryOp::Add, &x, &a, f32t)))?;
+        row("exp", n, r, &mut || timed(ctx, r, || ctx.unary(UnaryOp::Exp, &x, f32t)))?;
+        row("tanh", n, r, &mut || timed(ctx, r, || ctx.unary(UnaryOp::Tanh, &x, f32t)))?;
+        row("sigmoid", n, r, &mut || timed(ctx, r, || ctx.unary(UnaryOp::Sigmoid, &x, f32t)))?;
+        row("erf", n, r, &mut || timed(ctx, r, || ctx.unary(UnaryOp::Erf, &x, f32t)))?;
         // (of the iota 0, 1, ..., n-1: positive but for log 0 = -Inf)
-        emit(ctx, "log", n, timed(ctx, r, || ctx.unary(UnaryOp::Log, &a, f32t))?, r);
-        emit(ctx, "sum", n, timed(ctx, r, || ctx.reduce(ReduceOp::Sum, &x, &[0], false, f32t))?, r);
-        emit(ctx, "argmax", n, timed(ctx, r, || ctx.arg_reduce(ArgOp::ArgMax, &x, Some(0), false, TieBreak::Low, DType::S64))?, r);
-        emit(ctx, "cumsum", n, timed(ctx, r, || ctx.cumulative(ScanOp::Sum, &x, 0, false))?, r);
+        row("log", n, r, &mut || timed(ctx, r, || ctx.unary(UnaryOp::Log, &a, f32t)))?;
+        row("sum", n, r, &mut || timed(ctx, r, || ctx.reduce(ReduceOp::Sum, &x, &[0], false, f32t)))?;
+        row("argmax", n, r, &mut || timed(ctx, r, || ctx.arg_reduce(ArgOp::ArgMax, &x, Some(0), false, TieBreak::Low, DType::S64)))?;
+        row("cumsum", n, r, &mut || timed(ctx, r, || ctx.cumulative(ScanOp::Sum, &x, 0, false)))?;
         if n <= 1 << 20 {
-            emit(ctx, "sort", n, timed(ctx, r, || ctx.sort(&x, 0, Direction::Asc))?, r);
+            row("sort", n, r, &mut || timed(ctx, r, || ctx.sort(&x, 0, Direction::Asc)))?;
         }
         // gather: n/4 rows of a [n/64, 64] table (embedding lookup shape)
         if n >= 4096 {
@@ -96,40 +106,44 @@ pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize) -> Resul
             let table = x.reshape(&[rows, 64])?;
             let idx: Vec<u8> = (0..rows as i64).map(|i| (i * 7919) % rows as i64).flat_map(|v| v.to_le_bytes()).collect();
             let idx = ctx.upload(DType::S64, &[rows, 1], &idx)?;
-            emit(ctx, "gather", n, timed(ctx, r, || ctx.gather(&table, &idx, &[0]))?, r);
+            row("gather", n, r, &mut || timed(ctx, r, || ctx.gather(&table, &idx, &[0])))?;
         }
         // softmax over rows of 1024 as 5 eager ops: max, subtract, exp, sum, divide
         if n >= 1024 {
             let m = x.reshape(&[n / 1024, 1024])?;
-            emit(ctx, "softmax_eager", n, timed(ctx, r, || softmax(ctx, &m))?, r);
+            row("softmax_eager", n, r, &mut || timed(ctx, r, || softmax(ctx, &m)))?;
         }
         // transfers: n f32 elements
         let bytes = vec![1u8; n * 4];
-        emit(ctx, "upload", n, timed(ctx, r, || ctx.upload(f32t, &[n], &bytes))?, r);
-        emit(ctx, "download", n, timed(ctx, r, || ctx.download(&x))?, r);
+        row("upload", n, r, &mut || timed(ctx, r, || ctx.upload(f32t, &[n], &bytes)))?;
+        row("download", n, r, &mut || timed(ctx, r, || ctx.download(&x)))?;
     }
     for &d in dots {
         let r = reps.min(10);
         let a = ctx.unary(UnaryOp::Sin, &ctx.iota(f32t, &[d, d], None)?, f32t)?;
-        emit(ctx, "dot_exact", d, timed(ctx, r, || ctx.dot(&a, &[1], &[], &a, &[0], &[], f32t))?, r);
-        emit(ctx, "dot_f32acc", d, timed(ctx, r, || ctx.dot_with(DotPrecision::F32Accumulate, &a, &[1], &[], &a, &[0], &[], f32t))?, r);
+        row("dot_exact", d, r, &mut || timed(ctx, r, || ctx.dot(&a, &[1], &[], &a, &[0], &[], f32t)))?;
+        row("dot_f32acc", d, r, &mut || timed(ctx, r, || ctx.dot_with(DotPrecision::F32Accumulate, &a, &[1], &[], &a, &[0], &[], f32t)))?;
         let a64 = ctx.convert(&a, DType::F64)?;
-        emit(ctx, "dot_f64", d, timed(ctx, r, || ctx.dot(&a64, &[1], &[], &a64, &[0], &[], DType::F64))?, r);
+        row("dot_f64", d, r, &mut || timed(ctx, r, || ctx.dot(&a64, &[1], &[], &a64, &[0], &[], DType::F64)))?;
     }
     // conv2d: batch 8, 64 -> 64 channels, 56x56, 3x3, padding 1 (a ResNet stage)
-    let input = ctx.unary(UnaryOp::Sin, &ctx.iota(f32t, &[8, 64, 56, 56], None)?, f32t)?;
-    let kernel = ctx.unary(UnaryOp::Cos, &ctx.iota(f32t, &[64, 64, 3, 3], None)?, f32t)?;
-    let mut opts = ConvOptions::new(4);
-    opts.padding = vec![(1, 1), (1, 1)];
-    // (`conv` picks im2col + GEMM here; conv2d_direct is the one-invocation-per-output kernel)
-    emit(ctx, "conv2d", 8 * 64 * 56 * 56, timed(ctx, reps.min(10), || ctx.conv(&input, &kernel, &opts, f32t))?, reps.min(10));
-    let (input64, kernel64) = (ctx.convert(&input, DType::F64)?, ctx.convert(&kernel, DType::F64)?);
-    emit(ctx, "conv2d_f64", 8 * 64 * 56 * 56, timed(ctx, reps.min(10), || ctx.conv(&input64, &kernel64, &opts, DType::F64))?, reps.min(10));
-    let direct = nx_vulkan_engine::conv::ConvAlgorithm::Direct;
-    emit(ctx, "conv2d_direct", 8 * 64 * 56 * 56, timed(ctx, reps.min(5), || ctx.conv_using(direct, &input, &kernel, &opts, f32t))?, reps.min(5));
+    if ["conv2d", "conv2d_f64", "conv2d_direct"].into_iter().any(want) {
+        let input = ctx.unary(UnaryOp::Sin, &ctx.iota(f32t, &[8, 64, 56, 56], None)?, f32t)?;
+        let kernel = ctx.unary(UnaryOp::Cos, &ctx.iota(f32t, &[64, 64, 3, 3], None)?, f32t)?;
+        let mut opts = ConvOptions::new(4);
+        opts.padding = vec![(1, 1), (1, 1)];
+        // (`conv` picks im2col + GEMM here; conv2d_direct is the one-invocation-per-output kernel)
+        row("conv2d", 8 * 64 * 56 * 56, reps.min(10), &mut || timed(ctx, reps.min(10), || ctx.conv(&input, &kernel, &opts, f32t)))?;
+        let (input64, kernel64) = (ctx.convert(&input, DType::F64)?, ctx.convert(&kernel, DType::F64)?);
+        row("conv2d_f64", 8 * 64 * 56 * 56, reps.min(10), &mut || timed(ctx, reps.min(10), || ctx.conv(&input64, &kernel64, &opts, DType::F64)))?;
+        let direct = nx_vulkan_engine::conv::ConvAlgorithm::Direct;
+        row("conv2d_direct", 8 * 64 * 56 * 56, reps.min(5), &mut || timed(ctx, reps.min(5), || ctx.conv_using(direct, &input, &kernel, &opts, f32t)))?;
+    }
     // fft: 256 rows of 4096 (c64)
-    let sig = ctx.convert(&ctx.unary(UnaryOp::Sin, &ctx.iota(f32t, &[256, 4096], None)?, f32t)?, DType::C64)?;
-    emit(ctx, "fft", 256 * 4096, timed(ctx, reps.min(10), || ctx.fft(&sig, 1, 4096, 0.0))?, reps.min(10));
+    if want("fft") {
+        let sig = ctx.convert(&ctx.unary(UnaryOp::Sin, &ctx.iota(f32t, &[256, 4096], None)?, f32t)?, DType::C64)?;
+        row("fft", 256 * 4096, reps.min(10), &mut || timed(ctx, reps.min(10), || ctx.fft(&sig, 1, 4096, 0.0)))?;
+    }
     Ok(())
 }
 

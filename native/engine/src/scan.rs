@@ -7,14 +7,18 @@
 //! the tensor's own type. The result therefore depends on the combination tree (f32 sums
 //! differ from a sequential loop; max/min return the left operand on ties, which shows on
 //! -0.0/+0.0). We unroll that recursion into the in-place up-sweep/down-sweep it is
-//! (kernels/scan.glsl). Its levels below a segment of [`TILE`] positions stay inside that
-//! segment, and the levels above it are the same tree over every TILE-th position, so the
-//! levels run in shared memory, a pass per stride (1, TILE, TILE², ...) up and back down:
-//! one dispatch for rows up to TILE long, three up to TILE², five beyond (a level per
-//! dispatch took about `2*log2(n)`: 19 at 1 K, 47 at 16 M). The first pass also copies the
-//! input view. The order is a function of the shape only, so reruns are bit-identical and
-//! every device gives the same bits. The output type is the input type (Nx keeps it: u8
-//! stays u8).
+//! (kernels/scan.glsl). Its levels below a segment of [`tile`] positions (4,096; 2,048 for
+//! 64-bit types) stay inside that segment, and the levels above it are the same tree over
+//! every tile-th position, so a pass per stride (1, tile, tile², ...) runs up and back down:
+//! one dispatch for rows up to a tile long, three up to its square, five beyond (a level per
+//! dispatch took about `2*log2(n)`: 19 at 1 K, 47 at 16 M). Inside a pass each invocation
+//! holds 16 consecutive positions (8 for 64-bit types) in registers and runs the levels
+//! below 16 there; only each block's last position takes the shared-memory levels. The
+//! first pass also copies the input view. The order is a function of the shape only, so
+//! reruns are bit-identical and every device gives the same bits. f32 sums and products use
+//! the f32 library's add and multiply (math_f32.glsl: correctly rounded, so BinaryBackend's
+//! f64-then-round bits, with no f64 work where operands and result are normal). The output
+//! type is the input type (Nx keeps it: u8 stays u8).
 //!
 //! `record_cumulative` records every pass into a caller's batch and writes a caller's output
 //! (a new contiguous tensor of the input's type and shape); `cumulative` wraps it.
@@ -52,9 +56,18 @@ impl ScanOp {
 }
 
 const LOCAL: u32 = 256;
-/// Level elements one workgroup holds in shared memory (four per invocation): the longest
-/// segment, so rows up to this length take one dispatch and 16 M-element rows five.
-const TILE: usize = 1024;
+
+/// Positions one invocation holds in registers: 16, or 8 for 64-bit types, so a workgroup's
+/// staging array (`tile` elements, padded one per 32) stays near 16 KiB, Vulkan's minimum.
+fn per_invocation(t: DType) -> usize {
+    if t.bits() == 64 { 8 } else { 16 }
+}
+
+/// Level elements one workgroup holds: the longest segment, so rows up to this length (4,096;
+/// 2,048 for 64-bit types) take one dispatch, up to its square three, longer five.
+pub fn tile(t: DType) -> usize {
+    per_invocation(t) * LOCAL as usize
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Pass {
@@ -91,8 +104,8 @@ impl Context {
         let n = x.shape[axis];
         let inner: usize = x.shape[axis + 1..].iter().product();
         let outer: usize = x.shape[..axis].iter().product();
-        // (n, inner, outer, s, tiles, reverse, offset, axis, seg, unused, then (size, stride)
-        // per axis): `s`, `tiles` and `seg` change from one pass to the next.
+        // (n, inner, outer, s, tiles, reverse, offset, axis, seg, log2(seg), then (size,
+        // stride) per axis): `s`, `tiles` and `seg` change from one pass to the next.
         let mut p = ParamBlock::new("cumulative");
         p.addrs([x.buffer.address(), out.buffer.address()]);
         p.i32s([n, inner, outer])?;
@@ -106,9 +119,10 @@ impl Context {
         batch.keep(&x.buffer);
         batch.keep(&out.buffer);
         // Strides 1, TILE, TILE^2, ... until a row's level sequence fits one segment.
+        let tile = tile(x.dtype);
         let mut strides = vec![1usize];
-        while n / strides.last().unwrap() > TILE {
-            strides.push(strides.last().unwrap() * TILE);
+        while n / strides.last().unwrap() > tile {
+            strides.push(strides.last().unwrap() * tile);
         }
         let rows = outer * inner;
         let top = strides.len() - 1;
@@ -116,14 +130,17 @@ impl Context {
         for (i, pass) in passes {
             let s = strides[i];
             let ns = n / s;
-            let (seg, tiles) = if ns > TILE { (TILE, ns.div_ceil(TILE)) } else { (ns.next_power_of_two(), 1) };
+            let (seg, tiles) = if ns > tile { (tile, ns.div_ceil(tile)) } else { (ns.next_power_of_two(), 1) };
             let first = i == 0 && pass != Pass::Down;
-            let spec = Spec { op, t: x.dtype, pass, first, rank: if first { rank } else { 0 } };
+            // a contiguous input is read at offset + output index (no per-axis division)
+            let dense = first && x.is_contiguous();
+            let spec = Spec { op, t: x.dtype, pass, first, dense, rank: if first && !dense { rank } else { 0 } };
             let k = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
             p.set_i32(stride_slot, s)?;
             p.set_i32(stride_slot + 4, tiles)?;
             p.set_i32(seg_slot, seg)?;
-            let groups = (rows * tiles).div_ceil(TILE / seg);
+            p.set_i32(seg_slot + 4, seg.trailing_zeros() as usize)?;
+            let groups = (rows * tiles).div_ceil(tile / seg);
             batch.dispatch(&k, p.bytes(), groups as u64 * LOCAL as u64)?;
         }
         Ok(())
@@ -146,13 +163,16 @@ struct Spec {
     pass: Pass,
     /// This pass loads the input view (the first pass at stride 1); the others read the output.
     first: bool,
-    /// The input view's rank where `first` (its indexing is generated for it), else 0.
+    /// `first`, and the input is contiguous: read at its offset plus the output index.
+    dense: bool,
+    /// The input view's rank where `first` and not `dense` (its indexing is generated for it),
+    /// else 0.
     rank: usize,
 }
 
 impl Spec {
     fn key(&self) -> String {
-        format!("scan {:?} {} {:?} first:{} r{}", self.op, self.t, self.pass, self.first, self.rank)
+        format!("scan {:?} {} {:?} first:{} dense:{} r{}", self.op, self.t, self.pass, self.first, self.dense, self.rank)
     }
 
     fn source(&self) -> String {
@@ -172,16 +192,29 @@ impl Spec {
             ScanOp::Max => format!("nx_max_{suffix}(a, b)"),
             ScanOp::Min => format!("nx_min_{suffix}(a, b)"),
         };
-        let precise = if t.is_float() { "precise " } else { "" };
-        writeln!(s, "#define LOCAL {LOCAL}\n#define TILE {TILE}\n#define RANK {}", self.rank).unwrap();
+        let r = per_invocation(t);
+        writeln!(s, "#define LOCAL {LOCAL}\n#define SCAN_R {r}u\n#define SCAN_LOG_R {}\n#define TILE {}u\n#define RANK {}", r.trailing_zeros(), tile(t), self.rank).unwrap();
         let shared = if t.bits() == 64 { "uint64_t" } else { "uint" };
-        writeln!(s, "#define T {ct}\n#define STORE_T {}\n#define SH_T {shared}\n#define BUF {}", storage_type(t), buf_type(t)).unwrap();
-        writeln!(s, "#define DECODE(r) {}", decode(t, "(r)")).unwrap();
-        writeln!(s, "#define ENCODE(v) {}", encode(t, "(v)")).unwrap();
-        writeln!(s, "{ct} scan_fun({ct} a, {ct} b) {{ {precise}{ct} r = {expr}; return {}; }}", wrap(t, "r")).unwrap();
-        s.push_str("#define FUN(a, b) scan_fun(a, b)\n");
+        writeln!(s, "#define STORE_T {}\n#define SH_T {shared}\n#define BUF {}", storage_type(t), buf_type(t)).unwrap();
+        if t == DType::F32 && matches!(self.op, ScanOp::Sum | ScanOp::Product) {
+            // The f32 library's add and multiply: correctly rounded (native where operands and
+            // result are normal, exact integer code otherwise), canonical NaN — what rounding
+            // the f64 sum or product to f32 gives, without the f64 round trip.
+            s.push_str(crate::kernels::MATH_F32);
+            let f = if self.op == ScanOp::Sum { "nxf_add" } else { "nxf_mul" };
+            writeln!(s, "uint scan_combine(uint a, uint b) {{ return floatBitsToUint({f}(uintBitsToFloat(a), uintBitsToFloat(b))); }}").unwrap();
+        } else {
+            let precise = if t.is_float() { "precise " } else { "" };
+            let (a, b) = (decode(t, "STORE_T(ra)"), decode(t, "STORE_T(rb)"));
+            let stored = encode(t, &wrap(t, "r"));
+            writeln!(s, "{shared} scan_combine({shared} ra, {shared} rb) {{ {ct} a = {a}; {ct} b = {b}; {precise}{ct} r = {expr}; return {shared}({stored}); }}").unwrap();
+        }
+        s.push_str("#define COMBINE(a, b) scan_combine(a, b)\n");
         if self.first {
             s.push_str("#define K_FIRST\n");
+        }
+        if self.dense {
+            s.push_str("#define K_DENSE\n");
         }
         s.push_str(match self.pass {
             Pass::Up => "#define K_UP\n",

@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use nx_vulkan_engine::scan::ScanOp;
+use nx_vulkan_engine::scan::{self, ScanOp};
 use nx_vulkan_engine::*;
 use std::cmp::Ordering;
 
@@ -131,7 +131,8 @@ fn every_op_every_dtype_odd_sizes() {
         let mut f = Failures::default();
         let mut rng = Rng(21);
         for t in DType::ALL {
-            for n in [1usize, 2, 3, 7, 64, 1023] {
+            // below a register block (16 positions, 8 for 64-bit types), one, one and a bit, more
+            for n in [1usize, 2, 3, 7, 8, 9, 16, 17, 64, 1023] {
                 let data = values(t, n, &mut rng);
                 let x = upload(ctx, t, &[n], &data);
                 for o in OPS {
@@ -142,6 +143,71 @@ fn every_op_every_dtype_odd_sizes() {
             }
         }
         f.finish("scan dtypes");
+    });
+}
+
+/// Finite values for sums and products that stay finite and NaN-free for long stretches, so a
+/// row's later positions are checked too: small and large magnitudes, subnormals, signed
+/// zeros, and pairs that cancel into the subnormal range (where the f32 library leaves the
+/// native add for its integer path).
+fn finite_values(t: DType, n: usize, rng: &mut Rng) -> Vec<u64> {
+    let (m, e) = match t {
+        DType::F16 => (10, 5),
+        DType::BF16 => (7, 8),
+        DType::F32 => (23, 8),
+        _ => (52, 11),
+    };
+    let mut v: Vec<u64> = Vec::with_capacity(n);
+    while v.len() < n {
+        let x = match rng.below(8) {
+            0 => rng.next() & ((1u64 << m) - 1) | (rng.below(2) << (m + e)), // subnormal or ±0
+            1 => write(t, N::F([-0.0, 0.0, 1.0, -1.0][rng.below(4) as usize])),
+            2 if v.last().is_some() => {
+                // nearly the negative of the previous value: the sum cancels to a few ulps
+                let p = *v.last().unwrap() ^ (1u64 << (m + e));
+                if rng.below(2) == 0 { p ^ 1 } else { p }
+            }
+            3 => write(t, N::F((rng.range(-3000, 3000) as f64) * 2f64.powi(-(m as i32) - 2))),
+            _ => {
+                let mant = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 + 1.0;
+                let sign = if rng.below(2) == 0 { 1.0 } else { -1.0 };
+                write(t, N::F(sign * mant * 2f64.powi(rng.range(-6, 6) as i32)))
+            }
+        };
+        v.push(x);
+    }
+    v
+}
+
+/// The register blocks (16 positions per invocation, 8 for 64-bit types) at every placement
+/// the kernel distinguishes — one block per row, several segments per workgroup, a row's last
+/// block partly past its end, several workgroups per row, inner axes, a view read through its
+/// strides — and the f32 library's add and multiply (the f32 sum and product), on values
+/// whose sums keep going for the whole row, against Nx's tree.
+#[test]
+fn register_blocks_keep_the_tree() {
+    on_engine(|ctx| {
+        let mut f = Failures::default();
+        let mut rng = Rng(25);
+        for t in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::S32, DType::U8] {
+            let r = scan::tile(t) / 256;
+            for (rows, n) in [(5, r), (3, r + 1), (37, 40), (9, 1000), (2, 5 * scan::tile(t) + 3)] {
+                let data = if t.is_float() { finite_values(t, rows * n, &mut rng) } else { values(t, rows * n, &mut rng) };
+                let x = upload(ctx, t, &[rows, n], &data);
+                for o in OPS {
+                    check(ctx, &mut f, o, t, &data, &x, 1, false);
+                }
+                check(ctx, &mut f, ScanOp::Sum, t, &data, &x, 1, true);
+                // inner axis (rows along axis 0 of the [rows, n] tensor's transpose) and a
+                // strided view
+                let tr = x.transpose(&[1, 0]).unwrap();
+                check(ctx, &mut f, ScanOp::Sum, t, &data, &tr, 0, false);
+                let upload_t = upload(ctx, t, &[n, rows], &data);
+                let data_t = data.clone();
+                check(ctx, &mut f, ScanOp::Sum, t, &data_t, &upload_t, 0, true);
+            }
+        }
+        f.finish("scan register blocks");
     });
 }
 
@@ -172,15 +238,19 @@ fn long_axes() {
     on_engine(|ctx| {
         let mut f = Failures::default();
         let mut rng = Rng(23);
-        // Rows past one shared-memory segment (1,024 positions): 4,097 and 2,500 take a second
-        // stride (3 passes), 1,100,003 a third (5); short rows packed many to a workgroup.
+        // Rows past one segment (scan::tile: 4,096 positions, 2,048 for 64-bit types) take a
+        // second stride (3 passes), past its square a third (5); short rows pack many to a
+        // workgroup.
+        assert_eq!((scan::tile(DType::F32), scan::tile(DType::F16), scan::tile(DType::F64)), (4096, 4096, 2048));
         let cases = [
             (DType::F32, vec![4097], 0),
-            (DType::F16, vec![3, 2500], 1),
-            (DType::S32, vec![4096, 2], 0),
+            (DType::F16, vec![3, 9000], 1),
+            (DType::S32, vec![8193, 2], 0),
             (DType::S16, vec![3001, 2], 1),
             (DType::F64, vec![700, 3], 1),
+            (DType::F64, vec![2, 2049], 1),
             (DType::F32, vec![1_100_003], 0),
+            (DType::F64, vec![2048 * 2048 + 2049], 0),
         ];
         for (t, shape, axis) in cases {
             let n: usize = shape.iter().product();
@@ -225,10 +295,20 @@ fn binary_backend_examples() {
 fn runs_on_the_device_and_reruns_bit_identically() {
     on_engine_alone(|ctx| {
         let mut rng = Rng(24);
-        // a pass per stride up and back down: 1 (one segment), 1 + 1,024, 1 + 1,024 + 1,024²
-        for (n, passes) in [(1000usize, 1u64), (1024, 1), (1025, 3), (1_048_576, 3), (1_048_576 + 1024, 5)] {
-            let data = values(DType::F32, n, &mut rng);
-            let x = upload(ctx, DType::F32, &[n], &data);
+        // a pass per stride up and back down: 1 (one segment), 1 + 4,096 (f32) or 2,048 (f64),
+        // then that squared
+        let cases = [
+            (DType::F32, 1000usize, 1u64),
+            (DType::F32, 4096, 1),
+            (DType::F32, 4097, 3),
+            (DType::F32, 1_048_576, 3),
+            (DType::F64, 2048, 1),
+            (DType::F64, 2049, 3),
+            (DType::F64, 2048 * 2049, 5),
+        ];
+        for (t, n, passes) in cases {
+            let data = values(t, n, &mut rng);
+            let x = upload(ctx, t, &[n], &data);
             let before = ctx.stats();
             let a = ctx.cumulative(ScanOp::Sum, &x, 0, false).unwrap();
             let mid = ctx.stats();
