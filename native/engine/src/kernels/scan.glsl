@@ -106,7 +106,11 @@ void main() {
         // start are the group's.
         uint g_row = tiles > 1u ? g / tiles : 0u;
         uint g_m = tiles > 1u ? (g % tiles) * seg : 0u;
-        for (uint i = lid; i < TILE; i += LOCAL) {
+        // The group's slots in use: its segments that exist (one short row leaves the rest of
+        // the tile empty)
+        uint held = min(per_group, nseg - g * per_group);
+        uint span = held << lseg;
+        for (uint i = lid; i < span; i += LOCAL) {
             uint sg = g * per_group + (i >> lseg);
             uint m = g_m + (i & (seg - 1u));
             if (sg < nseg && m < ns) sh[SI(i)] = SH_T(load_elem(out_index(tiles > 1u ? g_row : sg, m)));
@@ -141,7 +145,7 @@ void main() {
 #ifdef K_UP
         for (uint d = dmin, ld = uint(findLSB(dmin)); 2u * d <= seg; d *= 2u, ld++) {
             uint lper = lseg - ld - 1u; // per = seg / 2d targets per segment
-            for (uint i = lid; i < (per_group << lper); i += LOCAL) {
+            for (uint i = lid; i < (held << lper); i += LOCAL) {
                 uint s = i >> lper;
                 uint l = ((i & ((1u << lper) - 1u)) + 1u) * 2u * d - 1u;
                 uint sg = g * per_group + s;
@@ -156,7 +160,7 @@ void main() {
 #ifdef K_DOWN
         for (uint d = seg / 2u, ld = lseg - 1u; d >= dmin; d /= 2u, ld--) {
             uint lper = lseg - ld - 1u;
-            for (uint i = lid; i < (per_group << lper); i += LOCAL) {
+            for (uint i = lid; i < (held << lper); i += LOCAL) {
                 uint s = i >> lper;
                 uint k = i & ((1u << lper) - 1u);
                 uint l = (2u * k + 1u) * d - 1u;
@@ -192,7 +196,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < SCAN_R; i++) sh[SI(at0 + i)] = v[i];
             barrier();
         }
-        for (uint i = lid; i < TILE; i += LOCAL) {
+        for (uint i = lid; i < span; i += LOCAL) {
             uint sg = g * per_group + (i >> lseg);
             uint m = g_m + (i & (seg - 1u));
             if (sg < nseg && m < ns) BUF(PU(1)).v[out_index(tiles > 1u ? g_row : sg, m)] = STORE_T(sh[SI(i)]);
