@@ -21,8 +21,12 @@
 //! always correctly rounded) agree with the host libm, and for finite inputs up to signs of
 //! zeros (which the eps clean-up removes). Where a twiddle differs by an ulp, the result moves
 //! by at most about `ulp(1) · Σ|x|` per element (f64) — well under one f32 ulp for c64 outputs
-//! of ordinary data. Dispatches: `1 + p` (plus one copy when `axis` is not the last one or the
-//! input's batch axes cannot be read in place).
+//! of ordinary data. The radix-2 stages' twiddles are computed once per call, by one more
+//! dispatch, into a table of `n - q` entries (stage `s`'s `L/2` twiddles from `q·(2^(s-1) - 1)`),
+//! with the same operations as inline — the stages only read them: a twiddle is an f64 `m_cos`
+//! and `m_sin`, far more work than its butterfly, and it depends only on (k, L), not on the row.
+//! Dispatches: `1 + p`, plus the table where `p > 0` (plus one copy when `axis` is not the
+//! last one or the input's batch axes cannot be read in place).
 //!
 //! `record_fft` / `record_ifft` record all of it into a caller's batch and write a caller's
 //! output (a new contiguous tensor of the type and shape [`fft_output`] gives): straight into
@@ -166,6 +170,14 @@ impl Context {
         batch.dispatch(&kernel, params.bytes(), total as u64)?;
         // radix-2 stages, ping-ponging between the scratch buffers, the last into `out`
         if let Some((a, b)) = &scratch {
+            // the stages' twiddles: stage s's (L = q 2^s) k-th at q (2^(s-1) - 1) + k
+            let table = self.pool.alloc(((d.n - q) * 16) as u64)?;
+            batch.keep(&table);
+            let twiddles = self.kernels.get("fft twiddles", 256, 1, twiddle_source)?;
+            let mut params = ParamBlock::new("fft");
+            params.addrs([table.address()]);
+            params.i32s([q])?;
+            batch.dispatch(&twiddles, params.bytes(), (d.n - q) as u64)?;
             let (mut src, mut dst) = (a.address(), b.address());
             for stage in 1..=p {
                 let last = stage == p;
@@ -173,7 +185,7 @@ impl Context {
                 let kernel = self.kernels.get(&spec.key(), 256, 1, || spec.source())?;
                 let target = if last { out.buffer.address() } else { dst };
                 let mut params = ParamBlock::new("fft");
-                params.addrs([src, target]).i64(eps.to_bits() as i64);
+                params.addrs([src, target]).i64(eps.to_bits() as i64).addrs([table.address()]);
                 params.i32s([d.n, q << stage])?;
                 batch.dispatch(&kernel, params.bytes(), (total / 2) as u64)?;
                 std::mem::swap(&mut src, &mut dst);
@@ -181,6 +193,35 @@ impl Context {
         }
         Ok(())
     }
+}
+
+/// The radix-2 stages' twiddles for a length `n = 2^p q` (q odd): entry `i` is stage s's
+/// `(cos θ, sin θ)`, `θ = (-2π·k)/L`, `L = q 2^s`, where `i + q = q 2^(s-1) + k`, `k < L/2` —
+/// the operations BinaryBackend's butterfly does for its twiddle, stored as f64 bits.
+fn twiddle_source() -> String {
+    let mut s = String::new();
+    s.push_str(&crate::kernels::numeric_prelude());
+    s.push_str(crate::kernels::OPS);
+    s.push_str(crate::kernels::MATH_F64);
+    s.push_str("const double NX_MINUS_TWO_PI = -6.283185307179586LF;\n");
+    s.push_str(
+        r#"layout(local_size_x = 256) in;
+void main() {
+    uint64_t table = ParamsU64(pc.params).v[0];
+    int Q = ParamsI32(pc.params + 8ul).v[0];
+    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {
+        int j = int(i) + Q;
+        int H = Q << findMSB(uint(j / Q)); // q 2^(s-1) <= j < q 2^s
+        int k = j - H;
+        int L = 2 * H;
+        precise double th0 = NX_MINUS_TWO_PI * double(k);
+        precise double th = th0 / double(L);
+        BufU64x2(table).v[i] = nx_c_to_c128(dvec2(m_cos(th), m_sin(th)));
+    }
+}
+"#,
+    );
+    s
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -290,17 +331,18 @@ impl Spec {
             s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
             s.push_str("    uint64_t src = ParamsU64(pc.params).v[0];\n    uint64_t dst = ParamsU64(pc.params).v[1];\n");
             s.push_str("    double eps = nx_bits_to_f64(ParamsU64(pc.params).v[2]);\n");
-            s.push_str("    ParamsI32 meta = ParamsI32(pc.params + 24ul);\n");
+            s.push_str("    uint64_t tw = ParamsU64(pc.params).v[3];\n");
+            s.push_str("    ParamsI32 meta = ParamsI32(pc.params + 32ul);\n");
             s.push_str("    int N = meta.v[0]; int L = meta.v[1]; int H = L / 2; int S = N / L;\n");
+            // this stage's twiddles start at q (2^(s-1) - 1) = H - q, q = N's odd part
+            s.push_str("    int TW0 = H - (N >> findLSB(uint(N)));\n");
             s.push_str("    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {\n");
             s.push_str("        int row = int(i / uint(N / 2)); int m = int(i % uint(N / 2));\n");
             s.push_str("        int sub = m / H; int k = m % H;\n");
             s.push_str("        int rb = row * N;\n");
             s.push_str("        dvec2 e = nx_c128_to_c(BufU64x2(src).v[rb + sub * H + k]);\n");
             s.push_str("        dvec2 o = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S) * H + k]);\n");
-            s.push_str("        precise double th0 = NX_MINUS_TWO_PI * double(k);\n");
-            s.push_str("        precise double th = th0 / double(L);\n");
-            s.push_str("        dvec2 t = nx_cmul(dvec2(m_cos(th), m_sin(th)), o);\n");
+            s.push_str("        dvec2 t = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW0 + k]), o);\n");
             s.push_str("        dvec2 lo = nx_cadd(e, t);\n        dvec2 hi = nx_csub(e, t);\n");
             writeln!(s, "        {}", self.store("lo", "rb + sub * L + k")).unwrap();
             writeln!(s, "        {}", self.store("hi", "rb + sub * L + k + H")).unwrap();
