@@ -7,7 +7,9 @@
 //!   input view's strides, so any axis of any view works without a copy);
 //! - `local` presort: each 1024-pair block is sorted in shared memory (all stages `k <= 1024`);
 //! - for longer rows, each further stage `k` runs its steps `j >= 1024` as global
-//!   compare-exchange passes and its steps `j < 1024` as one shared-memory pass;
+//!   compare-exchange passes, up to three steps per pass (each invocation holds the eight
+//!   pairs three consecutive steps exchange among themselves, in registers), and its steps
+//!   `j < 1024` as one shared-memory pass;
 //! - `out`: the first `k` pairs of each row give the values (stored bits moved as they are)
 //!   and/or the indices (written in the requested integer type, wrapping like BinaryBackend's
 //!   number_to_binary).
@@ -55,6 +57,9 @@ impl Direction {
 const LOCAL: u32 = 256;
 /// Pairs one workgroup sorts in shared memory (12 KiB: within Vulkan's guaranteed 16 KiB).
 pub const BLOCK: usize = 1024;
+/// Global compare-exchange steps one pass takes (each invocation holds 2^this pairs): every
+/// pass reads and writes all the keys, so a 1 M-element sort's 55 global passes become 22.
+pub const GLOBAL_STEPS: u32 = 3;
 
 /// Checks a sort of `x` along `axis` keeping `k` of each row (`None`: all) and returns the
 /// result's shape (a scalar sorts to itself, whatever `axis`).
@@ -213,7 +218,6 @@ impl Context {
         batch.dispatch(&kernel, p.bytes(), total as u64)?;
         // presort blocks
         let local = self.kernels.get(&Spec::Local.key(), LOCAL, 1, || Spec::Local.source())?;
-        let global = self.kernels.get(&Spec::Global.key(), LOCAL, 1, || Spec::Global.source())?;
         let nblocks = (total / BLOCK) as u32;
         set_stage(&mut p, 0, 0, true)?;
         batch.dispatch_grid(&local, p.bytes(), nblocks, [nblocks.min(max_groups), 1, 1])?;
@@ -222,9 +226,13 @@ impl Context {
         while kk <= p2 {
             let mut j = kk / 2;
             while j >= BLOCK {
+                // steps j, j/2, ... down to BLOCK at most GLOBAL_STEPS at a time
+                let steps = ((j / BLOCK).trailing_zeros() + 1).min(GLOBAL_STEPS);
+                let spec = Spec::Global { steps };
+                let global = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
                 set_stage(&mut p, kk, j, false)?;
-                batch.dispatch(&global, p.bytes(), (total / 2) as u64)?;
-                j /= 2;
+                batch.dispatch(&global, p.bytes(), (total >> steps) as u64)?;
+                j >>= steps;
             }
             set_stage(&mut p, kk, 0, false)?;
             batch.dispatch_grid(&local, p.bytes(), nblocks, [nblocks.min(max_groups), 1, 1])?;
@@ -241,7 +249,8 @@ impl Context {
 enum Spec {
     Init { t: DType, dir: Direction, rank: usize },
     Local,
-    Global,
+    /// `steps` consecutive global steps (1 to [`GLOBAL_STEPS`]) in one pass.
+    Global { steps: u32 },
     Out { t: DType, rank: usize, values: bool, indices: Option<DType> },
 }
 
@@ -250,7 +259,7 @@ impl Spec {
         match self {
             Spec::Init { t, dir, rank } => format!("sort init {t} {dir:?} r{rank}"),
             Spec::Local => "sort local".into(),
-            Spec::Global => "sort global".into(),
+            Spec::Global { steps } => format!("sort global x{steps}"),
             Spec::Out { t, rank, values, indices } => format!("sort out {t} r{rank} values:{values} indices:{indices:?}"),
         }
     }
@@ -279,7 +288,7 @@ impl Spec {
                 }
             }
             Spec::Local => s.push_str("#define K_LOCAL\n"),
-            Spec::Global => s.push_str("#define K_GLOBAL\n"),
+            Spec::Global { steps } => write!(s, "#define K_GLOBAL\n#define STEPS {steps}u\n").unwrap(),
             Spec::Out { t, rank, values, indices } => {
                 s.push_str("#define K_OUT\n");
                 elem(&mut s, *t, *rank);

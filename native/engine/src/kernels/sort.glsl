@@ -10,7 +10,8 @@
 // The including Rust code defines: LOCAL (invocations), BLK (elements per shared-memory
 // block), one of K_INIT / K_LOCAL / K_GLOBAL / K_OUT, and for K_INIT/K_OUT the element type
 // macros STORE_T, BUF, DECODE(raw), KIND (0 float, 1 signed, 2 unsigned), DESC, RANK (number
-// of non-sorted axes), and for K_OUT: VALUES, INDICES, IDX_BUF, IDX_ENCODE(u64).
+// of non-sorted axes), for K_OUT: VALUES, INDICES, IDX_BUF, IDX_ENCODE(u64), and for K_GLOBAL:
+// STEPS (steps per pass).
 //
 // Parameters: u64 slots 0 input, 1 keys, 2 indices (scratch), 3 values out, 4 indices out;
 // int slots from 10: len, P, rows, k, in_offset, in_axis_stride, out_axis_stride, total,
@@ -144,26 +145,50 @@ void main() {
 #endif
 
 #ifdef K_GLOBAL
-// One compare-exchange step (stage STAGE_K, distance STAGE_J >= BLK) over the whole array.
+// STEPS consecutive compare-exchange steps of stage STAGE_K: distances STAGE_J, STAGE_J / 2,
+// ... (each >= BLK). Elements whose indices differ only in those distances' bits exchange only
+// among themselves, so each invocation loads such a group of 2^STEPS (indices i0 + m * jlo),
+// runs the steps in registers in the usual order (largest distance first) and stores it back.
+// Every pair is compared and exchanged as a one-step pass would: the same network.
+#define NG (1u << STEPS)
 void main() {
     Keys keys = Keys(PU(1));
     Idx idx = Idx(PU(2));
-    uint half_total = TOTAL / 2u;
     uint p2 = PP;
     uint k = STAGE_K;
-    uint j = STAGE_J;
-    for (uint q = gl_GlobalInvocationID.x; q < half_total; q += gl_NumWorkGroups.x * LOCAL) {
-        uint i = 2u * q - (q & (j - 1u));
-        uint l = i + j;
-        bool asc = ((i & (p2 - 1u)) & k) == 0u;
-        uint64_t ka = keys.v[i];
-        uint64_t kb = keys.v[l];
-        uint ia = idx.v[i];
-        uint ib = idx.v[l];
-        bool gt = ka > kb || (ka == kb && ia > ib);
-        if (gt == asc) {
-            keys.v[i] = kb; keys.v[l] = ka;
-            idx.v[i] = ib; idx.v[l] = ia;
+    uint jlo = STAGE_J >> (STEPS - 1u);
+    uint lj = uint(findMSB(jlo));
+    uint groups = TOTAL >> STEPS;
+    for (uint q = gl_GlobalInvocationID.x; q < groups; q += gl_NumWorkGroups.x * LOCAL) {
+        // q with STEPS zero bits inserted at bit lj
+        uint i0 = ((q >> lj) << (lj + STEPS)) | (q & (jlo - 1u));
+        // the stage's direction: bit k is the same for the whole group (k > STAGE_J)
+        bool asc = ((i0 & (p2 - 1u)) & k) == 0u;
+        uint64_t kv[NG];
+        uint iv[NG];
+        [[unroll]] for (uint m = 0u; m < NG; m++) {
+            kv[m] = keys.v[i0 + m * jlo];
+            iv[m] = idx.v[i0 + m * jlo];
+        }
+        [[unroll]] for (int s = int(STEPS) - 1; s >= 0; s--) {
+            uint d = 1u << uint(s);
+            [[unroll]] for (uint m = 0u; m < NG; m++) {
+                if ((m & d) == 0u) {
+                    uint64_t ka = kv[m];
+                    uint64_t kb = kv[m + d];
+                    uint ia = iv[m];
+                    uint ib = iv[m + d];
+                    bool gt = ka > kb || (ka == kb && ia > ib);
+                    if (gt == asc) {
+                        kv[m] = kb; kv[m + d] = ka;
+                        iv[m] = ib; iv[m + d] = ia;
+                    }
+                }
+            }
+        }
+        [[unroll]] for (uint m = 0u; m < NG; m++) {
+            keys.v[i0 + m * jlo] = kv[m];
+            idx.v[i0 + m * jlo] = iv[m];
         }
     }
 }
