@@ -6,7 +6,8 @@
 #  2. the op rows from Rust, stop 40's build (the shared-memory scan, 5 passes at 16 M) and
 #     this one alternating, two rounds, beside PyTorch eager measured first in this command;
 #  3. device time per scan kernel at 16 M (this build);
-#  (the FFT's twiddle table, 2026-12-06: its tests and the fft row ride along in 1 and 2)
+#  (the FFT twiddle table and the sort's three-step global passes, 2026-12-06: their tests
+#  and rows ride along in 1 and 2)
 # Carry .gl, .gpurun/tests41, .gpurun/minilm-tok, .bench-carry/nx-vulkan-scan.xz,
 # .bench-carry/nx-vulkan-wide.xz.
 set -uo pipefail
@@ -15,7 +16,7 @@ python3 bench/torch_ops.py --sizes 1024,1048576,16777216 --dots 64 --reps 30 > "
 echo "peers done at $SECONDS s"
 source .gl/env.sh
 export NX_VULKAN_CACHE_DIR=/tmp/nxvk-cache
-for name in scan fft; do
+for name in scan fft sort; do
   xz -dc .gpurun/tests41/$name.xz > /tmp/t/$name; chmod +x /tmp/t/$name
   (cd native/engine && timeout 200 /tmp/t/$name --test-threads 4 2>&1 | tail -15) > "$OUT/test_$name.txt"
   echo "$name tests:"; grep -E "^test result|FAILED|panicked" "$OUT/test_$name.txt"
@@ -24,10 +25,10 @@ xz -dc .bench-carry/nx-vulkan-wide.xz > /tmp/nxv-old; xz -dc .bench-carry/nx-vul
 chmod +x /tmp/nxv-old /tmp/nxv-new
 for r in 1 2; do
   timeout 120 /tmp/nxv-old bench --ops --sizes 1024,1048576,16777216 --gemm 64 --reps 30 | sed "s/^{/{\"build\":\"stop40\",\"round\":$r,/" >> "$OUT/ops.jsonl"
-  timeout 60 /tmp/nxv-new bench --ops --only cumsum,sum,add,fft --sizes 1024,1048576,16777216 --reps 30 | sed "s/^{/{\"build\":\"scan16\",\"round\":$r,/" >> "$OUT/ops.jsonl"
+  timeout 60 /tmp/nxv-new bench --ops --only cumsum,sum,add,fft,sort --sizes 1024,1048576,16777216 --reps 30 | sed "s/^{/{\"build\":\"scan16\",\"round\":$r,/" >> "$OUT/ops.jsonl"
 done
 echo "ops done at $SECONDS s"
-python3 bench/compare_op_variants.py "$OUT/ops.jsonl" "$OUT/torch_ops.jsonl" build,round cumsum,sum,add,fft | tee "$OUT/ops_ratios.txt"
+python3 bench/compare_op_variants.py "$OUT/ops.jsonl" "$OUT/torch_ops.jsonl" build,round cumsum,sum,add,fft,sort | tee "$OUT/ops_ratios.txt"
 timeout 60 /tmp/nxv-new bench --ops --only cumsum --sizes 16777216 --reps 10 --profile | grep scan > "$OUT/profile_scan16.jsonl"
 timeout 60 /tmp/nxv-old bench --ops --sizes 16777216 --gemm 64 --reps 10 --profile | grep scan > "$OUT/profile_stop40.jsonl"
 cut -c1-160 "$OUT"/profile_*.jsonl
