@@ -25,8 +25,10 @@
 //! dispatch, into a table of `n - q` entries (stage `s`'s `L/2` twiddles from `q·(2^(s-1) - 1)`),
 //! with the same operations as inline — the stages only read them: a twiddle is an f64 `m_cos`
 //! and `m_sin`, far more work than its butterfly, and it depends only on (k, L), not on the row.
-//! Dispatches: `1 + p`, plus the table where `p > 0` (plus one copy when `axis` is not the
-//! last one or the input's batch axes cannot be read in place).
+//! The leaf's twiddles (`(k, m)` for `k, m < q`) come from a `(q-1)²` table the same way
+//! where `1 < q <= 1,024`. Dispatches: `1 + p`, plus a table for the stages where `p > 0` and
+//! one for the leaf where `1 < q <= 1,024` (plus one copy when `axis` is not the last one or
+//! the input's batch axes cannot be read in place).
 //!
 //! `record_fft` / `record_ifft` record all of it into a caller's batch and write a caller's
 //! output (a new contiguous tensor of the type and shape [`fft_output`] gives): straight into
@@ -157,8 +159,20 @@ impl Context {
         } else {
             None
         };
-        // leaf: 2^p direct DFTs of length q per row
-        let leaf = Spec { input: Some(x.dtype), out: out.dtype, inverse, last: p == 0 };
+        // leaf: 2^p direct DFTs of length q per row, their twiddles from a table for q <= 1,024
+        let leaf_table = if q > 1 && q <= LEAF_TABLE_MAX_Q {
+            let table = self.pool.alloc(((q - 1) * (q - 1) * 16) as u64)?;
+            batch.keep(&table);
+            let kernel = self.kernels.get("fft leaf twiddles", 256, 1, leaf_twiddle_source)?;
+            let mut params = ParamBlock::new("fft");
+            params.addrs([table.address()]);
+            params.i32s([q])?;
+            batch.dispatch(&kernel, params.bytes(), ((q - 1) * (q - 1)) as u64)?;
+            Some(table)
+        } else {
+            None
+        };
+        let leaf = Spec { input: Some(x.dtype), out: out.dtype, inverse, last: p == 0, leaf_table: leaf_table.is_some() };
         let kernel = self.kernels.get(&leaf.key(), 256, 1, || leaf.source())?;
         let dst = match &scratch {
             Some((a, _)) => a.address(),
@@ -166,6 +180,7 @@ impl Context {
         };
         let mut params = ParamBlock::new("fft");
         params.addrs([x.buffer.address(), dst]).i64(eps.to_bits() as i64);
+        params.addr(leaf_table.as_ref().map_or(0, |t| t.address()));
         params.i32s([d.n, q, 1usize << p, d.in_len, d.offset])?.i32s([d.row_stride, d.elem_stride])?;
         batch.dispatch(&kernel, params.bytes(), total as u64)?;
         // radix-2 stages, ping-ponging between the scratch buffers, the last into `out`
@@ -181,7 +196,7 @@ impl Context {
             let (mut src, mut dst) = (a.address(), b.address());
             for stage in 1..=p {
                 let last = stage == p;
-                let spec = Spec { input: None, out: out.dtype, inverse, last };
+                let spec = Spec { input: None, out: out.dtype, inverse, last, leaf_table: false };
                 let kernel = self.kernels.get(&spec.key(), 256, 1, || spec.source())?;
                 let target = if last { out.buffer.address() } else { dst };
                 let mut params = ParamBlock::new("fft");
@@ -224,6 +239,36 @@ void main() {
     s
 }
 
+/// The largest odd part q whose leaf twiddles come from a table ((q-1)² entries, 16 MiB at
+/// 1,024): never more twiddles than the leaf computes inline (`rows · n · (q-1)`).
+const LEAF_TABLE_MAX_Q: usize = 1024;
+
+/// The leaf DFTs' twiddles for odd q: entry `(k-1)(q-1) + (m-1)` is `(cos φ, sin φ)`,
+/// `φ = ((-2π/q)·k)·m`, for 1 <= k, m < q — the operations the leaf does inline.
+fn leaf_twiddle_source() -> String {
+    let mut s = String::new();
+    s.push_str(&crate::kernels::numeric_prelude());
+    s.push_str(crate::kernels::OPS);
+    s.push_str(crate::kernels::MATH_F64);
+    s.push_str("const double NX_MINUS_TWO_PI = -6.283185307179586LF;\n");
+    s.push_str(
+        r#"layout(local_size_x = 256) in;
+void main() {
+    uint64_t table = ParamsU64(pc.params).v[0];
+    int Q = ParamsI32(pc.params + 8ul).v[0];
+    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {
+        int k = int(i) / (Q - 1) + 1;
+        int m = int(i) % (Q - 1) + 1;
+        precise double ph = (NX_MINUS_TWO_PI / double(Q)) * double(k);
+        precise double phi = ph * double(m);
+        BufU64x2(table).v[i] = nx_c_to_c128(dvec2(m_cos(phi), m_sin(phi)));
+    }
+}
+"#,
+    );
+    s
+}
+
 #[derive(Clone, Copy, Debug)]
 struct FftDims {
     rows: usize,
@@ -240,11 +285,13 @@ struct Spec {
     out: DType,
     inverse: bool,
     last: bool,
+    /// A leaf reading its twiddles from a (q-1)² table (see [`leaf_twiddle_source`]).
+    leaf_table: bool,
 }
 
 impl Spec {
     fn key(&self) -> String {
-        format!("fft {:?} -> {} inverse:{} last:{}", self.input, self.out, self.inverse, self.last)
+        format!("fft {:?} -> {} inverse:{} last:{} table:{}", self.input, self.out, self.inverse, self.last, self.leaf_table)
     }
 
     /// GLSL storing complex `z` at index `idx` of `dst`: f64 scratch, or the result (ifft's
@@ -288,7 +335,8 @@ impl Spec {
             s.push_str("layout(local_size_x = 256) in;\nvoid main() {\n");
             s.push_str("    uint64_t src = ParamsU64(pc.params).v[0];\n    uint64_t dst = ParamsU64(pc.params).v[1];\n");
             s.push_str("    double eps = nx_bits_to_f64(ParamsU64(pc.params).v[2]);\n");
-            s.push_str("    ParamsI32 meta = ParamsI32(pc.params + 24ul);\n");
+            s.push_str("    uint64_t tw = ParamsU64(pc.params).v[3];\n");
+            s.push_str("    ParamsI32 meta = ParamsI32(pc.params + 32ul);\n");
             s.push_str("    int N = meta.v[0]; int Q = meta.v[1]; int P = meta.v[2]; int LEN = meta.v[3]; int OFF = meta.v[4]; int RS = meta.v[5]; int ES = meta.v[6];\n");
             s.push_str("    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {\n");
             s.push_str("        int row = int(i / uint(N)); int idx = int(i % uint(N));\n");
@@ -313,8 +361,12 @@ impl Spec {
                 s.push_str("            { double x = elem(src, base, sub, LEN, ES); precise double a = 1.0LF * x; precise double b = 0.0LF * x; acc = dvec2(a, b); }\n");
             }
             s.push_str("            for (int m = 1; m < Q; m++) {\n");
-            s.push_str("                precise double phi = ph * double(m);\n");
-            s.push_str("                dvec2 w = dvec2(m_cos(phi), m_sin(phi));\n");
+            if self.leaf_table {
+                s.push_str("                dvec2 w = nx_c128_to_c(BufU64x2(tw).v[(k - 1) * (Q - 1) + m - 1]);\n");
+            } else {
+                s.push_str("                precise double phi = ph * double(m);\n");
+                s.push_str("                dvec2 w = dvec2(m_cos(phi), m_sin(phi));\n");
+            }
             s.push_str("                int j = sub + P * m;\n");
             if cx {
                 // padding is the integer 0 there: number times complex
