@@ -94,9 +94,9 @@ void main() {
     uint nseg = OUTER * INNER * tiles;
     uint ngroups = (nseg + per_group - 1u) / per_group;
     uint lid = gl_LocalInvocationID.x;
-    // Levels d >= dmin run in shared memory; below it, in registers. A level's shared slot for
-    // position `at` of the group is SI(at >> cs): the blocks' lasts compacted (cs = SCAN_LOG_R), or
-    // every position (cs = 0) where segments are shorter than a block.
+    // Levels d >= dmin run in shared memory; below it, in registers. A level's shared slot
+    // for position `at` of the group is SI(at >> cs): the blocks' lasts compacted
+    // (cs = SCAN_LOG_R), or every position (cs = 0) where segments are shorter than a block.
     bool regs = seg >= SCAN_R;
     uint dmin = regs ? SCAN_R : 1u;
     uint cs = regs ? uint(SCAN_LOG_R) : 0u;
