@@ -12,8 +12,10 @@
 //! in time) and transforms the `2^p` interleaved subsequences of length q with a direct DFT whose
 //! twiddles are `(cos φ, sin φ)`, `φ = ((-2π/q)·k)·i`, summed in ascending i. Here:
 //! - one dispatch ("leaf") computes those `2^p` length-q DFTs for every row (O(n·q) work);
-//! - p radix-2 dispatches combine them Stockham-style (sub-transform `s` of length L stored at
-//!   `s·L`, so no bit reversal), each butterfly `e ± w·o` with `w = (cos θ, sin θ)`,
+//! - p radix-2 stages combine them Stockham-style (sub-transform `s` of length L stored at
+//!   `s·L`, so no bit reversal), two stages per dispatch (an invocation holds the four values
+//!   two consecutive stages combine among themselves; an odd last stage alone), each
+//!   butterfly `e ± w·o` with `w = (cos θ, sin θ)`,
 //!   `θ = (-2π·k)/L`, and the `complex` library's multiply/add/subtract clauses
 //!   (`ops.glsl`) — the same operations in the same order as BinaryBackend, all `precise`.
 //!
@@ -26,9 +28,9 @@
 //! with the same operations as inline — the stages only read them: a twiddle is an f64 `m_cos`
 //! and `m_sin`, far more work than its butterfly, and it depends only on (k, L), not on the row.
 //! The leaf's twiddles (`(k, m)` for `k, m < q`) come from a `(q-1)²` table the same way
-//! where `1 < q <= 1,024`. Dispatches: `1 + p`, plus a table for the stages where `p > 0` and
-//! one for the leaf where `1 < q <= 1,024` (plus one copy when `axis` is not the last one or
-//! the input's batch axes cannot be read in place).
+//! where `1 < q <= 1,024`. Dispatches: `1 + ceil(p/2)`, plus a table for the stages where
+//! `p > 0` and one for the leaf where `1 < q <= 1,024` (plus one copy when `axis` is not the
+//! last one or the input's batch axes cannot be read in place).
 //!
 //! `record_fft` / `record_ifft` record all of it into a caller's batch and write a caller's
 //! output (a new contiguous tensor of the type and shape [`fft_output`] gives): straight into
@@ -172,7 +174,7 @@ impl Context {
         } else {
             None
         };
-        let leaf = Spec { input: Some(x.dtype), out: out.dtype, inverse, last: p == 0, leaf_table: leaf_table.is_some() };
+        let leaf = Spec { input: Some(x.dtype), out: out.dtype, inverse, last: p == 0, leaf_table: leaf_table.is_some(), pair: false };
         let kernel = self.kernels.get(&leaf.key(), 256, 1, || leaf.source())?;
         let dst = match &scratch {
             Some((a, _)) => a.address(),
@@ -194,16 +196,21 @@ impl Context {
             params.i32s([q])?;
             batch.dispatch(&twiddles, params.bytes(), (d.n - q) as u64)?;
             let (mut src, mut dst) = (a.address(), b.address());
-            for stage in 1..=p {
-                let last = stage == p;
-                let spec = Spec { input: None, out: out.dtype, inverse, last, leaf_table: false };
+            // two stages per pass (each invocation holds the four values two consecutive
+            // stages combine among themselves), a last odd one alone
+            let mut stage = 1;
+            while stage <= p {
+                let pair = stage < p;
+                let last = stage + pair as usize == p;
+                let spec = Spec { input: None, out: out.dtype, inverse, last, leaf_table: false, pair };
                 let kernel = self.kernels.get(&spec.key(), 256, 1, || spec.source())?;
                 let target = if last { out.buffer.address() } else { dst };
                 let mut params = ParamBlock::new("fft");
                 params.addrs([src, target]).i64(eps.to_bits() as i64).addrs([table.address()]);
                 params.i32s([d.n, q << stage])?;
-                batch.dispatch(&kernel, params.bytes(), (total / 2) as u64)?;
+                batch.dispatch(&kernel, params.bytes(), (total / if pair { 4 } else { 2 }) as u64)?;
                 std::mem::swap(&mut src, &mut dst);
+                stage += 1 + pair as usize;
             }
         }
         Ok(())
@@ -287,11 +294,13 @@ struct Spec {
     last: bool,
     /// A leaf reading its twiddles from a (q-1)² table (see [`leaf_twiddle_source`]).
     leaf_table: bool,
+    /// A radix-2 pass doing two consecutive stages (L and 2L).
+    pair: bool,
 }
 
 impl Spec {
     fn key(&self) -> String {
-        format!("fft {:?} -> {} inverse:{} last:{} table:{}", self.input, self.out, self.inverse, self.last, self.leaf_table)
+        format!("fft {:?} -> {} inverse:{} last:{} table:{} pair:{}", self.input, self.out, self.inverse, self.last, self.leaf_table, self.pair)
     }
 
     /// GLSL storing complex `z` at index `idx` of `dst`: f64 scratch, or the result (ifft's
@@ -389,15 +398,39 @@ impl Spec {
             // this stage's twiddles start at q (2^(s-1) - 1) = H - q, q = N's odd part
             s.push_str("    int TW0 = H - (N >> findLSB(uint(N)));\n");
             s.push_str("    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {\n");
-            s.push_str("        int row = int(i / uint(N / 2)); int m = int(i % uint(N / 2));\n");
-            s.push_str("        int sub = m / H; int k = m % H;\n");
-            s.push_str("        int rb = row * N;\n");
-            s.push_str("        dvec2 e = nx_c128_to_c(BufU64x2(src).v[rb + sub * H + k]);\n");
-            s.push_str("        dvec2 o = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S) * H + k]);\n");
-            s.push_str("        dvec2 t = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW0 + k]), o);\n");
-            s.push_str("        dvec2 lo = nx_cadd(e, t);\n        dvec2 hi = nx_csub(e, t);\n");
-            writeln!(s, "        {}", self.store("lo", "rb + sub * L + k")).unwrap();
-            writeln!(s, "        {}", self.store("hi", "rb + sub * L + k + H")).unwrap();
+            if self.pair {
+                // stages L and 2L: butterflies (sub, k) and (sub + S/2, k) of stage L make the
+                // four values that butterflies (sub, k) and (sub, k + H) of stage 2L combine
+                s.push_str("        int row = int(i / uint(N / 4)); int m = int(i % uint(N / 4));\n");
+                s.push_str("        int sub = m / H; int k = m % H;\n");
+                s.push_str("        int rb = row * N;\n");
+                s.push_str("        int TW1 = L - (N >> findLSB(uint(N)));\n");
+                s.push_str("        dvec2 w = nx_c128_to_c(BufU64x2(tw).v[TW0 + k]);\n");
+                s.push_str("        dvec2 e0 = nx_c128_to_c(BufU64x2(src).v[rb + sub * H + k]);\n");
+                s.push_str("        dvec2 o0 = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S) * H + k]);\n");
+                s.push_str("        dvec2 e1 = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S / 2) * H + k]);\n");
+                s.push_str("        dvec2 o1 = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S / 2 + S) * H + k]);\n");
+                s.push_str("        dvec2 t0 = nx_cmul(w, o0);\n        dvec2 lo0 = nx_cadd(e0, t0);\n        dvec2 hi0 = nx_csub(e0, t0);\n");
+                s.push_str("        dvec2 t1 = nx_cmul(w, o1);\n        dvec2 lo1 = nx_cadd(e1, t1);\n        dvec2 hi1 = nx_csub(e1, t1);\n");
+                s.push_str("        dvec2 ta = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW1 + k]), lo1);\n");
+                s.push_str("        dvec2 tb = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW1 + k + H]), hi1);\n");
+                s.push_str("        dvec2 a0 = nx_cadd(lo0, ta);\n        dvec2 a1 = nx_csub(lo0, ta);\n");
+                s.push_str("        dvec2 b0 = nx_cadd(hi0, tb);\n        dvec2 b1 = nx_csub(hi0, tb);\n");
+                writeln!(s, "        {}", self.store("a0", "rb + sub * 2 * L + k")).unwrap();
+                writeln!(s, "        {}", self.store("a1", "rb + sub * 2 * L + k + L")).unwrap();
+                writeln!(s, "        {}", self.store("b0", "rb + sub * 2 * L + k + H")).unwrap();
+                writeln!(s, "        {}", self.store("b1", "rb + sub * 2 * L + k + H + L")).unwrap();
+            } else {
+                s.push_str("        int row = int(i / uint(N / 2)); int m = int(i % uint(N / 2));\n");
+                s.push_str("        int sub = m / H; int k = m % H;\n");
+                s.push_str("        int rb = row * N;\n");
+                s.push_str("        dvec2 e = nx_c128_to_c(BufU64x2(src).v[rb + sub * H + k]);\n");
+                s.push_str("        dvec2 o = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S) * H + k]);\n");
+                s.push_str("        dvec2 t = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW0 + k]), o);\n");
+                s.push_str("        dvec2 lo = nx_cadd(e, t);\n        dvec2 hi = nx_csub(e, t);\n");
+                writeln!(s, "        {}", self.store("lo", "rb + sub * L + k")).unwrap();
+                writeln!(s, "        {}", self.store("hi", "rb + sub * L + k + H")).unwrap();
+            }
             s.push_str("    }\n}\n");
         }
         if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
