@@ -69,6 +69,25 @@ pub fn tile(t: DType) -> usize {
     per_invocation(t) * LOCAL as usize
 }
 
+/// Shared memory a workgroup of `r` positions per invocation needs: the padded staging array
+/// and the previous segment's last.
+fn shared_bytes(t: DType, r: usize) -> usize {
+    let tile = r * LOCAL as usize;
+    let slot = if t.bits() == 64 { 8 } else { 4 };
+    (tile + tile / 32 + 1) * slot
+}
+
+/// [`per_invocation`], halved until the workgroup's shared memory fits the device (a device at
+/// Vulkan's 16 KiB minimum takes 8 positions, 4 for 64-bit types). The tree, and so every bit,
+/// is the same whatever the tile: only the passes it is cut into change.
+fn per_invocation_on(t: DType, max_shared: usize) -> usize {
+    let mut r = per_invocation(t);
+    while r > 1 && shared_bytes(t, r) > max_shared {
+        r /= 2;
+    }
+    r
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Pass {
     /// The in-segment up-sweep levels of a stride below the last.
@@ -119,7 +138,8 @@ impl Context {
         batch.keep(&x.buffer);
         batch.keep(&out.buffer);
         // Strides 1, TILE, TILE^2, ... until a row's level sequence fits one segment.
-        let tile = tile(x.dtype);
+        let r = per_invocation_on(x.dtype, self.caps.max_shared_memory as usize);
+        let tile = r * LOCAL as usize;
         let mut strides = vec![1usize];
         while n / strides.last().unwrap() > tile {
             strides.push(strides.last().unwrap() * tile);
@@ -134,7 +154,7 @@ impl Context {
             let first = i == 0 && pass != Pass::Down;
             // a contiguous input is read at offset + output index (no per-axis division)
             let dense = first && x.is_contiguous();
-            let spec = Spec { op, t: x.dtype, pass, first, dense, rank: if first && !dense { rank } else { 0 } };
+            let spec = Spec { op, t: x.dtype, r, pass, first, dense, rank: if first && !dense { rank } else { 0 } };
             let k = self.kernels.get(&spec.key(), LOCAL, 1, || spec.source())?;
             p.set_i32(stride_slot, s)?;
             p.set_i32(stride_slot + 4, tiles)?;
@@ -160,6 +180,8 @@ fn check_scan(x: &Tensor, axis: usize) -> Result<()> {
 struct Spec {
     op: ScanOp,
     t: DType,
+    /// Positions per invocation (the tile is `r * LOCAL`).
+    r: usize,
     pass: Pass,
     /// This pass loads the input view (the first pass at stride 1); the others read the output.
     first: bool,
@@ -172,7 +194,7 @@ struct Spec {
 
 impl Spec {
     fn key(&self) -> String {
-        format!("scan {:?} {} {:?} first:{} dense:{} r{}", self.op, self.t, self.pass, self.first, self.dense, self.rank)
+        format!("scan {:?} {} x{} {:?} first:{} dense:{} r{}", self.op, self.t, self.r, self.pass, self.first, self.dense, self.rank)
     }
 
     fn source(&self) -> String {
@@ -192,8 +214,8 @@ impl Spec {
             ScanOp::Max => format!("nx_max_{suffix}(a, b)"),
             ScanOp::Min => format!("nx_min_{suffix}(a, b)"),
         };
-        let r = per_invocation(t);
-        writeln!(s, "#define LOCAL {LOCAL}\n#define SCAN_R {r}u\n#define SCAN_LOG_R {}\n#define TILE {}u\n#define RANK {}", r.trailing_zeros(), tile(t), self.rank).unwrap();
+        let r = self.r;
+        writeln!(s, "#define LOCAL {LOCAL}\n#define SCAN_R {r}u\n#define SCAN_LOG_R {}\n#define TILE {}u\n#define RANK {}", r.trailing_zeros(), r * LOCAL as usize, self.rank).unwrap();
         let shared = if t.bits() == 64 { "uint64_t" } else { "uint" };
         writeln!(s, "#define STORE_T {}\n#define SH_T {shared}\n#define BUF {}", storage_type(t), buf_type(t)).unwrap();
         if t == DType::F32 && matches!(self.op, ScanOp::Sum | ScanOp::Product) {
@@ -223,5 +245,20 @@ impl Spec {
         });
         s.push_str(include_str!("kernels/scan.glsl"));
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tile_fits_the_device_shared_memory() {
+        // 4,096 f32 slots padded one per 32 (+ the previous segment's last): 16,900 bytes
+        assert_eq!(shared_bytes(DType::F32, 16), 16_900);
+        assert_eq!((per_invocation_on(DType::F32, 32_768), per_invocation_on(DType::F64, 32_768)), (16, 8));
+        assert_eq!((per_invocation_on(DType::F32, 16_384), per_invocation_on(DType::F64, 16_384)), (8, 4));
+        assert_eq!(per_invocation_on(DType::U8, 16_900), 16);
+        assert_eq!(per_invocation_on(DType::F64, 0), 1);
     }
 }
