@@ -106,7 +106,7 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         sizes: Option<Vec<usize>>,
         /// Only these rows of --ops (bench names as printed, comma-separated: `cumsum,sum`);
-        /// the tiny-op rows, dots, conv2d and fft are skipped unless named.
+        /// every other row, and the setup only it needs, is skipped.
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
         /// A GGUF model instead: prefill (pp) and decode (tg) tok/s, aggregate decode with

@@ -73,14 +73,16 @@ pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize, only: Op
                 ctx.synchronize()?;
             }
         }
-        emit(ctx, "tiny_add_enqueue", 4, median(enqueue), 2000);
-        let s = timed(ctx, 2000, || ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t))?;
-        emit(ctx, "tiny_add_sync", 4, s, 2000);
-        let s = timed(ctx, 2000, || {
-            let y = ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?;
-            ctx.download(&y)
+        if want("tiny_add_enqueue") {
+            emit(ctx, "tiny_add_enqueue", 4, median(enqueue), 2000);
+        }
+        row("tiny_add_sync", 4, 2000, &mut || timed(ctx, 2000, || ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)))?;
+        row("tiny_add_readback", 4, 2000, &mut || {
+            timed(ctx, 2000, || {
+                let y = ctx.binary(BinaryOp::Add, &tiny, &tiny, f32t)?;
+                ctx.download(&y)
+            })
         })?;
-        emit(ctx, "tiny_add_readback", 4, s, 2000);
     }
 
     for &n in sizes {
@@ -101,7 +103,7 @@ pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize, only: Op
             row("sort", n, r, &mut || timed(ctx, r, || ctx.sort(&x, 0, Direction::Asc)))?;
         }
         // gather: n/4 rows of a [n/64, 64] table (embedding lookup shape)
-        if n >= 4096 {
+        if n >= 4096 && want("gather") {
             let rows = n / 64;
             let table = x.reshape(&[rows, 64])?;
             let idx: Vec<u8> = (0..rows as i64).map(|i| (i * 7919) % rows as i64).flat_map(|v| v.to_le_bytes()).collect();
@@ -114,11 +116,11 @@ pub fn run(ctx: &Context, sizes: &[usize], dots: &[usize], reps: usize, only: Op
             row("softmax_eager", n, r, &mut || timed(ctx, r, || softmax(ctx, &m)))?;
         }
         // transfers: n f32 elements
-        let bytes = vec![1u8; n * 4];
+        let bytes = if want("upload") { vec![1u8; n * 4] } else { vec![] };
         row("upload", n, r, &mut || timed(ctx, r, || ctx.upload(f32t, &[n], &bytes)))?;
         row("download", n, r, &mut || timed(ctx, r, || ctx.download(&x)))?;
     }
-    for &d in dots {
+    for &d in dots.iter().filter(|_| ["dot_exact", "dot_f32acc", "dot_f64"].into_iter().any(want)) {
         let r = reps.min(10);
         let a = ctx.unary(UnaryOp::Sin, &ctx.iota(f32t, &[d, d], None)?, f32t)?;
         row("dot_exact", d, r, &mut || timed(ctx, r, || ctx.dot(&a, &[1], &[], &a, &[0], &[], f32t)))?;

@@ -7,13 +7,15 @@
 //! the tensor's own type. The result therefore depends on the combination tree (f32 sums
 //! differ from a sequential loop; max/min return the left operand on ties, which shows on
 //! -0.0/+0.0). We unroll that recursion into the in-place up-sweep/down-sweep it is
-//! (kernels/scan.glsl). Its levels below a segment of [`tile`] positions (4,096; 2,048 for
-//! 64-bit types) stay inside that segment, and the levels above it are the same tree over
-//! every tile-th position, so a pass per stride (1, tile, tile², ...) runs up and back down:
-//! one dispatch for rows up to a tile long, three up to its square, five beyond (a level per
-//! dispatch took about `2*log2(n)`: 19 at 1 K, 47 at 16 M). Inside a pass each invocation
-//! holds 16 consecutive positions (8 for 64-bit types) in registers and runs the levels
-//! below 16 there; only each block's last position takes the shared-memory levels. The
+//! (kernels/scan.glsl). Its levels below a segment of [`Context::scan_tile`] positions (4,096;
+//! 2,048 for 64-bit types; less on a device with under 17 KB of shared memory) stay inside
+//! that segment, and the levels above it are the same tree over every tile-th position, so a
+//! pass per stride (1, tile, tile², ...) runs up and back down: one dispatch for rows up to a
+//! tile long, three up to its square, five up to its cube (a level per dispatch took about
+//! `2*log2(n)`: 19 at 1 K, 47 at 16 M). Inside a pass each invocation holds `tile / 256`
+//! consecutive positions (16; 8 for 64-bit types) in registers and runs the levels below that
+//! there; only each block's last position takes the shared-memory levels. The tile changes
+//! the passes, not the tree: the bits are the same whatever it is. The
 //! first pass also copies the input view. The order is a function of the shape only, so
 //! reruns are bit-identical and every device gives the same bits. f32 sums and products use
 //! the f32 library's add and multiply (math_f32.glsl: correctly rounded, so BinaryBackend's
@@ -57,14 +59,16 @@ impl ScanOp {
 
 const LOCAL: u32 = 256;
 
-/// Positions one invocation holds in registers: 16, or 8 for 64-bit types, so a workgroup's
-/// staging array (`tile` elements, padded one per 32) stays near 16 KiB, Vulkan's minimum.
+/// Positions one invocation holds in registers by default: 16, or 8 for 64-bit types — a
+/// workgroup's staging array (`tile` elements, padded one per 32) of 16,900 bytes, just over
+/// Vulkan's 16 KiB minimum ([`per_invocation_on`] halves it where a device has less).
 fn per_invocation(t: DType) -> usize {
     if t.bits() == 64 { 8 } else { 16 }
 }
 
-/// Level elements one workgroup holds: the longest segment, so rows up to this length (4,096;
-/// 2,048 for 64-bit types) take one dispatch, up to its square three, longer five.
+/// Level elements one workgroup holds by default (4,096; 2,048 for 64-bit types): the
+/// longest segment on a device with at least 17 KB of shared memory ([`Context::scan_tile`]
+/// is the device's).
 pub fn tile(t: DType) -> usize {
     per_invocation(t) * LOCAL as usize
 }
@@ -107,6 +111,12 @@ impl Context {
         self.recorded(out, |batch, out| self.record_cumulative(batch, op, x, axis, reverse, out))
     }
 
+    /// The longest segment one workgroup scans on this device for type `t`: rows up to this
+    /// length take one dispatch, up to its square three, up to its cube five.
+    pub fn scan_tile(&self, t: DType) -> usize {
+        per_invocation_on(t, self.caps.max_shared_memory as usize) * LOCAL as usize
+    }
+
     /// Records `cumulative` into `out`: a new (contiguous, offset 0) tensor of `x`'s type and
     /// shape.
     pub fn record_cumulative(&self, batch: &mut Batch<'_>, op: ScanOp, x: &Tensor, axis: usize, reverse: bool, out: &Tensor) -> Result<()> {
@@ -137,9 +147,9 @@ impl Context {
         }
         batch.keep(&x.buffer);
         batch.keep(&out.buffer);
-        // Strides 1, TILE, TILE^2, ... until a row's level sequence fits one segment.
-        let r = per_invocation_on(x.dtype, self.caps.max_shared_memory as usize);
-        let tile = r * LOCAL as usize;
+        // Strides 1, tile, tile^2, ... until a row's level sequence fits one segment.
+        let tile = self.scan_tile(x.dtype);
+        let r = tile / LOCAL as usize;
         let mut strides = vec![1usize];
         while n / strides.last().unwrap() > tile {
             strides.push(strides.last().unwrap() * tile);

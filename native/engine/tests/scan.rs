@@ -190,8 +190,8 @@ fn register_blocks_keep_the_tree() {
         let mut f = Failures::default();
         let mut rng = Rng(25);
         for t in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::S32, DType::U8] {
-            let r = scan::tile(t) / 256;
-            for (rows, n) in [(5, r), (3, r + 1), (37, 40), (9, 1000), (2, 5 * scan::tile(t) + 3)] {
+            let r = ctx.scan_tile(t) / 256;
+            for (rows, n) in [(5, r), (3, r + 1), (37, 40), (9, 1000), (2, 5 * ctx.scan_tile(t) + 3)] {
                 let data = if t.is_float() { finite_values(t, rows * n, &mut rng) } else { values(t, rows * n, &mut rng) };
                 let x = upload(ctx, t, &[rows, n], &data);
                 for o in OPS {
@@ -238,9 +238,9 @@ fn long_axes() {
     on_engine(|ctx| {
         let mut f = Failures::default();
         let mut rng = Rng(23);
-        // Rows past one segment (scan::tile: 4,096 positions, 2,048 for 64-bit types) take a
-        // second stride (3 passes), past its square a third (5); short rows pack many to a
-        // workgroup.
+        // Rows past one segment (4,096 positions, 2,048 for 64-bit types, where the device has
+        // the shared memory: lavapipe, the GPUs measured) take a second stride (3 passes), past
+        // its square a third (5); short rows pack many to a workgroup.
         assert_eq!((scan::tile(DType::F32), scan::tile(DType::F16), scan::tile(DType::F64)), (4096, 4096, 2048));
         let cases = [
             (DType::F32, vec![4097], 0),
@@ -295,16 +295,17 @@ fn binary_backend_examples() {
 fn runs_on_the_device_and_reruns_bit_identically() {
     on_engine_alone(|ctx| {
         let mut rng = Rng(24);
-        // a pass per stride up and back down: 1 (one segment), 1 + 4,096 (f32) or 2,048 (f64),
-        // then that squared
+        // a pass per stride up and back down: 1 (one segment of the device's tile: 4,096 f32
+        // or 2,048 f64 where it has the shared memory), 1 + tile, then that squared
+        let (t32, t64) = (ctx.scan_tile(DType::F32), ctx.scan_tile(DType::F64));
         let cases = [
             (DType::F32, 1000usize, 1u64),
-            (DType::F32, 4096, 1),
-            (DType::F32, 4097, 3),
-            (DType::F32, 1_048_576, 3),
-            (DType::F64, 2048, 1),
-            (DType::F64, 2049, 3),
-            (DType::F64, 2048 * 2049, 5),
+            (DType::F32, t32, 1),
+            (DType::F32, t32 + 1, 3),
+            (DType::F32, 1_048_576.min(t32 * t32), 3),
+            (DType::F64, t64, 1),
+            (DType::F64, t64 + 1, 3),
+            (DType::F64, t64 * (t64 + 1), 5),
         ];
         for (t, n, passes) in cases {
             let data = values(t, n, &mut rng);

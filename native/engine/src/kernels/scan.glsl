@@ -188,7 +188,11 @@ void main() {
             [[unroll]] for (int ld = SCAN_LOG_R - 1; ld >= 0; ld--) {
                 uint d = 1u << uint(ld);
                 [[unroll]] for (uint l = d - 1u; l < SCAN_R - 1u; l += 2u * d) {
-                    if (l < live && m0 + l + 1u >= 3u * d) v[l] = COMBINE(l >= d ? v[l - d] : before, v[l]);
+                    if (l < live && m0 + l + 1u >= 3u * d) {
+                        // (the index kept in range: for l < d the other arm is taken)
+                        SH_T left = v[(l - d) & (SCAN_R - 1u)];
+                        v[l] = COMBINE(l >= d ? left : before, v[l]);
+                    }
                 }
             }
 #endif

@@ -175,13 +175,13 @@ void main() {
             [[unroll]] for (uint m = 0u; m < NG; m++) {
                 if ((m & d) == 0u) {
                     uint64_t ka = kv[m];
-                    uint64_t kb = kv[m + d];
+                    uint64_t kb = kv[(m + d) & (NG - 1u)]; // (m + d < NG here)
                     uint ia = iv[m];
-                    uint ib = iv[m + d];
+                    uint ib = iv[(m + d) & (NG - 1u)];
                     bool gt = ka > kb || (ka == kb && ia > ib);
                     if (gt == asc) {
-                        kv[m] = kb; kv[m + d] = ka;
-                        iv[m] = ib; iv[m + d] = ia;
+                        kv[m] = kb; kv[(m + d) & (NG - 1u)] = ka;
+                        iv[m] = ib; iv[(m + d) & (NG - 1u)] = ia;
                     }
                 }
             }
