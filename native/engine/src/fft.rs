@@ -13,9 +13,9 @@
 //! twiddles are `(cos φ, sin φ)`, `φ = ((-2π/q)·k)·i`, summed in ascending i. Here:
 //! - one dispatch ("leaf") computes those `2^p` length-q DFTs for every row (O(n·q) work);
 //! - p radix-2 stages combine them Stockham-style (sub-transform `s` of length L stored at
-//!   `s·L`, so no bit reversal), two stages per dispatch (an invocation holds the four values
-//!   two consecutive stages combine among themselves; an odd last stage alone), each
-//!   butterfly `e ± w·o` with `w = (cos θ, sin θ)`,
+//!   `s·L`, so no bit reversal), up to three stages per dispatch (an invocation holds the
+//!   2^r values r consecutive stages combine among themselves), each butterfly `e ± w·o`
+//!   with `w = (cos θ, sin θ)`,
 //!   `θ = (-2π·k)/L`, and the `complex` library's multiply/add/subtract clauses
 //!   (`ops.glsl`) — the same operations in the same order as BinaryBackend, all `precise`.
 //!
@@ -28,7 +28,7 @@
 //! with the same operations as inline — the stages only read them: a twiddle is an f64 `m_cos`
 //! and `m_sin`, far more work than its butterfly, and it depends only on (k, L), not on the row.
 //! The leaf's twiddles (`(k, m)` for `k, m < q`) come from a `(q-1)²` table the same way
-//! where `1 < q <= 1,024`. Dispatches: `1 + ceil(p/2)`, plus a table for the stages where
+//! where `1 < q <= 1,024`. Dispatches: `1 + ceil(p/3)`, plus a table for the stages where
 //! `p > 0` and one for the leaf where `1 < q <= 1,024` (plus one copy when `axis` is not the
 //! last one or the input's batch axes cannot be read in place).
 //!
@@ -174,7 +174,7 @@ impl Context {
         } else {
             None
         };
-        let leaf = Spec { input: Some(x.dtype), out: out.dtype, inverse, last: p == 0, leaf_table: leaf_table.is_some(), pair: false };
+        let leaf = Spec { input: Some(x.dtype), out: out.dtype, inverse, last: p == 0, leaf_table: leaf_table.is_some(), stages: 0 };
         let kernel = self.kernels.get(&leaf.key(), 256, 1, || leaf.source())?;
         let dst = match &scratch {
             Some((a, _)) => a.address(),
@@ -196,21 +196,21 @@ impl Context {
             params.i32s([q])?;
             batch.dispatch(&twiddles, params.bytes(), (d.n - q) as u64)?;
             let (mut src, mut dst) = (a.address(), b.address());
-            // two stages per pass (each invocation holds the four values two consecutive
-            // stages combine among themselves), a last odd one alone
+            // up to three stages per pass (each invocation holds the 2^r values r consecutive
+            // stages combine among themselves)
             let mut stage = 1;
             while stage <= p {
-                let pair = stage < p;
-                let last = stage + pair as usize == p;
-                let spec = Spec { input: None, out: out.dtype, inverse, last, leaf_table: false, pair };
+                let stages = (p + 1 - stage).min(STAGES_PER_PASS);
+                let last = stage + stages - 1 == p;
+                let spec = Spec { input: None, out: out.dtype, inverse, last, leaf_table: false, stages };
                 let kernel = self.kernels.get(&spec.key(), 256, 1, || spec.source())?;
                 let target = if last { out.buffer.address() } else { dst };
                 let mut params = ParamBlock::new("fft");
                 params.addrs([src, target]).i64(eps.to_bits() as i64).addrs([table.address()]);
                 params.i32s([d.n, q << stage])?;
-                batch.dispatch(&kernel, params.bytes(), (total / if pair { 4 } else { 2 }) as u64)?;
+                batch.dispatch(&kernel, params.bytes(), (total >> stages) as u64)?;
                 std::mem::swap(&mut src, &mut dst);
-                stage += 1 + pair as usize;
+                stage += stages;
             }
         }
         Ok(())
@@ -245,6 +245,11 @@ void main() {
     );
     s
 }
+
+/// Radix-2 stages one pass does at most: each invocation holds the 2^3 values three
+/// consecutive stages combine among themselves (256 × 4096: twelve stages in four passes,
+/// each pass reading and writing every value once).
+const STAGES_PER_PASS: usize = 3;
 
 /// The largest odd part q whose leaf twiddles come from a table ((q-1)² entries, 16 MiB at
 /// 1,024): never more twiddles than the leaf computes inline (`rows · n · (q-1)`).
@@ -294,13 +299,13 @@ struct Spec {
     last: bool,
     /// A leaf reading its twiddles from a (q-1)² table (see [`leaf_twiddle_source`]).
     leaf_table: bool,
-    /// A radix-2 pass doing two consecutive stages (L and 2L).
-    pair: bool,
+    /// Radix-2 stages this pass does (1 to [`STAGES_PER_PASS`]: L, 2L, 4L); 0 for a leaf.
+    stages: usize,
 }
 
 impl Spec {
     fn key(&self) -> String {
-        format!("fft {:?} -> {} inverse:{} last:{} table:{} pair:{}", self.input, self.out, self.inverse, self.last, self.leaf_table, self.pair)
+        format!("fft {:?} -> {} inverse:{} last:{} table:{} stages:{}", self.input, self.out, self.inverse, self.last, self.leaf_table, self.stages)
     }
 
     /// GLSL storing complex `z` at index `idx` of `dst`: f64 scratch, or the result (ifft's
@@ -395,41 +400,36 @@ impl Spec {
             s.push_str("    uint64_t tw = ParamsU64(pc.params).v[3];\n");
             s.push_str("    ParamsI32 meta = ParamsI32(pc.params + 32ul);\n");
             s.push_str("    int N = meta.v[0]; int L = meta.v[1]; int H = L / 2; int S = N / L;\n");
-            // this stage's twiddles start at q (2^(s-1) - 1) = H - q, q = N's odd part
-            s.push_str("    int TW0 = H - (N >> findLSB(uint(N)));\n");
             s.push_str("    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {\n");
-            if self.pair {
-                // stages L and 2L: butterflies (sub, k) and (sub + S/2, k) of stage L make the
-                // four values that butterflies (sub, k) and (sub, k + H) of stage 2L combine
-                s.push_str("        int row = int(i / uint(N / 4)); int m = int(i % uint(N / 4));\n");
-                s.push_str("        int sub = m / H; int k = m % H;\n");
-                s.push_str("        int rb = row * N;\n");
-                s.push_str("        int TW1 = L - (N >> findLSB(uint(N)));\n");
-                s.push_str("        dvec2 w = nx_c128_to_c(BufU64x2(tw).v[TW0 + k]);\n");
-                s.push_str("        dvec2 e0 = nx_c128_to_c(BufU64x2(src).v[rb + sub * H + k]);\n");
-                s.push_str("        dvec2 o0 = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S) * H + k]);\n");
-                s.push_str("        dvec2 e1 = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S / 2) * H + k]);\n");
-                s.push_str("        dvec2 o1 = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S / 2 + S) * H + k]);\n");
-                s.push_str("        dvec2 t0 = nx_cmul(w, o0);\n        dvec2 lo0 = nx_cadd(e0, t0);\n        dvec2 hi0 = nx_csub(e0, t0);\n");
-                s.push_str("        dvec2 t1 = nx_cmul(w, o1);\n        dvec2 lo1 = nx_cadd(e1, t1);\n        dvec2 hi1 = nx_csub(e1, t1);\n");
-                s.push_str("        dvec2 ta = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW1 + k]), lo1);\n");
-                s.push_str("        dvec2 tb = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW1 + k + H]), hi1);\n");
-                s.push_str("        dvec2 a0 = nx_cadd(lo0, ta);\n        dvec2 a1 = nx_csub(lo0, ta);\n");
-                s.push_str("        dvec2 b0 = nx_cadd(hi0, tb);\n        dvec2 b1 = nx_csub(hi0, tb);\n");
-                writeln!(s, "        {}", self.store("a0", "rb + sub * 2 * L + k")).unwrap();
-                writeln!(s, "        {}", self.store("a1", "rb + sub * 2 * L + k + L")).unwrap();
-                writeln!(s, "        {}", self.store("b0", "rb + sub * 2 * L + k + H")).unwrap();
-                writeln!(s, "        {}", self.store("b1", "rb + sub * 2 * L + k + H + L")).unwrap();
-            } else {
-                s.push_str("        int row = int(i / uint(N / 2)); int m = int(i % uint(N / 2));\n");
-                s.push_str("        int sub = m / H; int k = m % H;\n");
-                s.push_str("        int rb = row * N;\n");
-                s.push_str("        dvec2 e = nx_c128_to_c(BufU64x2(src).v[rb + sub * H + k]);\n");
-                s.push_str("        dvec2 o = nx_c128_to_c(BufU64x2(src).v[rb + (sub + S) * H + k]);\n");
-                s.push_str("        dvec2 t = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[TW0 + k]), o);\n");
-                s.push_str("        dvec2 lo = nx_cadd(e, t);\n        dvec2 hi = nx_csub(e, t);\n");
-                writeln!(s, "        {}", self.store("lo", "rb + sub * L + k")).unwrap();
-                writeln!(s, "        {}", self.store("hi", "rb + sub * L + k + H")).unwrap();
+            // Stages L, 2L, ... (r of them) on the 2^r values x[j] = src[(sub + j·(S >> (r-1)))·H
+            // + k] (sub < S >> (r-1), k < H): stage t pairs the values whose index differs in
+            // bit r-1-t, e ± w·o with the twiddle of k plus the value's offset so far (H·2^t' for
+            // every earlier stage t' whose "minus" output it is; stage t's twiddles start at
+            // H·2^t - q in the table, q = N's odd part); after the last stage each value lands at
+            // sub·(L·2^(r-1)) + k + its offset. With r = 1 this is the plain stage.
+            let r = self.stages;
+            let g = 1usize << r;
+            writeln!(s, "        int row = int(i / uint(N >> {r})); int m = int(i % uint(N >> {r}));").unwrap();
+            s.push_str("        int sub = m / H; int k = m % H;\n");
+            s.push_str("        int rb = row * N;\n");
+            s.push_str("        int Q0 = N >> findLSB(uint(N));\n");
+            for j in 0..g {
+                writeln!(s, "        dvec2 v0_{j} = nx_c128_to_c(BufU64x2(src).v[rb + (sub + {j} * (S >> {})) * H + k]);", r - 1).unwrap();
+            }
+            let mut offset = vec![0usize; g]; // in units of H
+            for t in 0..r {
+                let bit = 1usize << (r - 1 - t);
+                for j in (0..g).filter(|j| j & bit == 0) {
+                    let (o, c) = (j | bit, offset[j]);
+                    debug_assert_eq!(offset[o], c);
+                    writeln!(s, "        dvec2 t{t}_{j} = nx_cmul(nx_c128_to_c(BufU64x2(tw).v[(H << {t}) - Q0 + k + {c} * H]), v{t}_{o});").unwrap();
+                    writeln!(s, "        dvec2 v{}_{j} = nx_cadd(v{t}_{j}, t{t}_{j});", t + 1).unwrap();
+                    writeln!(s, "        dvec2 v{}_{o} = nx_csub(v{t}_{j}, t{t}_{j});", t + 1).unwrap();
+                    offset[o] = c + (1 << t);
+                }
+            }
+            for (j, c) in offset.iter().enumerate() {
+                writeln!(s, "        {}", self.store(&format!("v{r}_{j}"), &format!("rb + sub * (L << {}) + k + {c} * H", r - 1))).unwrap();
             }
             s.push_str("    }\n}\n");
         }
