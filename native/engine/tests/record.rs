@@ -171,10 +171,12 @@ fn dispatch_counts_of_recorded_families() {
         assert_eq!(count(&|b| ctx.record_sort(b, &x, 1, Direction::Asc, &out).unwrap()), 3);
         // scan of 8 (one shared-memory segment): one pass, its up- and down-sweep levels
         assert_eq!(count(&|b| ctx.record_cumulative(b, ScanOp::Sum, &x, 1, false, &out).unwrap()), 1);
-        // fft of 8 = 2^3 along the last axis: leaf + 3 radix-2 stages, straight into the output
+        // fft of 8 = 2^3 along the last axis: leaf, the stages' twiddle table, the 3 radix-2
+        // stages in one pass, straight into the output
         let out = ctx.empty(C64, &[4, 8]).unwrap();
-        assert_eq!(count(&|b| ctx.record_fft(b, &x, 1, 8, 1e-10, &out).unwrap()), 4);
-        // along axis 0: the same into scratch, then one copy back to Nx's axis order
+        assert_eq!(count(&|b| ctx.record_fft(b, &x, 1, 8, 1e-10, &out).unwrap()), 3);
+        // along axis 0 (4 = 2^2: leaf, table, one pass) into scratch, then one copy back to
+        // Nx's axis order
         let out = ctx.empty(C64, &[4, 8]).unwrap();
         assert_eq!(count(&|b| ctx.record_fft(b, &x, 0, 4, 1e-10, &out).unwrap()), 4);
         // pad: the fill and the interior copy
