@@ -12,8 +12,9 @@
 //
 // Keys and values sit in shared memory as vec4s: every invocation reads the same key at the
 // same time (a broadcast), and one 16-byte read serves four multiply-adds where a float read
-// served one; the shared-memory reads, not the arithmetic, bounded the kernel (64 per key and
-// query at D = 32). The multiply-adds are the same, in the same order.
+// served one — by count the shared-memory reads (64 per key and query at D = 32), not the
+// arithmetic, bounded the kernel on the H200 (335 us per layer at 64 x 128, stop 19). The
+// multiply-adds are the same, in the same order.
 
 #define D4 ((D + 3) / 4)
 shared vec4 Ks[KB][D4];
