@@ -9,19 +9,9 @@
 // accumulator and the denominator rescaled by e^(old max - new max). Keys are visited in
 // ascending order in tiles fixed by D alone, so a query's result depends only on its own
 // sequence. exp is enc_expf (about an ulp).
-//
-// Keys and values sit in shared memory as vec4s: every invocation reads the same key at the
-// same time (a broadcast), and one 16-byte read serves four multiply-adds where a float read
-// served one — by count the shared-memory reads (64 per key and query at D = 32), not the
-// arithmetic, bounded the kernel on the H200 (335 us per layer at 64 x 128, stop 19). The
-// multiply-adds are the same, in the same order.
 
-#define D4 ((D + 3) / 4)
-shared vec4 Ks[KB][D4];
-shared vec4 Vs[KB][D4];
-// q[d]/o[d] for d < D; a padding lane of the last vec4 (D not a multiple of 4) never reaches
-// the arithmetic
-#define AT(d) min(d, D - 1)
+shared float Ks[KB][D];
+shared float Vs[KB][D];
 // Each invocation's scores of the current tile (its own row: no barrier needed).
 shared float S[QB][KB + 1];
 
@@ -59,8 +49,8 @@ void main() {
                     int j = e / D; int d = e % D;
                     if (j0 + j < len) {
                         int row = offQKV + (start + j0 + j) * stride + h * D + d;
-                        Ks[j][d >> 2][d & 3] = uintBitsToFloat(BufU32(addrQKV).v[row + H * D]);
-                        Vs[j][d >> 2][d & 3] = uintBitsToFloat(BufU32(addrQKV).v[row + 2 * H * D]);
+                        Ks[j][d] = uintBitsToFloat(BufU32(addrQKV).v[row + H * D]);
+                        Vs[j][d] = uintBitsToFloat(BufU32(addrQKV).v[row + 2 * H * D]);
                     }
                 }
                 barrier();
@@ -69,13 +59,7 @@ void main() {
                     float mt = m;
                     for (int j = 0; j < nk; j++) {
                         float dot = 0.0;
-                        [[unroll]] for (int i = 0; i < D4; i++) {
-                            vec4 k = Ks[j][i];
-                            dot = fma(q[4 * i], k.x, dot);
-                            if (4 * i + 1 < D) dot = fma(q[AT(4 * i + 1)], k.y, dot);
-                            if (4 * i + 2 < D) dot = fma(q[AT(4 * i + 2)], k.z, dot);
-                            if (4 * i + 3 < D) dot = fma(q[AT(4 * i + 3)], k.w, dot);
-                        }
+                        [[unroll]] for (int d = 0; d < D; d++) dot = fma(q[d], Ks[j][d], dot);
                         float sj = dot * scale;
                         S[tid][j] = sj;
                         mt = max(mt, sj);
@@ -88,13 +72,7 @@ void main() {
                     for (int j = 0; j < nk; j++) {
                         float p = enc_expf(S[tid][j] - mt);
                         l += p;
-                        [[unroll]] for (int i = 0; i < D4; i++) {
-                            vec4 v = Vs[j][i];
-                            o[4 * i] = fma(p, v.x, o[4 * i]);
-                            if (4 * i + 1 < D) o[AT(4 * i + 1)] = fma(p, v.y, o[AT(4 * i + 1)]);
-                            if (4 * i + 2 < D) o[AT(4 * i + 2)] = fma(p, v.z, o[AT(4 * i + 2)]);
-                            if (4 * i + 3 < D) o[AT(4 * i + 3)] = fma(p, v.w, o[AT(4 * i + 3)]);
-                        }
+                        [[unroll]] for (int d = 0; d < D; d++) o[d] = fma(p, Vs[j][d], o[d]);
                     }
                     m = mt;
                 }
