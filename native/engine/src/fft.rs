@@ -163,14 +163,7 @@ impl Context {
         };
         // leaf: 2^p direct DFTs of length q per row, their twiddles from a table for q <= 1,024
         let leaf_table = if q > 1 && q <= LEAF_TABLE_MAX_Q {
-            let table = self.pool.alloc(((q - 1) * (q - 1) * 16) as u64)?;
-            batch.keep(&table);
-            let kernel = self.kernels.get("fft leaf twiddles", 256, 1, leaf_twiddle_source)?;
-            let mut params = ParamBlock::new("fft");
-            params.addrs([table.address()]);
-            params.i32s([q])?;
-            batch.dispatch(&kernel, params.bytes(), ((q - 1) * (q - 1)) as u64)?;
-            Some(table)
+            Some(self.record_twiddle_table(batch, "fft leaf twiddles", leaf_twiddle_source, q, (q - 1) * (q - 1))?)
         } else {
             None
         };
@@ -188,13 +181,7 @@ impl Context {
         // radix-2 stages, ping-ponging between the scratch buffers, the last into `out`
         if let Some((a, b)) = &scratch {
             // the stages' twiddles: stage s's (L = q 2^s) k-th at q (2^(s-1) - 1) + k
-            let table = self.pool.alloc(((d.n - q) * 16) as u64)?;
-            batch.keep(&table);
-            let twiddles = self.kernels.get("fft twiddles", 256, 1, twiddle_source)?;
-            let mut params = ParamBlock::new("fft");
-            params.addrs([table.address()]);
-            params.i32s([q])?;
-            batch.dispatch(&twiddles, params.bytes(), (d.n - q) as u64)?;
+            let table = self.record_twiddle_table(batch, "fft twiddles", twiddle_source, q, d.n - q)?;
             let (mut src, mut dst) = (a.address(), b.address());
             // up to three stages per pass (each invocation holds the 2^r values r consecutive
             // stages combine among themselves)
@@ -217,33 +204,49 @@ impl Context {
     }
 }
 
+/// What every FFT kernel starts with: the numeric prelude, the scalar and complex helpers, our
+/// f64 sin/cos, and -2π.
+fn f64_prelude() -> String {
+    let mut s = crate::kernels::numeric_prelude();
+    s.push_str(crate::kernels::OPS);
+    s.push_str(crate::kernels::MATH_F64);
+    s.push_str("const double NX_MINUS_TWO_PI = -6.283185307179586LF;\n");
+    s
+}
+
+/// A twiddle table's kernel: entry `i` of `pc.count` is `(cos a, sin a)` as f64 bits, where
+/// `angle` (GLSL statements reading `i` and `Q`, q from the parameters) sets `double a`.
+fn twiddle_table_source(angle: &str) -> String {
+    let mut s = f64_prelude();
+    write!(
+        s,
+        r#"layout(local_size_x = 256) in;
+void main() {{
+    uint64_t table = ParamsU64(pc.params).v[0];
+    int Q = ParamsI32(pc.params + 8ul).v[0];
+    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {{
+{angle}
+        BufU64x2(table).v[i] = nx_c_to_c128(dvec2(m_cos(a), m_sin(a)));
+    }}
+}}
+"#
+    )
+    .unwrap();
+    s
+}
+
 /// The radix-2 stages' twiddles for a length `n = 2^p q` (q odd): entry `i` is stage s's
 /// `(cos θ, sin θ)`, `θ = (-2π·k)/L`, `L = q 2^s`, where `i + q = q 2^(s-1) + k`, `k < L/2` —
 /// the operations BinaryBackend's butterfly does for its twiddle, stored as f64 bits.
 fn twiddle_source() -> String {
-    let mut s = String::new();
-    s.push_str(&crate::kernels::numeric_prelude());
-    s.push_str(crate::kernels::OPS);
-    s.push_str(crate::kernels::MATH_F64);
-    s.push_str("const double NX_MINUS_TWO_PI = -6.283185307179586LF;\n");
-    s.push_str(
-        r#"layout(local_size_x = 256) in;
-void main() {
-    uint64_t table = ParamsU64(pc.params).v[0];
-    int Q = ParamsI32(pc.params + 8ul).v[0];
-    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {
-        int j = int(i) + Q;
+    twiddle_table_source(
+        "        int j = int(i) + Q;
         int H = Q << findMSB(uint(j / Q)); // q 2^(s-1) <= j < q 2^s
         int k = j - H;
         int L = 2 * H;
         precise double th0 = NX_MINUS_TWO_PI * double(k);
-        precise double th = th0 / double(L);
-        BufU64x2(table).v[i] = nx_c_to_c128(dvec2(m_cos(th), m_sin(th)));
-    }
-}
-"#,
-    );
-    s
+        precise double a = th0 / double(L);",
+    )
 }
 
 /// Radix-2 stages one pass does at most: each invocation holds the 2^3 values three
@@ -258,27 +261,27 @@ const LEAF_TABLE_MAX_Q: usize = 1024;
 /// The leaf DFTs' twiddles for odd q: entry `(k-1)(q-1) + (m-1)` is `(cos φ, sin φ)`,
 /// `φ = ((-2π/q)·k)·m`, for 1 <= k, m < q — the operations the leaf does inline.
 fn leaf_twiddle_source() -> String {
-    let mut s = String::new();
-    s.push_str(&crate::kernels::numeric_prelude());
-    s.push_str(crate::kernels::OPS);
-    s.push_str(crate::kernels::MATH_F64);
-    s.push_str("const double NX_MINUS_TWO_PI = -6.283185307179586LF;\n");
-    s.push_str(
-        r#"layout(local_size_x = 256) in;
-void main() {
-    uint64_t table = ParamsU64(pc.params).v[0];
-    int Q = ParamsI32(pc.params + 8ul).v[0];
-    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * 256u) {
-        int k = int(i) / (Q - 1) + 1;
+    twiddle_table_source(
+        "        int k = int(i) / (Q - 1) + 1;
         int m = int(i) % (Q - 1) + 1;
         precise double ph = (NX_MINUS_TWO_PI / double(Q)) * double(k);
-        precise double phi = ph * double(m);
-        BufU64x2(table).v[i] = nx_c_to_c128(dvec2(m_cos(phi), m_sin(phi)));
-    }
+        precise double a = ph * double(m);",
+    )
 }
-"#,
-    );
-    s
+
+impl Context {
+    /// Records the kernel `key` (from `source`) that fills a new table of `entries` complex
+    /// f64 twiddles for odd part `q`; the batch keeps the table alive.
+    fn record_twiddle_table(&self, batch: &mut Batch<'_>, key: &str, source: fn() -> String, q: usize, entries: usize) -> Result<std::sync::Arc<crate::memory::DeviceBuffer>> {
+        let table = self.pool.alloc((entries * 16) as u64)?;
+        batch.keep(&table);
+        let kernel = self.kernels.get(key, 256, 1, source)?;
+        let mut params = ParamBlock::new("fft");
+        params.addrs([table.address()]);
+        params.i32s([q])?;
+        batch.dispatch(&kernel, params.bytes(), entries as u64)?;
+        Ok(table)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -325,11 +328,7 @@ impl Spec {
     }
 
     fn source(&self) -> String {
-        let mut s = String::new();
-        s.push_str(&crate::kernels::numeric_prelude());
-        s.push_str(crate::kernels::OPS);
-        s.push_str(crate::kernels::MATH_F64);
-        s.push_str("const double NX_MINUS_TWO_PI = -6.283185307179586LF;\n");
+        let mut s = f64_prelude();
         if let Some(t) = self.input {
             // element j of a row: zero past the input (padding), conjugated for ifft
             let cx = t.is_complex();
