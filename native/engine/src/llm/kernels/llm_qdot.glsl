@@ -225,7 +225,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     return;
 #endif
 #if defined(BATCH_SHARE) && TC > 1
-    // (A measurement, NX_VULKAN_LLM_BATCH_SHARE=1: steps of several columns.) Each quant word
+    // (The default; NX_VULKAN_LLM_BATCH_SHARE=0 turns it off.) Steps of several columns: each quant word
     // made floats once for all the columns instead of once per column; every (row, column) sum
     // is still its own chain in the same order, so the bits are the per-column path's.
     float sa[TC][NR], sb[TC][NR], xa[TC], xh[TC];
@@ -419,7 +419,7 @@ void task_acc_col_int8(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t ad
 #endif
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
 #if defined(BATCH_SHARE) && TC > 1 && defined(Q6_SPLIT)
-    // (A measurement, NX_VULKAN_LLM_BATCH_SHARE=1, as Q4_K's.) Row by row: the row's quants made
+    // (The default, as Q4_K's.) Row by row: the row's quants made
     // floats once for all the columns (x then read once per row); each (row, column) sum is
     // task_acc_col's chain in its order, so the same bits.
     uint s = task >> 3, n = (task >> 2) & 1u, h = (task >> 1) & 1u;
