@@ -33,7 +33,7 @@
 
 use crate::dtype::{DType, Kind};
 use crate::error::{invalid, Result};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 macro_rules! ops {
@@ -234,13 +234,16 @@ pub(crate) struct Generated {
 /// given dtypes and access patterns.
 /// The identity of the kernel `generate` would build: expressions, dtypes, rank and access
 /// patterns — never shapes. Cheap next to generating the source, so lookups use it first.
-pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath, wide: bool) -> String {
+pub(crate) fn kernel_key(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath, wide: bool, speculate: bool) -> String {
     let mut key = format!("ew r{rank} out:{out_access:?}");
     if math == FloatMath::Fast {
         key.push_str(" fast"); // exact keys stay as they were (SPIR-V disk cache, digests)
     }
     if wide {
         key.push_str(" x4");
+    }
+    if !speculate {
+        key.push_str(" nospec"); // (measurements and tests: the default keys stay as they were)
     }
     for (t, a) in inputs {
         write!(key, " {t}:{a:?}").unwrap();
@@ -307,10 +310,11 @@ fn quad_buf(t: DType) -> &'static str {
 /// The kernel for `outputs` over `inputs`; `wide` (only where [`wide_eligible`]): four
 /// elements per invocation, `pc.count` then counting groups of four and the element count
 /// read from the parameter block after the inputs' strides. Each element runs the same
-/// statements either way, so `wide` never changes a bit.
-pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath, wide: bool) -> Result<Generated> {
+/// statements either way, so `wide` never changes a bit. `speculate`: f32 chains try
+/// [`speculative_block`] first (the same bits).
+pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize, out_access: Access, math: FloatMath, wide: bool, speculate: bool) -> Result<Generated> {
     let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
-    let key = kernel_key(outputs, inputs, rank, out_access, math, wide);
+    let key = kernel_key(outputs, inputs, rank, out_access, math, wide, speculate);
     let mut g = Gen::new(inputs, &in_types, math);
     let mut stores = String::new();
     for (o, e) in outputs.iter().enumerate() {
@@ -324,11 +328,14 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         }
     }
     let n_addr = outputs.len() + inputs.len();
+    // The exact single-op fast path (f32_fast_path) already is what speculation would give.
+    let single_fast = math == FloatMath::Exact && f32_fast_path(outputs, inputs, "").is_some();
+    let speculative = if speculate && !single_fast { speculative_block(outputs, inputs, math, wide) } else { None };
     let mut src = crate::kernels::numeric_prelude();
     src.push_str(crate::kernels::OPS);
     // (input decodes call the library too: f16 under :fast)
     let decode_calls: String = inputs.iter().map(|(t, _)| g.dec(*t, "r")).collect();
-    src.push_str(&libraries(&format!("{}{stores}{decode_calls}", g.body)));
+    src.push_str(&libraries(&format!("{}{stores}{decode_calls}{}", g.body, speculative.as_deref().unwrap_or(""))));
     if wide {
         // four elements of 32, 16 and 8 bits as one 16-, 8- and 4-byte word
         src.push_str("layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufQ32 { uvec4 v[]; };\n");
@@ -383,6 +390,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     if wide {
         let needs_coords = g.used_coords;
         let fast = if math == FloatMath::Exact { f32_fast_path(outputs, inputs, "nx_o0[k]") } else { None };
+        let fast = fast.or(speculative);
         let out_types = outputs.iter().map(|e| e.dtype(&in_types)).collect::<Result<Vec<_>>>()?;
         wide_loop(&mut src, &out_types, inputs, &used, rank, needs_coords, fast, &g, &stores);
         if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
@@ -431,6 +439,9 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         if let Some(fast) = f32_fast_path(outputs, inputs, "out0.v[oi]") {
             src.push_str(&fast);
         }
+    }
+    if let Some(block) = &speculative {
+        src.push_str(block);
     }
     for d in decodes {
         src.push_str(&d);
@@ -588,6 +599,65 @@ fn wide_loop(src: &mut String, out_types: &[DType], inputs: &[(DType, Access)], 
     src.push_str("    }\n}\n");
 }
 
+/// A speculative copy of an f32 chain's statements, tried first for each element: f32 add,
+/// subtract and multiply of operands that are zero or normal as the native operation (one
+/// instruction; Vulkan rounds these three correctly), and max/min/negate/abs of such operands
+/// on the bits without NaN handling, every other node as the checked path writes it. Each
+/// native node's operands and result are tested into `nx_ok` without a branch: a result is
+/// right when it is normal, or a zero the operands make exact (x + -x, x - x, a zero factor);
+/// a subnormal or overflowing one, which a device may flush (the H200 and H100 do not promise
+/// to keep subnormals), fails it. Where `nx_ok` holds, the element's outputs are stored and the
+/// checked statements are skipped; elsewhere they run as before — so the bits are the checked
+/// path's, and a chain pays one test per value instead of its checked operations' three
+/// classifications, branch and NaN canonicalisation per node. Under `Exact` only chains of
+/// f32 inputs, constants and the native operations are speculated (the checked path computes
+/// in f64 there); under `Fast`, any f32 chain with at least one native node. `None` where
+/// nothing would be speculated.
+fn speculative_block(outputs: &[Expr], inputs: &[(DType, Access)], math: FloatMath, wide: bool) -> Option<String> {
+    let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
+    let mode = if math == FloatMath::Fast { Speculate::Fast } else { Speculate::ExactF32 };
+    // f32 values as floats: the :fast domain (its f32 functions are exact for these nodes)
+    let mut g = Gen::new(inputs, &in_types, FloatMath::Fast);
+    g.spec = mode;
+    let mut stores = String::new();
+    for (o, e) in outputs.iter().enumerate() {
+        let t = e.dtype(&in_types).ok()?;
+        if mode == Speculate::ExactF32 && t != DType::F32 {
+            return None;
+        }
+        let v = g.node(e).ok()?;
+        let enc = g.enc(t, &v);
+        if wide {
+            writeln!(stores, "                nx_o{o}[k] = uint({enc});").unwrap();
+        } else {
+            writeln!(stores, "                out{o}.v[oi] = {enc};").unwrap();
+        }
+    }
+    if g.natives == 0 {
+        return None;
+    }
+    let mut decodes = String::new();
+    for (j, (t, _)) in inputs.iter().enumerate() {
+        let x = format!("x{j}_");
+        if g.body.contains(&x) || stores.contains(&x) {
+            writeln!(decodes, "        {} {x} = {};", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))).unwrap();
+        }
+    }
+    Some(format!("        {{\n        bool nx_ok = true;\n{decodes}{}        if (nx_ok) {{\n{stores}                continue;\n            }}\n        }}\n", g.body))
+}
+
+/// Whether `e` is a node [`speculative_block`] takes in a chain under `Exact` (its children
+/// are checked as they are visited).
+fn exact_speculated(e: &Expr, in_types: &[DType]) -> bool {
+    let f32 = |e: &Expr| e.dtype(in_types).is_ok_and(|t| t == DType::F32);
+    match e {
+        Expr::Input(_) | Expr::Const { .. } => f32(e),
+        Expr::Unary { op: UnaryOp::Negate | UnaryOp::Abs, arg, dtype: DType::F32 } => f32(arg),
+        Expr::Binary { op: BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Max | BinaryOp::Min, lhs, rhs, dtype: DType::F32 } => f32(lhs) && f32(rhs),
+        _ => false,
+    }
+}
+
 /// A native-f32 fast path for the commonest kernel, one f32 add/subtract/multiply of two f32
 /// inputs. Vulkan requires these three to be correctly rounded, so the f32 result equals the
 /// f64 result rounded once — except where a driver flushes subnormals (the H200 does not
@@ -738,6 +808,26 @@ struct Gen<'a> {
     in_types: &'a [DType],
     used_coords: bool,
     math: FloatMath,
+    /// Writing a [`speculative_block`]'s statements (in the :fast domain).
+    spec: Speculate,
+    /// f32 values known zero or normal (tested into `nx_ok`, or so by construction).
+    known_ok: HashSet<String>,
+    /// Constant temporaries (never tested at run time: known or not by their value).
+    consts: HashSet<String>,
+    /// Constant zeros: operands of the bit-order max/min only. A float operation on a constant
+    /// zero is what a shader compiler rewrites (lavapipe gave -0.0 for `(a * -0.0) + -0.0`
+    /// where IEEE and the checked path give +0.0), so add/subtract/multiply leave them to the
+    /// checked path.
+    zero_consts: HashSet<String>,
+    /// Native operations written (whose results `nx_ok` tests).
+    natives: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Speculate {
+    Off,
+    Fast,
+    ExactF32,
 }
 
 /// A double holding an f32 value, as that f32 (exact; NaN payloads kept).
@@ -747,7 +837,74 @@ fn narrow(v: &str) -> String {
 
 impl<'a> Gen<'a> {
     fn new(inputs: &'a [(DType, Access)], in_types: &'a [DType], math: FloatMath) -> Gen<'a> {
-        Gen { body: String::new(), memo: HashMap::new(), next: 0, inputs, in_types, used_coords: false, math }
+        Gen {
+            body: String::new(),
+            memo: HashMap::new(),
+            next: 0,
+            inputs,
+            in_types,
+            used_coords: false,
+            math,
+            spec: Speculate::Off,
+            known_ok: HashSet::new(),
+            consts: HashSet::new(),
+            zero_consts: HashSet::new(),
+            natives: 0,
+        }
+    }
+
+    /// Makes f32 value `v` known zero or normal for a native operation: a test into `nx_ok`
+    /// unless it is known already; `false` for a constant that is not (the node is then
+    /// written as the checked path writes it).
+    fn ensure_ok(&mut self, v: &str) -> bool {
+        if self.known_ok.contains(v) {
+            return true;
+        }
+        if self.consts.contains(v) {
+            return false;
+        }
+        writeln!(self.body, "        nx_ok = nx_ok && nxf_ok({v});").unwrap();
+        self.known_ok.insert(v.to_string());
+        true
+    }
+
+    /// An f32 binary node of f32 operands as a native operation, or `None`.
+    fn speculate_binary(&mut self, op: BinaryOp, a: &str, b: &str) -> Option<String> {
+        let sym = match op {
+            BinaryOp::Add => "+",
+            BinaryOp::Subtract => "-",
+            BinaryOp::Multiply => "*",
+            BinaryOp::Max => ">",
+            BinaryOp::Min => "<",
+            _ => return None,
+        };
+        let bit_order = matches!(op, BinaryOp::Max | BinaryOp::Min);
+        let testable = |g: &Gen, v: &str| g.known_ok.contains(v) || !g.consts.contains(v) || (bit_order && g.zero_consts.contains(v));
+        if !testable(self, a) || !testable(self, b) {
+            return None;
+        }
+        for v in [a, b] {
+            if !self.zero_consts.contains(v) {
+                self.ensure_ok(v);
+            }
+        }
+        if bit_order {
+            // nxf_max/nxf_min without their NaN tests: the bits' order, ties (-0, +0) to `a`
+            let r = self.tmp(DType::F32, format!("(nxf_key({b}) {sym} nxf_key({a})) ? {b} : {a}"));
+            self.known_ok.insert(r.clone());
+            return Some(r);
+        }
+        let r = self.tmp(DType::F32, format!("{a} {sym} {b}"));
+        if self.known_ok.insert(r.clone()) {
+            let exact_zero = match op {
+                BinaryOp::Add => format!("{a} == -{b}"),
+                BinaryOp::Subtract => format!("{a} == {b}"),
+                _ => format!("nxf_iszero({a}) || nxf_iszero({b})"),
+            };
+            writeln!(self.body, "        nx_ok = nx_ok && (nxf_normal(floatBitsToUint({r})) || (nxf_iszero({r}) && ({exact_zero})));").unwrap();
+            self.natives += 1;
+        }
+        Some(r)
     }
 
     fn fast(&self, t: DType) -> bool {
@@ -828,6 +985,9 @@ impl<'a> Gen<'a> {
 
     fn node(&mut self, e: &Expr) -> Result<String> {
         let ty = |e: &Expr, g: &Gen| e.dtype(g.in_types);
+        if self.spec == Speculate::ExactF32 && !exact_speculated(e, self.in_types) {
+            return Err(invalid!("not speculated under Exact"));
+        }
         match e {
             Expr::Input(i) => {
                 if *i >= self.inputs.len() {
@@ -842,7 +1002,17 @@ impl<'a> Gen<'a> {
                     Scalar::U(u) => u as f64,
                 };
                 let lit = format!("uintBitsToFloat({:#x}u)", (f as f32).to_bits());
-                Ok(self.tmp(*dtype, self.round(*dtype, &lit)))
+                let name = self.tmp(*dtype, self.round(*dtype, &lit));
+                if self.spec != Speculate::Off && *dtype == DType::F32 {
+                    let c = f as f32;
+                    if c.is_normal() {
+                        self.known_ok.insert(name.clone());
+                    } else if c == 0.0 {
+                        self.zero_consts.insert(name.clone());
+                    }
+                    self.consts.insert(name.clone());
+                }
+                Ok(name)
             }
             Expr::Const { value, dtype } => {
                 let lit = match (value, dtype.kind()) {
@@ -907,6 +1077,19 @@ impl<'a> Gen<'a> {
             Expr::Unary { op, arg, dtype } => {
                 let from = ty(arg, self)?;
                 let a = self.node(arg)?;
+                if self.spec != Speculate::Off && (from, *dtype) == (DType::F32, DType::F32) && self.known_ok.contains(&a) {
+                    // of a value known zero or normal: no NaN to canonicalise
+                    let f = match op {
+                        UnaryOp::Negate => Some("nxf_neg"),
+                        UnaryOp::Abs => Some("nxf_abs"),
+                        _ => None,
+                    };
+                    if let Some(f) = f {
+                        let r = self.tmp(DType::F32, format!("{f}({a})"));
+                        self.known_ok.insert(r.clone());
+                        return Ok(r);
+                    }
+                }
                 if matches!(op, UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conjugate)
                     || (!op.is_predicate() && (from.is_complex() || dtype.is_complex()))
                 {
@@ -943,6 +1126,11 @@ impl<'a> Gen<'a> {
                 let (lt, rt) = (ty(lhs, self)?, ty(rhs, self)?);
                 let a = self.node(lhs)?;
                 let b = self.node(rhs)?;
+                if self.spec != Speculate::Off && (lt, rt, *dtype) == (DType::F32, DType::F32, DType::F32) {
+                    if let Some(r) = self.speculate_binary(*op, &a, &b) {
+                        return Ok(r);
+                    }
+                }
                 if self.fast(lt) && self.fast(rt) && (op.is_comparison() || op.is_logical()) {
                     let v = fast_compare(*op, &a, &b);
                     return Ok(self.tmp(*dtype, self.round(*dtype, &self.dom(DType::U8, *dtype, &v))));
@@ -1262,7 +1450,7 @@ mod tests {
 
     fn source(op: BinaryOp, a: DType, b: DType, out: DType) -> String {
         let e = Expr::binary(op, Expr::Input(0), Expr::Input(1), out);
-        generate(&[e], &[(a, Access::Contiguous), (b, Access::Contiguous)], 1, Access::Contiguous, FloatMath::Exact, false).unwrap().source
+        generate(&[e], &[(a, Access::Contiguous), (b, Access::Contiguous)], 1, Access::Contiguous, FloatMath::Exact, false, true).unwrap().source
     }
 
     #[test]
@@ -1278,12 +1466,38 @@ mod tests {
     #[test]
     fn kernels_are_keyed_by_structure_not_shape() {
         let e = Expr::binary(BinaryOp::Add, Expr::Input(0), Expr::Input(1), DType::F32);
-        let k1 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Exact, false).unwrap().key;
-        let k2 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided)], 2, Access::Contiguous, FloatMath::Exact, false).unwrap().key;
+        let k1 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Exact, false, true).unwrap().key;
+        let k2 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Strided)], 2, Access::Contiguous, FloatMath::Exact, false, true).unwrap().key;
         assert_ne!(k1, k2);
         assert!(!k1.contains("shape"));
-        let k3 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Fast, false).unwrap().key;
+        let k3 = generate(std::slice::from_ref(&e), &[(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)], 2, Access::Contiguous, FloatMath::Fast, false, true).unwrap().key;
         assert_ne!(k1, k3, "precision is part of the key");
+    }
+
+    /// Which chains get a speculative block: under Exact only chains of f32 add/subtract/
+    /// multiply/max/min/negate/abs, inputs and constants; under Fast any f32 chain with a native
+    /// node; never with `speculate` off, nor for one exact add (its own fast path).
+    #[test]
+    fn speculative_blocks_where_they_apply() {
+        let (x, y) = (|| Expr::Input(0), || Expr::Input(1));
+        let c = |v: f64| Expr::Const { value: Scalar::F(v), dtype: DType::F32 };
+        let bin = |op, a, b| Expr::binary(op, a, b, DType::F32);
+        let relu = bin(BinaryOp::Max, bin(BinaryOp::Add, bin(BinaryOp::Multiply, x(), y()), x()), c(0.0));
+        let with_div = bin(BinaryOp::Divide, bin(BinaryOp::Add, x(), y()), c(3.0));
+        let with_exp = Expr::unary(UnaryOp::Exp, bin(BinaryOp::Multiply, x(), y()), DType::F32);
+        let zero_factor = bin(BinaryOp::Max, bin(BinaryOp::Multiply, x(), y()), c(0.0)); // a constant zero: max/min only
+        let nan_factor = bin(BinaryOp::Add, bin(BinaryOp::Multiply, x(), c(0.0)), c(f64::NAN)); // never native
+        let ins = [(DType::F32, Access::Contiguous), (DType::F32, Access::Contiguous)];
+        let has = |e: &Expr, math, speculate| generate(std::slice::from_ref(e), &ins, 1, Access::Contiguous, math, false, speculate).unwrap().source.contains("bool nx_ok");
+        for (e, exact, fast) in [(&relu, true, true), (&with_div, false, true), (&with_exp, false, true), (&zero_factor, true, true), (&nan_factor, false, false)] {
+            assert_eq!(has(e, FloatMath::Exact, true), exact, "{e:?} Exact");
+            assert_eq!(has(e, FloatMath::Fast, true), fast, "{e:?} Fast");
+            assert!(!has(e, FloatMath::Exact, false) && !has(e, FloatMath::Fast, false), "{e:?} with speculation off");
+        }
+        assert!(!has(&bin(BinaryOp::Add, x(), y()), FloatMath::Exact, true), "one exact add keeps its own fast path");
+        // the native node and its test
+        let src = generate(std::slice::from_ref(&relu), &ins, 1, Access::Contiguous, FloatMath::Exact, false, true).unwrap().source;
+        assert!(src.contains("= x0_ * x1_;") && src.contains("nx_ok = nx_ok && nxf_ok(x0_);"), "{src}");
     }
 
     /// Under :fast, f32 work uses our f32 library and no f64 at all where every op has an f32
@@ -1298,12 +1512,12 @@ mod tests {
             DType::F32,
         );
         let ins = [(DType::F32, Access::Contiguous), (DType::F32, Access::Scalar)];
-        let fast = generate(std::slice::from_ref(&chain), &ins, 1, Access::Contiguous, FloatMath::Fast, false).unwrap().source;
+        let fast = generate(std::slice::from_ref(&chain), &ins, 1, Access::Contiguous, FloatMath::Fast, false, true).unwrap().source;
         let body = &fast[fast.find("void main()").unwrap()..];
         assert!(body.contains("nxf_exp(") && body.contains("nxf_div(") && body.contains("nxf_sqrt("), "{body}");
         assert!(!body.contains("double") && !fast.contains("double m_exp("), "no f64 in a :fast f32 chain: {body}");
         let sin = Expr::unary(UnaryOp::Sin, x(), DType::F32);
-        let fast = generate(&[sin], &ins, 1, Access::Contiguous, FloatMath::Fast, false).unwrap().source;
+        let fast = generate(&[sin], &ins, 1, Access::Contiguous, FloatMath::Fast, false, true).unwrap().source;
         assert!(fast.contains("m_sin(nx_f32_to_f64("), "sin goes through the f64 library");
     }
 
@@ -1343,7 +1557,7 @@ mod tests {
         let ins = [(f, Access::Contiguous), (f, Access::Strided), (DType::F16, Access::Contiguous)];
         let compiler = glslang::Compiler::acquire().expect("glslang");
         let spirv = |math| {
-            let g = generate(&[e.clone(), half.clone()], &ins, 2, Access::Contiguous, math, false).unwrap();
+            let g = generate(&[e.clone(), half.clone()], &ins, 2, Access::Contiguous, math, false, true).unwrap();
             capabilities(&crate::kernel::compile_glsl(compiler, &g.key, &g.source, crate::kernel::ShaderTarget::Vulkan12).expect("compiles"))
         };
         let (fast, exact) = (spirv(FloatMath::Fast), spirv(FloatMath::Exact));

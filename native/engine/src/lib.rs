@@ -143,6 +143,11 @@ pub struct Context {
     /// element, same bits; tests lower it to reach every size and tail.
     #[doc(hidden)]
     pub wide_elementwise_min: std::sync::atomic::AtomicUsize,
+    /// Whether elementwise f32 chains try a speculative native copy of their statements first
+    /// (`elementwise::speculative_block`; the same bits). `NX_VULKAN_SPECULATE=0` turns it off
+    /// (measurements); tests compare both.
+    #[doc(hidden)]
+    pub speculate_elementwise: std::sync::atomic::AtomicBool,
     pub(crate) stats: Arc<Counters>,
 }
 
@@ -193,6 +198,7 @@ impl Context {
             narrow_rows: std::sync::atomic::AtomicBool::new(std::env::var("NX_VULKAN_NARROW_ROWS").map_or(true, |v| v != "0")),
             linear_min_groups: std::sync::atomic::AtomicUsize::new(linear_min_groups),
             wide_elementwise_min: std::sync::atomic::AtomicUsize::new(elementwise::wide_min_from_env()),
+            speculate_elementwise: std::sync::atomic::AtomicBool::new(std::env::var("NX_VULKAN_SPECULATE").map_or(true, |v| v != "0")),
             stats,
         }))
     }

@@ -452,11 +452,12 @@ impl Context {
             let aligned = outputs.iter().chain(inputs.iter()).all(|t| t.buffer.address() % 16 == 0);
             aligned && wide_eligible(&out_types, out_access, out_offset, &ins)
         };
-        let key = kernel_key(exprs, &accesses, rank, out_access, math, wide);
+        let speculate = self.speculate_elementwise.load(Relaxed);
+        let key = kernel_key(exprs, &accesses, rank, out_access, math, wide, speculate);
         let kernel = match self.kernels.cached(&key) {
             Some(k) => k,
             None => {
-                let generated = generate(exprs, &accesses, rank, out_access, math, wide)?;
+                let generated = generate(exprs, &accesses, rank, out_access, math, wide, speculate)?;
                 match self.kernels.get(&generated.key, 256, 1, || generated.source) {
                     Ok(k) => k,
                     // A driver's compiler may refuse a multi-output kernel whose parts it builds

@@ -682,3 +682,88 @@ fn wide_kernels_give_the_one_element_kernels_bits() {
         ctx.wide_elementwise_min.store(elementwise::WIDE_MIN_ELEMENTS, Relaxed);
     });
 }
+
+/// f32 chains with their native nodes speculated (`elementwise::speculative_block`) give the
+/// checked kernels' bits under Exact and Fast, one element per invocation and four, on values
+/// made to leave the native range: zeros of both signs, subnormals, products that underflow
+/// or overflow, exact cancellations, NaN and infinities — and, under Exact, Nx.BinaryBackend's.
+#[test]
+fn speculative_chains_give_the_checked_paths_bits() {
+    use std::sync::atomic::Ordering::Relaxed;
+    on_engine_alone(|ctx| {
+        let mut rng = Rng(515);
+        let bin = |op, a, b| Expr::binary(op, a, b, F32);
+        let un = |op, a| Expr::unary(op, a, F32);
+        let c = |v: f64| Expr::Const { value: elementwise::Scalar::F(v), dtype: F32 };
+        let (x, y) = (|| Expr::Input(0), || Expr::Input(1));
+        // (name, expression, speculated under Exact)
+        let cases: Vec<(&str, Expr, bool)> = vec![
+            ("relu(x y + x)", bin(BinaryOp::Max, bin(BinaryOp::Add, bin(BinaryOp::Multiply, x(), y()), x()), c(0.0)), true),
+            ("(x - y)(x + y) - x x", bin(BinaryOp::Subtract, bin(BinaryOp::Multiply, bin(BinaryOp::Subtract, x(), y()), bin(BinaryOp::Add, x(), y())), bin(BinaryOp::Multiply, x(), x())), true),
+            ("min(-|x|, 2y) * -0.0 + x", bin(BinaryOp::Add, bin(BinaryOp::Multiply, bin(BinaryOp::Min, un(UnaryOp::Negate, un(UnaryOp::Abs, x())), bin(BinaryOp::Multiply, c(2.0), y())), c(-0.0)), x()), true),
+            ("x * 1e-30 * y + NaN const", bin(BinaryOp::Add, bin(BinaryOp::Multiply, bin(BinaryOp::Multiply, x(), c(1e-30)), y()), c(f64::NAN)), true),
+            ("chain10_arith", {
+                let v = bin(BinaryOp::Add, bin(BinaryOp::Multiply, c(2.0), x()), y());
+                let v = un(UnaryOp::Abs, bin(BinaryOp::Subtract, bin(BinaryOp::Multiply, c(0.5), v), x()));
+                let v = bin(BinaryOp::Divide, bin(BinaryOp::Add, c(1.0), bin(BinaryOp::Max, v, y())), c(3.0));
+                bin(BinaryOp::Min, un(UnaryOp::Negate, v), x())
+            }, false),
+            ("tanh(x y + x) * y - y", bin(BinaryOp::Subtract, bin(BinaryOp::Multiply, un(UnaryOp::Tanh, bin(BinaryOp::Add, bin(BinaryOp::Multiply, x(), y()), x())), y()), y()), false),
+        ];
+        // values at the edges of the native range, and ordinary ones
+        let edge = |rng: &mut Rng| -> u64 {
+            let sp = specials(F32);
+            match rng.below(6) {
+                0 => sp[rng.below(sp.len() as u64) as usize],
+                1 => write(F32, N::F(((rng.next() >> 40) as f64 + 1.0) * 2f64.powi(rng.range(-150, -100) as i32))), // tiny: products underflow
+                2 => write(F32, N::F(((rng.next() >> 40) as f64 + 1.0) * 2f64.powi(rng.range(40, 80) as i32))), // huge: products overflow
+                _ => random_values(F32, 1, rng)[0],
+            }
+        };
+        for n in [5usize, 4099] {
+            let mut xs: Vec<u64> = (0..n).map(|_| edge(&mut rng)).collect();
+            let mut ys: Vec<u64> = (0..n).map(|_| edge(&mut rng)).collect();
+            for i in (0..n).step_by(7) {
+                ys[i] = xs[i]; // x - y cancels exactly
+            }
+            for i in (3..n).step_by(11) {
+                ys[i] = xs[i] ^ 0x8000_0000; // x + y cancels exactly
+            }
+            xs[0] = 0x8000_0000; // -0.0
+            let xt = upload(ctx, F32, &[n], &xs);
+            let yt = upload(ctx, F32, &[n], &ys);
+            for (name, e, exact_spec) in &cases {
+                for math in [FloatMath::Exact, FloatMath::Fast] {
+                    for wide in [usize::MAX, 1] {
+                        let run = |speculate: bool| {
+                            ctx.wide_elementwise_min.store(wide, Relaxed);
+                            ctx.speculate_elementwise.store(speculate, Relaxed);
+                            ctx.stream.profile_start().unwrap();
+                            let out = ctx.map_multi_with(math, std::slice::from_ref(e), &[&xt, &yt], &[n]).unwrap();
+                            let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+                            (download(ctx, &out[0]), kernels)
+                        };
+                        let (checked, k0) = run(false);
+                        let (spec, k1) = run(true);
+                        ctx.speculate_elementwise.store(true, Relaxed);
+                        let what = format!("{name} n={n} {math:?} wide_min={wide}");
+                        assert!(k0.len() == 1 && k0[0].contains(" nospec") && k1.len() == 1 && !k1[0].contains("nospec"), "{what}: {k0:?} / {k1:?}");
+                        for i in 0..n {
+                            assert_eq!(spec[i], checked[i], "{what} element {i}: x {:#x}, y {:#x}", xs[i], ys[i]);
+                        }
+                        if math == FloatMath::Exact && *exact_spec && name.starts_with("relu") {
+                            for i in 0..n {
+                                let (xv, yv) = (read(F32, xs[i]), read(F32, ys[i]));
+                                let p = read(F32, write(F32, ref_binary(BinaryOp::Multiply, xv.clone(), yv)));
+                                let s = read(F32, write(F32, ref_binary(BinaryOp::Add, p, xv)));
+                                let want = write(F32, ref_binary(BinaryOp::Max, s, N::F(0.0)));
+                                assert_eq!(spec[i], want, "{what} element {i} against BinaryBackend: x {:#x}, y {:#x}", xs[i], ys[i]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        ctx.wide_elementwise_min.store(elementwise::WIDE_MIN_ELEMENTS, Relaxed);
+    });
+}

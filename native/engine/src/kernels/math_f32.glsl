@@ -46,6 +46,10 @@ float nxf_canon(float x) { return nxf_isnan(x) ? nxf_nan() : x; }
 // 76 -> 71 us; stop 22, run 1), and exact on a device that flushes subnormals: a subnormal
 // flushed by abs() is 0, which is not normal either.
 bool nxf_normal(uint b) { float a = abs(uintBitsToFloat(b)); return a >= 1.17549435e-38 && a <= 3.40282347e38; }
+// Zero or normal (a speculative native operation's operand, elementwise.rs): on the bits, so a
+// device that flushes subnormals cannot pass one as a zero.
+bool nxf_ok(float x) { uint e = floatBitsToUint(x) & 0x7F800000u; return e != 0x7F800000u && (e != 0u || (floatBitsToUint(x) & 0x7FFFFFu) == 0u); }
+bool nxf_iszero(float x) { return (floatBitsToUint(x) & 0x7FFFFFFFu) == 0u; }
 float nxf_with_sign(float x, uint sign) { return uintBitsToFloat(floatBitsToUint(x) | sign); }
 // The sign bit as a mask the shader compiler cannot see as a constant. Flipping or clearing the
 // sign with a constant mask is recognised as a float negate or abs, and NVIDIA's compiler may
