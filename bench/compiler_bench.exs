@@ -7,7 +7,7 @@
 #   host_us:       (compiled only) one call's host time, nothing waited for (small inputs)
 # Needs Nx (ERL_LIBS) and the app. Run by bench/h200_compiler.sh; REPS sets the repetitions,
 # ROWS (default 4096) the rows of the chain/softmax/layernorm inputs (small for a quick check
-# on lavapipe; the case names then carry the shape).
+# on lavapipe; the case names then carry the shape), CASES a subset of the cases.
 Application.ensure_all_started(:nx)
 Nx.default_backend(NxVulkan.Backend)
 reps = String.to_integer(System.get_env("REPS", "20"))
@@ -69,6 +69,13 @@ cases = [
   {"layernorm_#{rows}x1024", &BenchFns.layernorm/3, [s, g, b]},
   {"mlp_step_784_512_10_b128", &BenchFns.step/6, [w1, b1, w2, b2, xb, labels]}
 ]
+
+# CASES (comma-separated name prefixes, e.g. "softmax,layernorm") keeps only those cases.
+cases =
+  case System.get_env("CASES") do
+    nil -> cases
+    only -> Enum.filter(cases, fn {name, _, _} -> Enum.any?(String.split(only, ","), &String.starts_with?(name, &1)) end)
+  end
 
 # Each implementation is measured in three rounds, interleaved with the others (order effects
 # — pool state, clocks — fall on all of them alike); the best round's medians are reported.

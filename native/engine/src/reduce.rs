@@ -47,7 +47,8 @@
 //!   (for `h = 128, 64, ..., 1`: partial `t < h` absorbs partial `t + h`); where the device
 //!   has subgroup shuffles, the levels `h <` subgroup size run in the first subgroup's
 //!   registers (`subgroupShuffleDown`) instead of shared memory — the same pairs in the same
-//!   order, so the same bits on every device whatever its subgroup size;
+//!   order, so the same bits on every device whatever its subgroup size (so do the trees of a
+//!   row extreme or row sum computed in the next kernel, `pre:`);
 //! - [`Strategy::Split`]: few outputs over long reductions. Each output's `R` elements are cut
 //!   into `segments` contiguous segments of [`split_len`] `L` elements (`ceil(R / segments)`
 //!   rounded up to a multiple of [`ROUND`] = 2048; the last segment shorter, none empty).
@@ -1469,8 +1470,17 @@ impl Spec {
                 jh /= 2;
             }
             s.push_str("        s_ps[t] = ps0;\n        barrier();\n");
-            writeln!(s, "        for (uint h = {}u; h > 0u; h >>= 1) {{", lanes / 2).unwrap();
+            // The main tree's levels (below): shared memory down to the subgroup size, then
+            // the first subgroup's registers — the same pairs, the same order.
+            let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
+            writeln!(s, "        for (uint h = {}u; h >= {lowest}; h >>= 1) {{", lanes / 2).unwrap();
             s.push_str("            if (t < h) { precise double r = s_ps[t] + s_ps[t + h]; s_ps[t] = r; }\n            barrier();\n        }\n");
+            if self.subgroup_tree() {
+                s.push_str("        if (gl_SubgroupID == 0u) {\n            uint l = gl_SubgroupInvocationID;\n            double v = s_ps[l];\n");
+                s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
+                s.push_str("                uvec2 bw = subgroupShuffleDown(unpackDouble2x32(v), h);\n                precise double r = v + packDouble2x32(bw); v = r;\n            }\n");
+                s.push_str("            if (l == 0u) s_ps[0] = v;\n        }\n        barrier();\n");
+            }
             writeln!(s, "        uint rc{um} = {};", encode(DType::F32, &wrap(DType::F32, "s_ps[0]"))).unwrap();
             writeln!(s, "        if (t == 0u) in{um}.v[b{um}] = rc{um};").unwrap();
         } else if let Some((ux, um, op)) = self.pre {
@@ -1484,9 +1494,19 @@ impl Spec {
                 }
             }
             s.push_str("        s_pm[t] = pm; s_pmi[t] = pmi;\n        barrier();\n");
-            writeln!(s, "        for (uint h = {}u; h > 0u; h >>= 1) {{", lanes / 2).unwrap();
+            // As the main tree (below): shared memory down to the subgroup size, then the
+            // first subgroup's registers — the same pairs in the same order (3 barriers
+            // instead of 8 for 256 lanes on a 32-wide subgroup).
+            let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
+            writeln!(s, "        for (uint h = {}u; h >= {lowest}; h >>= 1) {{", lanes / 2).unwrap();
             s.push_str("            if (t < h) { uint v = s_pm[t]; uint i = s_pmi[t]; pre_comb(v, i, s_pm[t + h], s_pmi[t + h]); s_pm[t] = v; s_pmi[t] = i; }\n");
             s.push_str("            barrier();\n        }\n");
+            if self.subgroup_tree() {
+                s.push_str("        if (gl_SubgroupID == 0u) {\n            uint l = gl_SubgroupInvocationID;\n            uint v = s_pm[l]; uint i = s_pmi[l];\n");
+                s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
+                s.push_str("                uint bv = subgroupShuffleDown(v, h); uint bi = subgroupShuffleDown(i, h);\n                pre_comb(v, i, bv, bi);\n            }\n");
+                s.push_str("            if (l == 0u) { s_pm[0] = v; s_pmi[0] = i; }\n        }\n        barrier();\n");
+            }
             let value = wrap(DType::F32, &to_domain(DType::F32, DType::F32, "nx_f32_to_f64(s_pm[0])"));
             writeln!(s, "        uint rc{um} = {};", encode(DType::F32, &value)).unwrap();
             writeln!(s, "        if (t == 0u) in{um}.v[b{um}] = rc{um};").unwrap();
