@@ -609,10 +609,12 @@ fn wide_loop(src: &mut String, out_types: &[DType], inputs: &[(DType, Access)], 
 /// to keep subnormals), fails it. Where `nx_ok` holds, the element's outputs are stored and the
 /// checked statements are skipped; elsewhere they run as before — so the bits are the checked
 /// path's, and a chain pays one test per value instead of its checked operations' three
-/// classifications, branch and NaN canonicalisation per node. Under `Exact` only chains of
-/// f32 inputs, constants and the native operations are speculated (the checked path computes
-/// in f64 there); under `Fast`, any f32 chain with at least one native node. `None` where
-/// nothing would be speculated.
+/// classifications, branch and NaN canonicalisation per node. Under `Exact` (where the checked
+/// path holds every f32 value in an f64 and rounds each node with integer code) chains of f32
+/// nodes are speculated: the native ones as above, every other f32 node exactly as the checked
+/// path computes it (its operands widened, its f64 result rounded to f32 and narrowed);
+/// under `Fast`, any f32 chain. Either way only where at least one node is native: `None`
+/// where nothing would be.
 fn speculative_block(outputs: &[Expr], inputs: &[(DType, Access)], math: FloatMath, wide: bool) -> Option<String> {
     let in_types: Vec<DType> = inputs.iter().map(|(t, _)| *t).collect();
     let mode = if math == FloatMath::Fast { Speculate::Fast } else { Speculate::ExactF32 };
@@ -646,14 +648,16 @@ fn speculative_block(outputs: &[Expr], inputs: &[(DType, Access)], math: FloatMa
     Some(format!("        {{\n        bool nx_ok = true;\n{decodes}{}        if (nx_ok) {{\n{stores}                continue;\n            }}\n        }}\n", g.body))
 }
 
-/// Whether `e` is a node [`speculative_block`] takes in a chain under `Exact` (its children
-/// are checked as they are visited).
+/// Whether `e` is a node [`speculative_block`] takes in a chain under `Exact`: f32 inputs and
+/// constants, and f32 → f32 float operations (its children are checked as they are visited).
 fn exact_speculated(e: &Expr, in_types: &[DType]) -> bool {
     let f32 = |e: &Expr| e.dtype(in_types).is_ok_and(|t| t == DType::F32);
     match e {
         Expr::Input(_) | Expr::Const { .. } => f32(e),
-        Expr::Unary { op: UnaryOp::Negate | UnaryOp::Abs, arg, dtype: DType::F32 } => f32(arg),
-        Expr::Binary { op: BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Max | BinaryOp::Min, lhs, rhs, dtype: DType::F32 } => f32(lhs) && f32(rhs),
+        Expr::Unary { op, arg, dtype: DType::F32 } => {
+            f32(arg) && !op.is_predicate() && !op.integer_only() && !matches!(op, UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conjugate)
+        }
+        Expr::Binary { op, lhs, rhs, dtype: DType::F32 } => f32(lhs) && f32(rhs) && !op.is_comparison() && !op.is_logical() && !op.integer_only(),
         _ => false,
     }
 }
@@ -1090,6 +1094,13 @@ impl<'a> Gen<'a> {
                         return Ok(r);
                     }
                 }
+                if self.spec == Speculate::ExactF32 && !matches!(op, UnaryOp::Negate | UnaryOp::Abs) {
+                    // as the checked path: the f64 function of the widened value, rounded to f32
+                    // (nxf_neg / nxf_abs, below, are those bits already)
+                    let v = unary(*op, *dtype, from, &self.exact_val(from, &a));
+                    let v = if unary_rounds_itself(*op, *dtype) { v } else { wrap(*dtype, &v) };
+                    return Ok(self.tmp(*dtype, narrow(&v)));
+                }
                 if matches!(op, UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conjugate)
                     || (!op.is_predicate() && (from.is_complex() || dtype.is_complex()))
                 {
@@ -1129,6 +1140,13 @@ impl<'a> Gen<'a> {
                 if self.spec != Speculate::Off && (lt, rt, *dtype) == (DType::F32, DType::F32, DType::F32) {
                     if let Some(r) = self.speculate_binary(*op, &a, &b) {
                         return Ok(r);
+                    }
+                    let correctly_rounded = matches!(op, BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Max | BinaryOp::Min);
+                    if self.spec == Speculate::ExactF32 && !correctly_rounded {
+                        // as the checked path (division, powers, ...: our f32 library is not
+                        // correctly rounded there); nxf_add/sub/mul/max/min, below, are
+                        let v = binary(*op, DType::F32, &self.exact_val(lt, &a), &self.exact_val(rt, &b));
+                        return Ok(self.tmp(*dtype, narrow(&wrap(*dtype, &v))));
                     }
                 }
                 if self.fast(lt) && self.fast(rt) && (op.is_comparison() || op.is_logical()) {
@@ -1489,7 +1507,7 @@ mod tests {
         let nan_factor = bin(BinaryOp::Add, bin(BinaryOp::Multiply, x(), c(0.0)), c(f64::NAN)); // never native
         let ins = [(DType::F32, Access::Contiguous), (DType::F32, Access::Contiguous)];
         let has = |e: &Expr, math, speculate| generate(std::slice::from_ref(e), &ins, 1, Access::Contiguous, math, false, speculate).unwrap().source.contains("bool nx_ok");
-        for (e, exact, fast) in [(&relu, true, true), (&with_div, false, true), (&with_exp, false, true), (&zero_factor, true, true), (&nan_factor, false, false)] {
+        for (e, exact, fast) in [(&relu, true, true), (&with_div, true, true), (&with_exp, true, true), (&zero_factor, true, true), (&nan_factor, false, false)] {
             assert_eq!(has(e, FloatMath::Exact, true), exact, "{e:?} Exact");
             assert_eq!(has(e, FloatMath::Fast, true), fast, "{e:?} Fast");
             assert!(!has(e, FloatMath::Exact, false) && !has(e, FloatMath::Fast, false), "{e:?} with speculation off");
@@ -1498,6 +1516,15 @@ mod tests {
         // the native node and its test
         let src = generate(std::slice::from_ref(&relu), &ins, 1, Access::Contiguous, FloatMath::Exact, false, true).unwrap().source;
         assert!(src.contains("= x0_ * x1_;") && src.contains("nx_ok = nx_ok && nxf_ok(x0_);"), "{src}");
+        // under Exact the division and exp as the checked path computes them, widened and narrowed
+        for (e, call) in [(&with_div, "nx_div_f64("), (&with_exp, "m_exp_f32(")] {
+            let src = generate(std::slice::from_ref(e), &ins, 1, Access::Contiguous, FloatMath::Exact, false, true).unwrap().source;
+            let block = &src[src.find("bool nx_ok").unwrap()..src.find("if (nx_ok)").unwrap()];
+            assert!(block.contains(call) && block.contains("nx_f32_to_f64(floatBitsToUint(") && !block.contains("nxf_div(") && !block.contains("nxf_exp("), "{block}");
+        }
+        // not speculated under Exact: a conversion
+        let convert = Expr::convert(bin(BinaryOp::Multiply, x(), y()), DType::F64);
+        assert!(!has(&convert, FloatMath::Exact, true));
     }
 
     /// Under :fast, f32 work uses our f32 library and no f64 at all where every op has an f32
