@@ -648,6 +648,22 @@ fn speculative_block(outputs: &[Expr], inputs: &[(DType, Access)], math: FloatMa
     Some(format!("        {{\n        bool nx_ok = true;\n{decodes}{}        if (nx_ok) {{\n{stores}                continue;\n            }}\n        }}\n", g.body))
 }
 
+/// Whether `e` has no input and no iota below it (its value is known when the kernel is built).
+fn constant_subtree(e: &Expr) -> bool {
+    // iterative: chains can be deep
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Input(_) | Expr::Iota { .. } => return false,
+            Expr::Const { .. } => {}
+            Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => stack.push(arg),
+            Expr::Binary { lhs, rhs, .. } => stack.extend([lhs.as_ref(), rhs.as_ref()]),
+            Expr::Select { pred, on_true, on_false, .. } => stack.extend([pred.as_ref(), on_true.as_ref(), on_false.as_ref()]),
+        }
+    }
+    true
+}
+
 /// Whether `e` is a node [`speculative_block`] takes in a chain under `Exact`: f32 inputs and
 /// constants, and f32 → f32 float operations (its children are checked as they are visited).
 fn exact_speculated(e: &Expr, in_types: &[DType]) -> bool {
@@ -857,19 +873,13 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// Makes f32 value `v` known zero or normal for a native operation: a test into `nx_ok`
-    /// unless it is known already; `false` for a constant that is not (the node is then
-    /// written as the checked path writes it).
-    fn ensure_ok(&mut self, v: &str) -> bool {
-        if self.known_ok.contains(v) {
-            return true;
+    /// Makes runtime f32 value `v` known zero or normal for a native operation: a test into
+    /// `nx_ok` unless it is known already (constants are known by their value instead).
+    fn ensure_ok(&mut self, v: &str) {
+        if !self.known_ok.contains(v) && !self.consts.contains(v) {
+            writeln!(self.body, "        nx_ok = nx_ok && nxf_ok({v});").unwrap();
+            self.known_ok.insert(v.to_string());
         }
-        if self.consts.contains(v) {
-            return false;
-        }
-        writeln!(self.body, "        nx_ok = nx_ok && nxf_ok({v});").unwrap();
-        self.known_ok.insert(v.to_string());
-        true
     }
 
     /// An f32 binary node of f32 operands as a native operation, or `None`.
@@ -884,8 +894,8 @@ impl<'a> Gen<'a> {
         };
         let bit_order = matches!(op, BinaryOp::Max | BinaryOp::Min);
         let testable = |g: &Gen, v: &str| g.known_ok.contains(v) || !g.consts.contains(v) || (bit_order && g.zero_consts.contains(v));
-        if !testable(self, a) || !testable(self, b) {
-            return None;
+        if !testable(self, a) || !testable(self, b) || (self.consts.contains(a) && self.consts.contains(b)) {
+            return None; // (a node of constants alone is left to the checked statements)
         }
         for v in [a, b] {
             if !self.zero_consts.contains(v) {
@@ -900,12 +910,17 @@ impl<'a> Gen<'a> {
         }
         let r = self.tmp(DType::F32, format!("{a} {sym} {b}"));
         if self.known_ok.insert(r.clone()) {
-            let exact_zero = match op {
-                BinaryOp::Add => format!("{a} == -{b}"),
-                BinaryOp::Subtract => format!("{a} == {b}"),
-                _ => format!("nxf_iszero({a}) || nxf_iszero({b})"),
+            let (exact_zero, zero_sign) = match op {
+                BinaryOp::Add => (format!("{a} == -{b}"), format!("floatBitsToUint({a}) & floatBitsToUint({b})")),
+                BinaryOp::Subtract => (format!("{a} == {b}"), format!("floatBitsToUint({a}) & ~floatBitsToUint({b})")),
+                _ => (format!("nxf_iszero({a}) || nxf_iszero({b})"), format!("floatBitsToUint({a}) ^ floatBitsToUint({b})")),
             };
-            writeln!(self.body, "        nx_ok = nx_ok && (nxf_normal(floatBitsToUint({r})) || (nxf_iszero({r}) && ({exact_zero})));").unwrap();
+            // The result test on the exponent bits (a compiler assuming no Inf/NaN cannot fold
+            // it); a zero's sign rebuilt on the bits as IEEE gives it (+0 for x - x, the sign
+            // product for a zero factor, -0 only for -0 + -0 or -0 - +0), so it does not
+            // depend on a compiler keeping signed zeros (Vulkan does not require it).
+            writeln!(self.body, "        nx_ok = nx_ok && (nxf_normal_bits({r}) || (nxf_iszero({r}) && ({exact_zero})));").unwrap();
+            writeln!(self.body, "        if (nxf_iszero({r})) {r} = uintBitsToFloat(({zero_sign}) & 0x80000000u);").unwrap();
             self.natives += 1;
         }
         Some(r)
@@ -988,6 +1003,17 @@ impl<'a> Gen<'a> {
     }
 
     fn node(&mut self, e: &Expr) -> Result<String> {
+        let v = self.node_inner(e)?;
+        // In a speculative block a value computed from constants alone is a constant too: the
+        // shader compiler folds it to a literal, so it must meet native operations only as
+        // the constant leaves do (`consts`; never as a tested runtime value).
+        if self.spec != Speculate::Off && !matches!(e, Expr::Const { .. }) && constant_subtree(e) {
+            self.consts.insert(v.clone());
+        }
+        Ok(v)
+    }
+
+    fn node_inner(&mut self, e: &Expr) -> Result<String> {
         let ty = |e: &Expr, g: &Gen| e.dtype(g.in_types);
         if self.spec == Speculate::ExactF32 && !exact_speculated(e, self.in_types) {
             return Err(invalid!("not speculated under Exact"));
@@ -1525,6 +1551,10 @@ mod tests {
         // not speculated under Exact: a conversion
         let convert = Expr::convert(bin(BinaryOp::Multiply, x(), y()), DType::F64);
         assert!(!has(&convert, FloatMath::Exact, true));
+        // a zero computed from constants alone meets no native operation (it is a constant)
+        let folded_zero = || bin(BinaryOp::Multiply, c(0.0), c(-1.0));
+        let e = bin(BinaryOp::Add, bin(BinaryOp::Multiply, x(), folded_zero()), folded_zero());
+        assert!(!has(&e, FloatMath::Exact, true) && !has(&e, FloatMath::Fast, true), "{e:?}");
     }
 
     /// Under :fast, f32 work uses our f32 library and no f64 at all where every op has an f32

@@ -780,6 +780,22 @@ fn speculative_chains_give_the_checked_paths_bits() {
             let s = read(F32, write(F32, ref_binary(BinaryOp::Add, xv, yv)));
             assert_eq!(spec[i], write(F32, ref_binary(BinaryOp::Divide, s, yv)), "(x + y) / y at {i}: x {:#x}, y {:#x}", xs[i], ys[i]);
         }
+        // A driver that refuses the kernel with its speculative copy: the checked kernel alone
+        // (` nospec`), the same bits, the refusal counted.
+        let e = bin(BinaryOp::Add, bin(BinaryOp::Multiply, x(), c(7.25)), y());
+        ctx.speculate_elementwise.store(false, Relaxed);
+        let want = download(ctx, &ctx.map_multi_with(FloatMath::Exact, std::slice::from_ref(&e), &[&xt, &yt], &[n]).unwrap()[0]);
+        ctx.speculate_elementwise.store(true, Relaxed);
+        let speculative_key = format!("ew r1 out:Contiguous f32:Contiguous f32:Contiguous => {e:?}");
+        ctx.kernels.inject_refusal(Some(&speculative_key));
+        let before = ctx.stats().refused_kernels;
+        ctx.stream.profile_start().unwrap();
+        let got = download(ctx, &ctx.map_multi_with(FloatMath::Exact, std::slice::from_ref(&e), &[&xt, &yt], &[n]).unwrap()[0]);
+        let kernels: Vec<String> = ctx.stream.profile_stop().unwrap().into_iter().map(|k| k.name).collect();
+        ctx.kernels.inject_refusal(None);
+        assert_eq!(ctx.stats().refused_kernels - before, 1, "{kernels:?}");
+        assert!(kernels.len() == 1 && kernels[0].contains(" nospec"), "{kernels:?}");
+        assert!(got == want, "the checked kernel after a refusal gave other bits");
         ctx.wide_elementwise_min.store(elementwise::WIDE_MIN_ELEMENTS, Relaxed);
     });
 }

@@ -139,10 +139,9 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                         }
                     }
                     // Steps of several columns with the Q4_K/Q5_K/Q6_K quant words made floats once
-                    // for all of them (the default; the row kernel takes several columns per
-                    // invocation on a CPU driver): the bits of the per-column path
-                    // (NX_VULKAN_LLM_BATCH_SHARE=0, a measurement).
-                    if kernel == "row" && t > 1 && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+                    // for all of them (the default, in both kernels): the bits of the per-column
+                    // path (NX_VULKAN_LLM_BATCH_SHARE=0, a measurement).
+                    if t > 1 && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
                         std::env::set_var("NX_VULKAN_LLM_BATCH_SHARE", "0");
                         let per_column = run(&ctx, &w, None, &x, None, None);
                         let glu_per_column = run(&ctx, &w, Some(&u), &x, None, None);

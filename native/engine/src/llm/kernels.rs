@@ -175,8 +175,9 @@ fn matvec_lane_rows(nsum: usize) -> usize {
 /// 54–87 µs with 16 lanes of 1–2 rows). SwiGLU took 32 lanes of 2 row pairs while tasks were 64
 /// values wide; with the half tasks (stop 38) 64 lanes took 0.5–2 % less device time per
 /// decoded token in all six runs on an H100 (stop 42: 1B Q4_K_M/Q5_K_M-like, 8B Q4_K_M-like).
-/// NX_VULKAN_LLM_NT=8|16|32|64 overrides it (benchmarks).
-fn matvec_lanes(_nsum: usize) -> usize {
+/// NX_VULKAN_LLM_NT=8|16|32|64 overrides it (benchmarks; the lanes' partial sums meet over a
+/// tree of NT leaves, so NT changes the sums' order, within the runtime's tolerances).
+fn matvec_lanes() -> usize {
     match std::env::var("NX_VULKAN_LLM_NT").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(nt @ (8 | 16 | 32 | 64)) => nt,
         _ => 64,
@@ -338,7 +339,7 @@ impl Context {
         };
         let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { MATVEC_TC };
         let nsum = if up.is_some() { 2 } else { 1 };
-        let nt = matvec_lanes(nsum);
+        let nt = matvec_lanes();
         // A RoPE pair (rows 2i, 2i + 1) is computed by one invocation (rows) or lane group.
         let lane_rows = match (row_per_thread, rope) {
             (true, false) => 1,
