@@ -50,7 +50,6 @@ bool nxf_normal(uint b) { float a = abs(uintBitsToFloat(b)); return a >= 1.17549
 // device that flushes subnormals cannot pass one as a zero.
 bool nxf_ok(float x) { uint e = floatBitsToUint(x) & 0x7F800000u; return e != 0x7F800000u && (e != 0u || (floatBitsToUint(x) & 0x7FFFFFu) == 0u); }
 bool nxf_iszero(float x) { return (floatBitsToUint(x) & 0x7FFFFFFFu) == 0u; }
-bool nxf_normal_bits(float x) { return ((floatBitsToUint(x) >> 23) & 0xFFu) - 1u < 254u; }
 float nxf_with_sign(float x, uint sign) { return uintBitsToFloat(floatBitsToUint(x) | sign); }
 // The sign bit as a mask the shader compiler cannot see as a constant. Flipping or clearing the
 // sign with a constant mask is recognised as a float negate or abs, and NVIDIA's compiler may
