@@ -648,22 +648,6 @@ fn speculative_block(outputs: &[Expr], inputs: &[(DType, Access)], math: FloatMa
     Some(format!("        {{\n        bool nx_ok = true;\n{decodes}{}        if (nx_ok) {{\n{stores}                continue;\n            }}\n        }}\n", g.body))
 }
 
-/// Whether `e` has no input and no iota below it (its value is known when the kernel is built).
-fn constant_subtree(e: &Expr) -> bool {
-    // iterative: chains can be deep
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        match e {
-            Expr::Input(_) | Expr::Iota { .. } => return false,
-            Expr::Const { .. } => {}
-            Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => stack.push(arg),
-            Expr::Binary { lhs, rhs, .. } => stack.extend([lhs.as_ref(), rhs.as_ref()]),
-            Expr::Select { pred, on_true, on_false, .. } => stack.extend([pred.as_ref(), on_true.as_ref(), on_false.as_ref()]),
-        }
-    }
-    true
-}
-
 /// Whether `e` is a node [`speculative_block`] takes in a chain under `Exact`: f32 inputs and
 /// constants, and f32 → f32 float operations (its children are checked as they are visited).
 fn exact_speculated(e: &Expr, in_types: &[DType]) -> bool {
@@ -841,6 +825,8 @@ struct Gen<'a> {
     zero_consts: HashSet<String>,
     /// Native operations written (whose results `nx_ok` tests).
     natives: usize,
+    /// Each visited node's value (speculative blocks: a node's constness from its children's).
+    node_names: HashMap<*const Expr, String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -870,6 +856,7 @@ impl<'a> Gen<'a> {
             consts: HashSet::new(),
             zero_consts: HashSet::new(),
             natives: 0,
+            node_names: HashMap::new(),
         }
     }
 
@@ -1007,11 +994,26 @@ impl<'a> Gen<'a> {
 
     fn node(&mut self, e: &Expr) -> Result<String> {
         let v = self.node_inner(e)?;
-        // In a speculative block a value computed from constants alone is a constant too: the
-        // shader compiler folds it to a literal, so it must meet native operations only as
-        // the constant leaves do (`consts`; never as a tested runtime value).
-        if self.spec != Speculate::Off && !matches!(e, Expr::Const { .. }) && constant_subtree(e) {
-            self.consts.insert(v.clone());
+        if self.spec != Speculate::Off {
+            // In a speculative block a value computed from constants alone is a constant too:
+            // the shader compiler folds it to a literal, so it must meet native operations only
+            // as the constant leaves do (`consts`; never as a tested runtime value). Known from
+            // the children's names (visited first): one step per node, however deep the chain.
+            let children: Vec<&Expr> = match e {
+                Expr::Input(_) | Expr::Iota { .. } | Expr::Const { .. } => vec![],
+                Expr::Unary { arg, .. } | Expr::Convert { arg, .. } | Expr::Bitcast { arg, .. } => vec![arg.as_ref()],
+                Expr::Binary { lhs, rhs, .. } => vec![lhs.as_ref(), rhs.as_ref()],
+                Expr::Select { pred, on_true, on_false, .. } => vec![pred.as_ref(), on_true.as_ref(), on_false.as_ref()],
+            };
+            let constant = match e {
+                Expr::Const { .. } => true,
+                Expr::Input(_) | Expr::Iota { .. } => false,
+                _ => children.iter().all(|c| self.node_names.get(&(*c as *const Expr)).is_some_and(|n| self.consts.contains(n))),
+            };
+            if constant {
+                self.consts.insert(v.clone());
+            }
+            self.node_names.insert(e as *const Expr, v.clone());
         }
         Ok(v)
     }
@@ -1521,9 +1523,10 @@ mod tests {
         assert_ne!(k1, k3, "precision is part of the key");
     }
 
-    /// Which chains get a speculative block: under Exact only chains of f32 add/subtract/
-    /// multiply/max/min/negate/abs, inputs and constants; under Fast any f32 chain with a native
-    /// node; never with `speculate` off, nor for one exact add (its own fast path).
+    /// Which chains get a speculative block: those with a native node (f32 add/subtract/
+    /// multiply of runtime values), under Exact only if every node is an f32 float operation,
+    /// input or constant; never with `speculate` off, nor for one exact add (its own fast path),
+    /// nor for a node of constants alone.
     #[test]
     fn speculative_blocks_where_they_apply() {
         let (x, y) = (|| Expr::Input(0), || Expr::Input(1));

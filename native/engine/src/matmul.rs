@@ -274,7 +274,8 @@ pub fn choose_kernel(caps: &DeviceCaps, out: DType, _batch: usize, m: usize, n: 
         // 64×64×8 9.0 TFLOP/s, 64×64×16 7.9, 128×128×8 10.7; 1024³ 7.2, 7.3, 5.0.
         // On an H100 (stop 42, 3 calls × 5 reps): 1024³ 128×64×8 8.9 TFLOP/s against 64×64×8's
         // 7.7 (the exact products 9.7 against 7.0); 2048³ and 4096³ 128×64 within ±10 % of
-        // 128×128 (exact: 10 % slower), so 128×128 stays above 2048.
+        // 128×128 (exact: 10 % slower), so 128×128 stays above 2048 (only cubes were measured:
+        // a 4096×1024 output takes 128×64 by this rule).
         DType::F64 if m >= 2048 && n >= 2048 => vec![tile(DType::F64, 128, 8), tile(DType::F64, 64, 8)],
         DType::F64 if m >= 1024 && n >= 1024 => {
             vec![MatmulKernel::Tiled { dtype: DType::F64, bm: 128, bn: 64, bk: 8 }, tile(DType::F64, 64, 8)]
