@@ -328,14 +328,16 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         }
     }
     let n_addr = outputs.len() + inputs.len();
-    // The exact single-op fast path (f32_fast_path) already is what speculation would give.
-    let single_fast = math == FloatMath::Exact && f32_fast_path(outputs, inputs, "").is_some();
-    let speculative = if speculate && !single_fast { speculative_block(outputs, inputs, math, wide) } else { None };
+    // Tried first for each element: the exact single-op fast path (already what speculation
+    // would give), else the speculative block.
+    let store0 = if wide { "nx_o0[k]" } else { "out0.v[oi]" };
+    let exact_single = if math == FloatMath::Exact { f32_fast_path(outputs, inputs, store0) } else { None };
+    let first_try = exact_single.or_else(|| if speculate { speculative_block(outputs, inputs, math, wide) } else { None });
     let mut src = crate::kernels::numeric_prelude();
     src.push_str(crate::kernels::OPS);
     // (input decodes call the library too: f16 under :fast)
     let decode_calls: String = inputs.iter().map(|(t, _)| g.dec(*t, "r")).collect();
-    src.push_str(&libraries(&format!("{}{stores}{decode_calls}{}", g.body, speculative.as_deref().unwrap_or(""))));
+    src.push_str(&libraries(&format!("{}{stores}{decode_calls}{}", g.body, first_try.as_deref().unwrap_or(""))));
     if wide {
         // four elements of 32, 16 and 8 bits as one 16-, 8- and 4-byte word
         src.push_str("layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufQ32 { uvec4 v[]; };\n");
@@ -374,9 +376,7 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
             writeln!(src, "    {q} out{o}q = {q}(ParamsU64(pc.params).v[{o}]);").unwrap();
         }
     }
-    let used: Vec<bool> = (0..inputs.len())
-        .map(|j| g.body.contains(&format!("x{j}_")) || stores.contains(&format!("x{j}_")))
-        .collect();
+    let used: Vec<bool> = (0..inputs.len()).map(|j| reads_input(j, &g.body, &stores)).collect();
     for (j, (t, access)) in inputs.iter().enumerate() {
         if used[j] {
             let b = buf_type(*t);
@@ -389,10 +389,8 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
     }
     if wide {
         let needs_coords = g.used_coords;
-        let fast = if math == FloatMath::Exact { f32_fast_path(outputs, inputs, "nx_o0[k]") } else { None };
-        let fast = fast.or(speculative);
         let out_types = outputs.iter().map(|e| e.dtype(&in_types)).collect::<Result<Vec<_>>>()?;
-        wide_loop(&mut src, &out_types, inputs, &used, rank, needs_coords, fast, &g, &stores);
+        wide_loop(&mut src, &out_types, inputs, &used, rank, needs_coords, first_try, &g, &stores);
         if std::env::var_os("NX_VULKAN_DUMP_KERNELS").is_some() {
             eprintln!("// ---- {key}\n{}", &src[src.find("layout(local_size_x").unwrap_or(0)..]);
         }
@@ -435,13 +433,8 @@ pub(crate) fn generate(outputs: &[Expr], inputs: &[(DType, Access)], rank: usize
         writeln!(src, "        {} nx_raw{j}_ = in{j}.v[{index}];", storage_type(*t)).unwrap();
         decodes.push(format!("        {} x{j}_ = {};\n", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))));
     }
-    if math == FloatMath::Exact {
-        if let Some(fast) = f32_fast_path(outputs, inputs, "out0.v[oi]") {
-            src.push_str(&fast);
-        }
-    }
-    if let Some(block) = &speculative {
-        src.push_str(block);
+    if let Some(first) = &first_try {
+        src.push_str(first);
     }
     for d in decodes {
         src.push_str(&d);
@@ -640,12 +633,17 @@ fn speculative_block(outputs: &[Expr], inputs: &[(DType, Access)], math: FloatMa
     }
     let mut decodes = String::new();
     for (j, (t, _)) in inputs.iter().enumerate() {
-        let x = format!("x{j}_");
-        if g.body.contains(&x) || stores.contains(&x) {
-            writeln!(decodes, "        {} {x} = {};", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))).unwrap();
+        if reads_input(j, &g.body, &stores) {
+            writeln!(decodes, "        {} x{j}_ = {};", g.compute(*t), g.dec(*t, &format!("nx_raw{j}_"))).unwrap();
         }
     }
     Some(format!("        {{\n        bool nx_ok = true;\n{decodes}{}        if (nx_ok) {{\n{stores}                continue;\n            }}\n        }}\n", g.body))
+}
+
+/// Whether generated statements `body` and `stores` read input `j` (its decoded `x{j}_`).
+fn reads_input(j: usize, body: &str, stores: &str) -> bool {
+    let x = format!("x{j}_");
+    body.contains(&x) || stores.contains(&x)
 }
 
 /// Whether `e` is a node [`speculative_block`] takes in a chain under `Exact`: f32 inputs and

@@ -458,31 +458,25 @@ impl Context {
             Some(k) => k,
             None => {
                 let generated = generate(exprs, &accesses, rank, out_access, math, wide, speculate)?;
-                match self.kernels.get(&generated.key, 256, 1, || generated.source) {
+                let mut built_key = generated.key.clone();
+                let mut built = self.kernels.get(&generated.key, 256, 1, || generated.source);
+                // A kernel with its speculative copy is about twice the code: where the driver
+                // refuses it, the checked kernel alone (the same bits; counted like every
+                // refusal).
+                if built.is_err() && speculate && self.kernels.refused(&built_key) {
+                    let plain = generate(exprs, &accesses, rank, out_access, math, wide, false)?;
+                    built_key = plain.key.clone();
+                    built = self.kernels.get(&plain.key, 256, 1, || plain.source);
+                }
+                match built {
                     Ok(k) => k,
-                    // A kernel with its speculative copy is about twice the code: where the
-                    // driver refuses it, the checked kernel alone (the same bits; counted
-                    // like every refusal).
-                    Err(_) if speculate && self.kernels.refused(&generated.key) => {
-                        let plain = generate(exprs, &accesses, rank, out_access, math, wide, false)?;
-                        match self.kernels.get(&plain.key, 256, 1, || plain.source) {
-                            Ok(k) => k,
-                            Err(_) if exprs.len() > 1 && self.kernels.refused(&plain.key) => {
-                                for (e, o) in exprs.iter().zip(outputs) {
-                                    self.record_map_with(batch, math, std::slice::from_ref(e), inputs, std::slice::from_ref(o))?;
-                                }
-                                return Ok(());
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
                     // A driver's compiler may refuse a multi-output kernel whose parts it builds
                     // (NVIDIA's on the H200 did, "NVVM compilation failed: 3", for a fused graph
                     // of s32 ops, before s32 division went to 32 bits). Each output is its own
                     // expression over the same inputs, so one kernel per output gives the same
                     // bits; the refusal is counted (`EngineStats::refused_kernels`) and not
                     // retried.
-                    Err(_) if exprs.len() > 1 && self.kernels.refused(&generated.key) => {
+                    Err(_) if exprs.len() > 1 && self.kernels.refused(&built_key) => {
                         for (e, o) in exprs.iter().zip(outputs) {
                             self.record_map_with(batch, math, std::slice::from_ref(e), inputs, std::slice::from_ref(o))?;
                         }

@@ -923,6 +923,24 @@ impl Spec {
         self.shuffles && self.strategy != Strategy::PerOutput && self.acc_type() != "dvec2"
     }
 
+    /// A fixed tree over the workgroup's partials in shared memory (barrier-separated levels
+    /// `h = lanes/2, ..., 1`: partial `t < h` absorbs partial `t + h`, by the GLSL `level`),
+    /// the levels below the subgroup size in the first subgroup's registers where
+    /// [`Self::subgroup_tree`] (lane `l` takes partial `l` by `load`, absorbs lane `l + h`'s
+    /// shuffled value by `absorb`, and lane 0 writes partial 0 back by `store_root`) — the same
+    /// pairs in the same order. The main tree and the `pre:` trees are written by it.
+    fn write_tree(&self, s: &mut String, level: &str, load: &str, absorb: &str, store_root: &str) {
+        let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
+        writeln!(s, "        for (uint h = {}u; h >= {lowest}; h >>= 1) {{", self.lanes / 2).unwrap();
+        writeln!(s, "            if (t < h) {{ {level} }}\n            barrier();\n        }}").unwrap();
+        if self.subgroup_tree() {
+            writeln!(s, "        if (gl_SubgroupID == 0u) {{\n            uint l = gl_SubgroupInvocationID;\n            {load}").unwrap();
+            s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
+            writeln!(s, "                {absorb}\n            }}").unwrap();
+            writeln!(s, "            if (l == 0u) {{ {store_root} }}\n        }}\n        barrier();").unwrap();
+        }
+    }
+
     fn key(&self) -> String {
         let strategy = match self.strategy {
             Strategy::Split { .. } => "split".to_string(),
@@ -1470,17 +1488,13 @@ impl Spec {
                 jh /= 2;
             }
             s.push_str("        s_ps[t] = ps0;\n        barrier();\n");
-            // The main tree's levels (below): shared memory down to the subgroup size, then
-            // the first subgroup's registers — the same pairs, the same order.
-            let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
-            writeln!(s, "        for (uint h = {}u; h >= {lowest}; h >>= 1) {{", lanes / 2).unwrap();
-            s.push_str("            if (t < h) { precise double r = s_ps[t] + s_ps[t + h]; s_ps[t] = r; }\n            barrier();\n        }\n");
-            if self.subgroup_tree() {
-                s.push_str("        if (gl_SubgroupID == 0u) {\n            uint l = gl_SubgroupInvocationID;\n            double v = s_ps[l];\n");
-                s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
-                s.push_str("                uvec2 bw = subgroupShuffleDown(unpackDouble2x32(v), h);\n                precise double r = v + packDouble2x32(bw); v = r;\n            }\n");
-                s.push_str("            if (l == 0u) s_ps[0] = v;\n        }\n        barrier();\n");
-            }
+            self.write_tree(
+                &mut s,
+                "precise double r = s_ps[t] + s_ps[t + h]; s_ps[t] = r;",
+                "double v = s_ps[l];",
+                "uvec2 bw = subgroupShuffleDown(unpackDouble2x32(v), h);\n                precise double r = v + packDouble2x32(bw); v = r;",
+                "s_ps[0] = v;",
+            );
             writeln!(s, "        uint rc{um} = {};", encode(DType::F32, &wrap(DType::F32, "s_ps[0]"))).unwrap();
             writeln!(s, "        if (t == 0u) in{um}.v[b{um}] = rc{um};").unwrap();
         } else if let Some((ux, um, op)) = self.pre {
@@ -1494,19 +1508,13 @@ impl Spec {
                 }
             }
             s.push_str("        s_pm[t] = pm; s_pmi[t] = pmi;\n        barrier();\n");
-            // As the main tree (below): shared memory down to the subgroup size, then the
-            // first subgroup's registers — the same pairs in the same order (3 barriers
-            // instead of 8 for 256 lanes on a 32-wide subgroup).
-            let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
-            writeln!(s, "        for (uint h = {}u; h >= {lowest}; h >>= 1) {{", lanes / 2).unwrap();
-            s.push_str("            if (t < h) { uint v = s_pm[t]; uint i = s_pmi[t]; pre_comb(v, i, s_pm[t + h], s_pmi[t + h]); s_pm[t] = v; s_pmi[t] = i; }\n");
-            s.push_str("            barrier();\n        }\n");
-            if self.subgroup_tree() {
-                s.push_str("        if (gl_SubgroupID == 0u) {\n            uint l = gl_SubgroupInvocationID;\n            uint v = s_pm[l]; uint i = s_pmi[l];\n");
-                s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
-                s.push_str("                uint bv = subgroupShuffleDown(v, h); uint bi = subgroupShuffleDown(i, h);\n                pre_comb(v, i, bv, bi);\n            }\n");
-                s.push_str("            if (l == 0u) { s_pm[0] = v; s_pmi[0] = i; }\n        }\n        barrier();\n");
-            }
+            self.write_tree(
+                &mut s,
+                "uint v = s_pm[t]; uint i = s_pmi[t]; pre_comb(v, i, s_pm[t + h], s_pmi[t + h]); s_pm[t] = v; s_pmi[t] = i;",
+                "uint v = s_pm[l]; uint i = s_pmi[l];",
+                "uint bv = subgroupShuffleDown(v, h); uint bi = subgroupShuffleDown(i, h);\n                pre_comb(v, i, bv, bi);",
+                "s_pm[0] = v; s_pmi[0] = i;",
+            );
             let value = wrap(DType::F32, &to_domain(DType::F32, DType::F32, "nx_f32_to_f64(s_pm[0])"));
             writeln!(s, "        uint rc{um} = {};", encode(DType::F32, &value)).unwrap();
             writeln!(s, "        if (t == 0u) in{um}.v[b{um}] = rc{um};").unwrap();
@@ -1640,18 +1648,13 @@ impl Spec {
             // separates one shuffle from the next (Vulkan does not promise that lanes
             // reconverge after one), and what lanes l >= h compute never reaches lane 0 (lane
             // l < h reads lane l + h < 2h, which was below the previous level's 2h).
-            let lowest = if self.subgroup_tree() { "gl_SubgroupSize" } else { "1u" };
-            writeln!(s, "        for (uint h = {}u; h >= {lowest}; h >>= 1) {{", lanes / 2).unwrap();
-            s.push_str("            if (t < h) { ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i; }\n");
-            s.push_str("            barrier();\n        }\n");
-            if self.subgroup_tree() {
-                s.push_str("        if (gl_SubgroupID == 0u) {\n");
-                s.push_str("            uint l = gl_SubgroupInvocationID;\n            ACC v = s_v[l]; uint i = s_i[l];\n");
-                s.push_str("            for (uint h = gl_SubgroupSize >> 1; h > 0u; h >>= 1) {\n");
-                s.push_str("                uvec2 bw = subgroupShuffleDown(acc_words(v), h); uint bi = subgroupShuffleDown(i, h);\n");
-                s.push_str("                comb(v, i, acc_from_words(bw), bi);\n            }\n");
-                s.push_str("            if (l == 0u) { s_v[0] = v; s_i[0] = i; }\n        }\n        barrier();\n");
-            }
+            self.write_tree(
+                &mut s,
+                "ACC v = s_v[t]; uint i = s_i[t]; comb(v, i, s_v[t + h], s_i[t + h]); s_v[t] = v; s_i[t] = i;",
+                "ACC v = s_v[l]; uint i = s_i[l];",
+                "uvec2 bw = subgroupShuffleDown(acc_words(v), h); uint bi = subgroupShuffleDown(i, h);\n                comb(v, i, acc_from_words(bw), bi);",
+                "s_v[0] = v; s_i[0] = i;",
+            );
             s.push_str("        av = s_v[0]; ai = s_i[0];\n        barrier();\n");
         }
         // Store.
