@@ -28,7 +28,7 @@ mod common;
 use common::on_engine;
 use common::on_engine_alone;
 use half::{bf16, f16};
-use nx_vulkan_engine::encoder::kernels::{linear_tile, linear_uses_tensor_cores};
+use nx_vulkan_engine::encoder::kernels::{linear_tile, linear_uses_tensor_cores, AttentionScores};
 use nx_vulkan_engine::matmul::CoopLinearTile;
 use nx_vulkan_engine::encoder::{Activation, Pooling, Precision};
 use nx_vulkan_engine::*;
@@ -767,6 +767,67 @@ fn attention_is_batch_independent_one_dispatch_empty() {
         // errors
         assert!(ctx.record_encoder_attention(&mut batch, &qkv0, &up_u32(ctx, &[0]), 0, 0, heads, 33, 0.2, &out).is_err());
         assert!(ctx.record_encoder_attention(&mut batch, &qkv0, &up_u32(ctx, &[0, 0]), 0, 0, heads, d, 0.2, &out).is_err());
+    });
+}
+
+/// The tile's scores in registers (GPUs) or in shared memory (CPU devices) are the same
+/// operations in the same order: the same bits, ragged lengths (partial key tiles, dead query
+/// rows), several query blocks, huge scores and infinite keys included (heads of 8 and 16 on
+/// a CPU device, whose compiler took 229 s over the unrolled tiles of heads up to 48; 8 to
+/// 128 on a GPU). The device's choice: registers on a GPU up to head_dim 64, shared memory
+/// otherwise.
+#[test]
+fn attention_scores_in_registers_or_shared_memory_give_the_same_bits() {
+    on_engine_alone(|ctx| {
+        let run = |qkv: &[f32], lens: &[usize], heads: usize, d: usize, scale: f32, scores: AttentionScores| -> Vec<u32> {
+            let t: usize = lens.iter().sum();
+            let mut offsets = vec![0u32];
+            for &l in lens {
+                offsets.push(offsets.last().unwrap() + l as u32);
+            }
+            let out = ctx.empty(DType::F32, &[t, heads * d]).unwrap();
+            let mut batch = ctx.batch().unwrap();
+            let max_len = lens.iter().copied().max().unwrap_or(0);
+            let before = ctx.stats().dispatches;
+            ctx.record_encoder_attention_using(&mut batch, &up_f32(ctx, &[t, 3 * heads * d], qkv), &up_u32(ctx, &offsets), lens.len(), max_len, heads, d, scale, &out, Some(scores)).unwrap();
+            batch.finish().unwrap();
+            assert_eq!(ctx.stats().dispatches - before, 1, "{scores:?} lens {lens:?} D={d}");
+            // NaN payloads aside (a NaN is a NaN)
+            down(ctx, &out).iter().map(|v| if v.is_nan() { 0x7FC00000 } else { v.to_bits() }).collect()
+        };
+        let wide = ctx.caps.device_type != "cpu";
+        let mut cases: Vec<(&[usize], usize, usize, f32, bool)> = vec![
+            (&[1, 17, 5, 64, 100, 130], 3, 8, 1.0, false),
+            (&[9, 40, 31, 32, 33], 1, 8, 2.0, false),
+            (&[1, 17, 40], 2, 16, 30.0, false),
+            (&[3, 45], 2, 16, 1.0, true),
+        ];
+        if wide {
+            cases.push((&[1, 17, 5, 64, 100], 3, 32, 1.0, false));
+            cases.push((&[3, 45], 2, 32, 1.0, true));
+            cases.push((&[130], 2, 48, 1.0, false));
+            cases.push((&[70, 1, 33, 130], 2, 64, 1.0, false));
+            cases.push((&[9, 40], 1, 128, 0.5, false));
+        }
+        for (lens, heads, d, a, inf) in cases {
+            let t: usize = lens.iter().sum();
+            let mut rng = Rng(7 * d as u64 + lens.len() as u64);
+            let mut qkv = rng.vec(t * 3 * heads * d, a);
+            if inf {
+                // infinite key components: infinite (or NaN) scores in their rows of tiles
+                qkv[(t - 2) * 3 * heads * d + heads * d + 1] = f32::INFINITY;
+                qkv[2 * 3 * heads * d + heads * d + d + 3] = f32::NEG_INFINITY;
+            }
+            let scale = 1.0 / (d as f32).sqrt();
+            let registers = run(&qkv, lens, heads, d, scale, AttentionScores::Registers);
+            let shared = run(&qkv, lens, heads, d, scale, AttentionScores::Shared);
+            let differ = registers.iter().zip(&shared).filter(|(x, y)| x != y).count();
+            assert_eq!(differ, 0, "lens {lens:?} D={d}: {differ} of {} outputs differ", registers.len());
+        }
+        for d in [8usize, 32, 64, 128] {
+            let want = if wide && d <= 64 { AttentionScores::Registers } else { AttentionScores::Shared };
+            assert_eq!(ctx.attention_scores(d), want, "D={d}");
+        }
     });
 }
 

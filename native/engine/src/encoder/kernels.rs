@@ -268,8 +268,8 @@ impl Context {
     /// q | k | v, heads contiguous inside each), `seq_offsets` `[B + 1]` u32 (rows of sequence
     /// `b` are `seq_offsets[b]..seq_offsets[b+1]`, every sequence at most `max_len` long);
     /// `out[t, h·D + d] = Σ_j softmax_j(q_t·k_j·scale) · v_j[d]` over `t`'s own sequence.
-    /// `out` is `[T, heads·head_dim]` f32. One dispatch over (query blocks of
-    /// ceil(max_len / 64), heads, sequences); offsets are clamped into `0..=T` on the device.
+    /// `out` is `[T, heads·head_dim]` f32. One dispatch over (query blocks of 64 or 128
+    /// queries, heads, sequences); offsets are clamped into `0..=T` on the device.
     /// `head_dim` is 1..=128.
     #[allow(clippy::too_many_arguments)]
     pub fn record_encoder_attention(
@@ -283,6 +283,39 @@ impl Context {
         head_dim: usize,
         scale: f32,
         out: &Tensor,
+    ) -> Result<()> {
+        self.record_encoder_attention_using(batch, qkv, seq_offsets, sequences, max_len, heads, head_dim, scale, out, None)
+    }
+
+    /// Where [`Context::record_encoder_attention`] keeps a tile's scores for `head_dim` here:
+    /// in registers on GPUs for heads up to 64 (shared memory limits how many workgroups run
+    /// at once: `encoder_attention.glsl`), in shared memory on CPU devices (lavapipe's
+    /// compiler takes up to a minute over the unrolled tile) and for wider heads. Both give
+    /// the same bits (`tests/encoder_kernels.rs`): the choice is speed alone.
+    pub fn attention_scores(&self, head_dim: usize) -> AttentionScores {
+        if self.caps.device_type != "cpu" && head_dim <= 64 {
+            AttentionScores::Registers
+        } else {
+            AttentionScores::Shared
+        }
+    }
+
+    /// [`Context::record_encoder_attention`] with the scores' place forced (`None`: its
+    /// choice, or `NX_VULKAN_ENCODER_ATTENTION=registers|shared`): for tests and measurements
+    /// that compare the two.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_encoder_attention_using(
+        &self,
+        batch: &mut Batch<'_>,
+        qkv: &Tensor,
+        seq_offsets: &Tensor,
+        sequences: usize,
+        max_len: usize,
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+        out: &Tensor,
+        scores: Option<AttentionScores>,
     ) -> Result<()> {
         const OP: &str = "encoder attention";
         let (t, width) = matrix(qkv, DType::F32, OP, "qkv")?;
@@ -300,7 +333,12 @@ impl Context {
         if t == 0 || sequences == 0 || max_len == 0 {
             return Ok(());
         }
-        let cfg = AttentionCfg { d: head_dim as u32, qb: ATTN_QB, kb: if head_dim <= 64 { 32 } else { 16 } };
+        let scores = match scores {
+            Some(s) => s,
+            None => AttentionScores::from_env()?.unwrap_or_else(|| self.attention_scores(head_dim)),
+        };
+        let qb = if scores == AttentionScores::Registers { ATTN_QB_REGISTERS } else { ATTN_QB };
+        let cfg = AttentionCfg { d: head_dim as u32, qb, kb: if head_dim <= 64 { 32 } else { 16 }, scores };
         let kernel = self.kernels.get(&cfg.key(), cfg.qb, 1, || cfg.source())?;
         let mut p = ParamBlock::new(OP);
         p.addrs([qkv, seq_offsets, out].map(|t| t.buffer.address()));
@@ -392,8 +430,34 @@ void main() {
     }
 }
 
-/// Queries per attention workgroup (one invocation each).
+/// Queries per attention workgroup (one invocation each) with the scores in shared memory.
 const ATTN_QB: u32 = 64;
+/// ... and with the scores in registers: the K and V tiles then serve twice the queries for
+/// the same shared memory. On an H100 at 64 × 128 MiniLM tokens 185.8 us per call against
+/// 194–195 with 64 and 315 with 32 (stop 43, run 9). A row's bits do not depend on it.
+const ATTN_QB_REGISTERS: u32 = 128;
+
+/// Where the attention kernel keeps a key tile's scores (`encoder_attention.glsl`): the same
+/// operations in the same order either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionScores {
+    /// In registers, the tile's loops unrolled: shared memory holds only the K and V tiles.
+    Registers,
+    /// In a shared `[QB][KB + 1]` array, the tile's loops as loops.
+    Shared,
+}
+
+impl AttentionScores {
+    /// `NX_VULKAN_ENCODER_ATTENTION`: `registers`, `shared`, or unset (the device's choice).
+    pub fn from_env() -> Result<Option<AttentionScores>> {
+        match std::env::var("NX_VULKAN_ENCODER_ATTENTION").as_deref() {
+            Err(_) => Ok(None),
+            Ok("registers") => Ok(Some(AttentionScores::Registers)),
+            Ok("shared") => Ok(Some(AttentionScores::Shared)),
+            Ok(other) => Err(invalid!("NX_VULKAN_ENCODER_ATTENTION={other:?}: expected \"registers\" or \"shared\"")),
+        }
+    }
+}
 
 /// A projection workgroup's output tile: `rows` of T by `cols` of N, each invocation a
 /// `block_rows` × `block_cols` block of it, `k_step` of K staged per step.
@@ -520,6 +584,7 @@ struct AttentionCfg {
     d: u32,
     qb: u32,
     kb: u32,
+    scores: AttentionScores,
 }
 
 impl AttentionCfg {
@@ -531,6 +596,9 @@ impl AttentionCfg {
         let mut s = crate::kernels::numeric_prelude();
         s.push_str(include_str!("../kernels/encoder_math.glsl"));
         writeln!(s, "#define D {}\n#define QB {}\n#define KB {}", self.d, self.qb, self.kb).unwrap();
+        if self.scores == AttentionScores::Registers {
+            s.push_str("#define SCORES_IN_REGISTERS\n");
+        }
         s.push_str(include_str!("../kernels/encoder_attention.glsl"));
         s
     }

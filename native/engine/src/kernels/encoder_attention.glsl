@@ -2,18 +2,32 @@
 // encoder/kernels.rs). Defines: D (head_dim), QB (queries per workgroup = invocations), KB
 // (keys per shared tile).
 //
-// One invocation per query row keeps q and its output accumulator in registers (its scores
-// in shared memory); the
+// One invocation per query row keeps q and its output accumulator in registers; the
 // workgroup stages KB keys and values of its head in shared memory at a time. Softmax is
 // online per tile: scores of the tile, the running max raised once per tile, the
 // accumulator and the denominator rescaled by e^(old max - new max). Keys are visited in
 // ascending order in tiles fixed by D alone, so a query's result depends only on its own
-// sequence. exp is enc_expf (about an ulp).
+// sequence (not on QB). exp is enc_expf (about an ulp).
+//
+// SCORES_IN_REGISTERS (GPUs; encoder/kernels.rs `AttentionScores`): the tile's scores stay in
+// registers, its loops unrolled over KB with each key guarded, and shared memory holds only
+// the K and V tiles, because shared memory bounds how many workgroups a GPU runs at once: on
+// an H100 the scores in a shared [QB][KB + 1] array (16.4 KiB per workgroup with the tiles)
+// let about two run per multiprocessor, 8 KiB more of unused shared memory made it one and
+// the kernel 1.8x slower, and the scores in registers took it from 346 to 196 us at 64 x 128
+// tokens (MiniLM; bench/README.md, stop 43). Otherwise (CPU devices, where the unrolled tile
+// costs lavapipe's compiler up to a minute) the scores go through shared memory. The same
+// operations in the same order either way: the same bits.
 
 shared float Ks[KB][D];
 shared float Vs[KB][D];
+#ifdef SCORES_IN_REGISTERS
+#define SCORE(j) s[j]
+#else
 // Each invocation's scores of the current tile (its own row: no barrier needed).
 shared float S[QB][KB + 1];
+#define SCORE(j) S[tid][j]
+#endif
 
 layout(local_size_x = QB) in;
 void main() {
@@ -57,20 +71,28 @@ void main() {
                 if (live) {
                     int nk = min(KB, len - j0);
                     float mt = m;
+#ifdef SCORES_IN_REGISTERS
+                    float s[KB];
+                    [[unroll]] for (int j = 0; j < KB; j++) if (j < nk) {
+#else
                     for (int j = 0; j < nk; j++) {
+#endif
                         float dot = 0.0;
                         [[unroll]] for (int d = 0; d < D; d++) dot = fma(q[d], Ks[j][d], dot);
-                        float sj = dot * scale;
-                        S[tid][j] = sj;
-                        mt = max(mt, sj);
+                        SCORE(j) = dot * scale;
+                        mt = max(mt, SCORE(j));
                     }
                     // exp(-Inf - finite) = 0 on the first tile; a tile of -Inf scores only
                     // (infinite inputs) keeps the running values.
                     float corr = (m == mt) ? 1.0 : enc_expf(m - mt);
                     l *= corr;
                     [[unroll]] for (int d = 0; d < D; d++) o[d] *= corr;
+#ifdef SCORES_IN_REGISTERS
+                    [[unroll]] for (int j = 0; j < KB; j++) if (j < nk) {
+#else
                     for (int j = 0; j < nk; j++) {
-                        float p = enc_expf(S[tid][j] - mt);
+#endif
+                        float p = enc_expf(SCORE(j) - mt);
                         l += p;
                         [[unroll]] for (int d = 0; d < D; d++) o[d] = fma(p, Vs[j][d], o[d]);
                     }

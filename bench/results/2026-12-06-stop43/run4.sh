@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Stop 43, run 4, ONE command: the tiled kernel's output columns as named vec4 accumulators
+# (an indexed float array before; the same bits). Run 2 showed enc_expf costing ~160 us of the tiled kernel (native exp:
+# 266 us) and a skeleton without scores, exp or weighted sums still 195 us. Variants (same
+# measurement patch): enc_expf scaling 2^k by exponent bits (exp_bits) and rounding k with
+# 1.5·2^23 (exp_magic); the max, weight and sum loops unrolled over the 32-key tile with
+# masked keys as -Inf / 0 (unroll: the same bits, tested on lavapipe); 32 queries per group.
+# Carry .gl, .gpurun/s43, .gpurun/minilm-tok.
+source bench/results/2026-12-06-stop43/common.sh
+python3 bench/encoder/make_random_bert.py --tokenizer-dir .gpurun/minilm-tok --out /tmp/random-minilm --seed 0 > "$OUT/model.log" 2>&1
+source .gl/env.sh
+unpack nx-vulkan
+# the two kernels' bits on this GPU with the unrolled loops and the exponent-bit exp
+(export NX_VULKAN_ATTN_DIAG=unroll,exp_bits; gpu_test encoder_kernels attention)
+for r in 1 2; do
+  for kv in "tiled:" "tiled:unroll" "tiled:exp_bits" "tiled:unroll,exp_bits" "tiled:unroll,native_exp" "tiled:native_exp" "query:"; do
+    k=${kv%%:*}; dg=${kv#*:}
+    NX_VULKAN_ATTN_DIAG=$dg NX_VULKAN_ENCODER_ATTENTION=$k timeout 60 /tmp/t/nx-vulkan encode-bench --model /tmp/random-minilm --precisions fp32 --shapes 64x128 --reps 5 --warmup 2 --profile 2>>"$OUT/ours.err" \
+      | grep 'encoder attention' | tag "\"kernel\":\"$k\",\"diag\":\"$dg\",\"round\":$r" >> "$OUT/diag.jsonl"
+  done
+done
+python3 - "$OUT/diag.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    print(j["round"], j["kernel"], j["diag"] or "-", round(j["mean_us"], 1), "us x", j["runs"])
+PY
+echo "all done at $SECONDS s"
