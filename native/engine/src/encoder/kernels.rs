@@ -290,8 +290,8 @@ impl Context {
     /// Where [`Context::record_encoder_attention`] keeps a tile's scores for `head_dim` here:
     /// in registers on GPUs for heads up to 64 (shared memory limits how many workgroups run
     /// at once: `encoder_attention.glsl`), in shared memory on CPU devices (lavapipe's
-    /// compiler takes up to a minute over the unrolled tile) and for wider heads. Both give
-    /// the same bits (`tests/encoder_kernels.rs`): the choice is speed alone.
+    /// compiler took minutes over the unrolled tiles) and for wider heads. Both give the same
+    /// bits (`tests/encoder_kernels.rs`): the choice is speed alone.
     pub fn attention_scores(&self, head_dim: usize) -> AttentionScores {
         if self.caps.device_type != "cpu" && head_dim <= 64 {
             AttentionScores::Registers

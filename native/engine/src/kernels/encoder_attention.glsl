@@ -15,9 +15,9 @@
 // an H100 the scores in a shared [QB][KB + 1] array (16.4 KiB per workgroup with the tiles)
 // let about two run per multiprocessor, 8 KiB more of unused shared memory made it one and
 // the kernel 1.8x slower, and the scores in registers took it from 346 to 196 us at 64 x 128
-// tokens (MiniLM; bench/README.md, stop 43). Otherwise (CPU devices, where the unrolled tile
-// costs lavapipe's compiler up to a minute) the scores go through shared memory. The same
-// operations in the same order either way: the same bits.
+// tokens (MiniLM; bench/README.md, stop 43), 185 with QB = 128. Otherwise (CPU devices, where
+// lavapipe's compiler took minutes over the unrolled tiles) the scores go through shared
+// memory. The same operations in the same order either way: the same bits.
 
 shared float Ks[KB][D];
 shared float Vs[KB][D];
