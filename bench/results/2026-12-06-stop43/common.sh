@@ -1,10 +1,12 @@
-# Sourced (from the repo root) by this stop's device commands: one copy of what each run does
-# the same way. Carry .gl and .gpurun/s43 (this stop's binaries, xz'd).
+# Sourced (from the repo root) by this stop's device commands (and prepared ones after it):
+# one copy of what each run does the same way. Carry .gl and $BIN (default .gpurun/s43: the
+# binaries, xz'd).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/t
+BIN=${BIN:-.gpurun/s43}
 export NX_VULKAN_CACHE_DIR=/tmp/nxvk-cache
-# unpack NAME: .gpurun/s43/NAME.xz -> /tmp/t/NAME (executable)
-unpack() { xz -dc ".gpurun/s43/$1.xz" > "/tmp/t/$1" && chmod +x "/tmp/t/$1"; }
+# unpack NAME: $BIN/NAME.xz -> /tmp/t/NAME (executable)
+unpack() { xz -dc "$BIN/$1.xz" > "/tmp/t/$1" && chmod +x "/tmp/t/$1"; }
 # gpu_test NAME [FILTER...]: a test binary on the GPU (from native/engine, as cargo runs it)
 gpu_test() {
   local name=$1; shift

@@ -113,8 +113,14 @@ impl Context {
 
     /// The longest segment one workgroup scans on this device for type `t`: rows up to this
     /// length take one dispatch, up to its square three, up to its cube five.
+    /// `NX_VULKAN_SCAN_POSITIONS=N` (a power of two up to the default) caps the positions per
+    /// invocation — smaller tiles, more passes, less shared memory per workgroup: a measurement
+    /// knob (stop 43 found shared memory per workgroup bounding how many workgroups an H100
+    /// runs at once); the tree, and so every bit, is the same whatever the tile.
     pub fn scan_tile(&self, t: DType) -> usize {
-        per_invocation_on(t, self.caps.max_shared_memory as usize) * LOCAL as usize
+        let cap = std::env::var("NX_VULKAN_SCAN_POSITIONS").ok().and_then(|v| v.parse::<usize>().ok()).filter(|r| r.is_power_of_two());
+        let r = per_invocation_on(t, self.caps.max_shared_memory as usize);
+        cap.map_or(r, |c| r.min(c)) * LOCAL as usize
     }
 
     /// Records `cumulative` into `out`: a new (contiguous, offset 0) tensor of `x`'s type and

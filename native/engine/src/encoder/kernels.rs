@@ -141,7 +141,13 @@ impl Context {
             // (the checks above leave contiguous operands: the kernel's layout)
             return self.record_coopmat_linear(batch, x, w, Some(bias), act == Activation::Gelu, residual, out);
         }
-        let tile = linear_tile(n, t, self.linear_min_groups.load(std::sync::atomic::Ordering::Relaxed));
+        let mut tile = linear_tile(n, t, self.linear_min_groups.load(std::sync::atomic::Ordering::Relaxed));
+        // `NX_VULKAN_ENCODER_LINEAR_KSTEP=N` (a multiple of 4, 4..=64): K staged per step, a
+        // measurement knob (less shared memory per workgroup; the same fma chains, the same
+        // bits: `linear_tile_switch_keeps_bits`).
+        if let Some(k) = std::env::var("NX_VULKAN_ENCODER_LINEAR_KSTEP").ok().and_then(|v| v.parse::<u32>().ok()).filter(|k| k % 4 == 0 && (4..=64).contains(k)) {
+            tile.k_step = k;
+        }
         let wbytes = precision.weight_dtype().size() as u64;
         let aligned16 = |t: &Tensor, elem: u64| (t.buffer.address() + elem * t.offset as u64).is_multiple_of(16);
         let cfg = LinearCfg {
