@@ -702,6 +702,11 @@ fn attention_ref(qkv: &[f32], lens: &[usize], heads: usize, d: usize, scale: f32
 }
 
 fn run_attention(ctx: &Context, qkv: &[f32], lens: &[usize], heads: usize, d: usize, scale: f32) -> Vec<f32> {
+    run_attention_using(ctx, qkv, lens, heads, d, scale, None)
+}
+
+/// `run_attention` with the scores' place forced (`None`: the device's choice).
+fn run_attention_using(ctx: &Context, qkv: &[f32], lens: &[usize], heads: usize, d: usize, scale: f32, scores: Option<AttentionScores>) -> Vec<f32> {
     let t: usize = lens.iter().sum();
     let mut offsets = vec![0u32];
     for &l in lens {
@@ -710,7 +715,7 @@ fn run_attention(ctx: &Context, qkv: &[f32], lens: &[usize], heads: usize, d: us
     let max_len = lens.iter().copied().max().unwrap_or(0);
     let out = ctx.empty(DType::F32, &[t, heads * d]).unwrap();
     let mut batch = ctx.batch().unwrap();
-    ctx.record_encoder_attention(&mut batch, &up_f32(ctx, &[t, 3 * heads * d], qkv), &up_u32(ctx, &offsets), lens.len(), max_len, heads, d, scale, &out).unwrap();
+    ctx.record_encoder_attention_using(&mut batch, &up_f32(ctx, &[t, 3 * heads * d], qkv), &up_u32(ctx, &offsets), lens.len(), max_len, heads, d, scale, &out, scores).unwrap();
     batch.finish().unwrap();
     down(ctx, &out)
 }
@@ -780,20 +785,11 @@ fn attention_is_batch_independent_one_dispatch_empty() {
 fn attention_scores_in_registers_or_shared_memory_give_the_same_bits() {
     on_engine_alone(|ctx| {
         let run = |qkv: &[f32], lens: &[usize], heads: usize, d: usize, scale: f32, scores: AttentionScores| -> Vec<u32> {
-            let t: usize = lens.iter().sum();
-            let mut offsets = vec![0u32];
-            for &l in lens {
-                offsets.push(offsets.last().unwrap() + l as u32);
-            }
-            let out = ctx.empty(DType::F32, &[t, heads * d]).unwrap();
-            let mut batch = ctx.batch().unwrap();
-            let max_len = lens.iter().copied().max().unwrap_or(0);
             let before = ctx.stats().dispatches;
-            ctx.record_encoder_attention_using(&mut batch, &up_f32(ctx, &[t, 3 * heads * d], qkv), &up_u32(ctx, &offsets), lens.len(), max_len, heads, d, scale, &out, Some(scores)).unwrap();
-            batch.finish().unwrap();
+            let out = run_attention_using(ctx, qkv, lens, heads, d, scale, Some(scores));
             assert_eq!(ctx.stats().dispatches - before, 1, "{scores:?} lens {lens:?} D={d}");
             // NaN payloads aside (a NaN is a NaN)
-            down(ctx, &out).iter().map(|v| if v.is_nan() { 0x7FC00000 } else { v.to_bits() }).collect()
+            out.iter().map(|v| if v.is_nan() { 0x7FC00000 } else { v.to_bits() }).collect()
         };
         let wide = ctx.caps.device_type != "cpu";
         let mut cases: Vec<(&[usize], usize, usize, f32, bool)> = vec![
