@@ -15,6 +15,7 @@ mod encode_bench;
 mod llm;
 mod llm_gemm_bench;
 mod ops_bench;
+mod probe;
 
 #[derive(Parser)]
 #[command(name = "nx-vulkan", version, about = "GPU compute on Vulkan: device info, demo, benchmarks, text embeddings")]
@@ -126,6 +127,44 @@ enum Command {
     /// Encoder throughput: warmed inputs/s per batch×seq (JSON lines; the PyTorch side is
     /// bench/encoder/torch_encoder.py).
     EncodeBench(encode_bench::EncodeBenchArgs),
+    /// How many workgroups of each size and shared-memory footprint the device keeps resident
+    /// per multiprocessor (a latency-bound probe kernel; JSON lines).
+    ProbeShared {
+        /// Invocations per workgroup (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "64,128,256")]
+        workgroups: Vec<u32>,
+        /// Shared memory per workgroup in KiB (comma-separated; past the device's limit skipped).
+        #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,6,8,10,12,14,16,20,24,28,32,40,48")]
+        shared_kib: Vec<u32>,
+        /// Multiprocessors to fill (the full grid holds 2,048 invocations per multiprocessor).
+        #[arg(long, default_value_t = 132)]
+        sms: u32,
+        /// Dependent loads per invocation.
+        #[arg(long, default_value_t = 4000)]
+        iters: u32,
+        /// Timed dispatches per grid (mean reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
+    /// Read bandwidth of one streaming dispatch per size, workgroup size, grid and loads in
+    /// flight per invocation (JSON lines).
+    ProbeStream {
+        /// MiB read per dispatch (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "8,32,64,256")]
+        mib: Vec<u32>,
+        #[arg(long, value_delimiter = ',', default_value = "128,256")]
+        workgroups: Vec<u32>,
+        /// Workgroups per multiprocessor in the grid (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "4,8,16")]
+        groups_per_sm: Vec<u32>,
+        /// 16-byte loads in flight per invocation (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+        unroll: Vec<u32>,
+        #[arg(long, default_value_t = 132)]
+        sms: u32,
+        #[arg(long, default_value_t = 10)]
+        reps: usize,
+    },
 }
 
 fn main() {
@@ -172,6 +211,8 @@ fn run(device: Option<String>, command: Command) -> Result<()> {
         Command::Gemm { types, sizes, reps, calls, coopmat_all, b_transposed, tiles_all } => {
             gemm(&*open(&device)?, &types, &sizes, reps, calls, GemmVariants { coopmat_all, tiles_all }, b_transposed)
         }
+        Command::ProbeShared { workgroups, shared_kib, sms, iters, reps } => probe::probe_shared(&*open(&device)?, &workgroups, &shared_kib, sms, iters, reps),
+        Command::ProbeStream { mib, workgroups, groups_per_sm, unroll, sms, reps } => probe::probe_stream(&*open(&device)?, &mib, &workgroups, &groups_per_sm, &unroll, sms, reps),
         Command::LlmGemmBench(args) => llm_gemm_bench::run(&*open(&device)?, &args),
         Command::Generate(args) => llm::generate(open(&device)?, args),
         Command::Chat(args) => llm::chat(open(&device)?, args),

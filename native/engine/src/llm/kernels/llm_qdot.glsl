@@ -182,11 +182,30 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 #else
         h0[r] = uvec4(0u); h1[r] = uvec4(0u);
 #endif
+#ifdef KQ_HW_F16
+        // (measurement) the device's f16 conversion: exact for every f16 where the device
+        // keeps f16 subnormals
+        vec2 dd = unpackHalf2x16(hd.x);
+        float d = dd.x, dmin = dd.y;
+#else
         float d = enc_f16_to_f32(hd.x & 0xFFFFu), dmin = enc_f16_to_f32(hd.x >> 16);
+#endif
+#ifdef KQ_PAIR_SCALES
+        // (measurement) both sub-blocks' 6-bit scales and mins at once, without a branch per
+        // lane: bytes 2(m & 1) and 2(m & 1) + 1 of each scale word; the same values as
+        // k4_scale_min, and floats built from their bits (exact) instead of converted
+        uint sh = (m & 1u) * 16u;
+        uint A = (hd.y >> sh) & 0xFFFFu, B = (hd.z >> sh) & 0xFFFFu, C = (hd.w >> sh) & 0xFFFFu;
+        uint sp = m < 2u ? (A & 0x3F3Fu) : ((C & 0x0F0Fu) | ((A >> 2) & 0x3030u));
+        uint mp = m < 2u ? (B & 0x3F3Fu) : (((C >> 4) & 0x0F0Fu) | ((B >> 2) & 0x3030u));
+        vec4 sm = bytes_minus(sp | (mp << 16), 0.0);
+        precise float a = d * sm.x, b = dmin * sm.z, c = d * sm.y, e = dmin * sm.w;
+#else
         uint sva, mva, svb, mvb;
         k4_scale_min(hd.yzw, 2u * m, sva, mva);
         k4_scale_min(hd.yzw, 2u * m + 1u, svb, mvb);
         precise float a = d * float(sva), b = dmin * float(mva), c = d * float(svb), e = dmin * float(mvb);
+#endif
         da[r] = a; ma[r] = b; db[r] = c; mb[r] = e;
     }
     uint k0 = s * 256u + 64u * m + 16u * f;
@@ -261,6 +280,23 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
                 precise float t = da[r] * sa[c][r] - ma[r] * xa[c];
                 t = t + (db[r] * sb[c][r] - mb[r] * xh[c]);
                 acc[c][r] = acc[c][r] + t;
+            }
+        }
+    }
+#elif defined(KQ_PROBE_LOADS)
+    // (measurement only: a wrong result by design) the task's loads and nothing of its
+    // arithmetic, so the kernel's time is that of its memory traffic and structure
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        if (uint(c) < ncols) {
+            uint xb = xb0 + uint(c) * K;
+            uint bits = 0u;
+            [[unroll]] for (uint i = 0u; i < KQ_I; i++) {
+                vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i), xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
+                bits ^= floatBitsToUint(xl.x) ^ floatBitsToUint(xu.w);
+            }
+            [[unroll]] for (int r = 0; r < NR; r++) {
+                uint w = q0[r].x ^ q0[r].y ^ q0[r].z ^ q0[r].w ^ bits;
+                acc[c][r] += uintBitsToFloat(w & 0x007FFFFFu) + da[r] + ma[r] + db[r] + mb[r];
             }
         }
     }
