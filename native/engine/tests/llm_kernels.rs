@@ -398,3 +398,79 @@ fn fused_rope_store_gives_the_separate_bits() {
         std::env::remove_var("NX_VULKAN_LLM_MATVEC");
     });
 }
+
+/// Byte offsets of a block's f16 scales (d, and the dmin / m beside it where the format has
+/// one).
+fn scale_offsets(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        _ => &[],
+    }
+}
+
+/// The kernels read each block's f16 scales with the device's conversion where the value is
+/// normal and their own where a device may flush or canonicalise it (llm_qdot.glsl's
+/// f16_exact): rows whose every scale is an f16 subnormal (a device that flushed them would
+/// give zero rows), zero or -0.0 among normal scales, in both kernels and every quantized
+/// format, against the host dequantizer's exact values in an f64 dot; a scale of Inf gives a
+/// non-finite result.
+#[test]
+fn scales_of_every_f16_class_are_read_exactly() {
+    on_engine_alone(|_| {
+        let ctx = common::ctx();
+        let mut rng = Rng::new(29);
+        let (n, k) = (6usize, 1024usize);
+        let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_K, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K];
+        // f16 bits: subnormals (the largest, a middle one, negative ones), zeros, normals
+        let subnormal = [0x03FFu16, 0x0201, 0x83FF, 0x8155, 0x03C0];
+        let mixed = [0x0000u16, 0x8000, 0x1C00, 0x0800, 0x9C00];
+        let xv: Vec<f32> = (0..k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
+        let x = f32_tensor(&ctx, &[1, k], &xv);
+        for kernel in ["row", "workgroup"] {
+            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            for ty in types {
+                let mut wb = random_rows(ty, n, k, &mut rng);
+                let bb = ty.block_bytes() as usize;
+                let per_row = k / ty.block_size() as usize;
+                for (b, block) in wb.chunks_exact_mut(bb).enumerate() {
+                    let row = b / per_row;
+                    for (i, &at) in scale_offsets(ty).iter().enumerate() {
+                        // rows 0-2 all subnormal, rows 3-4 zeros among normals, row 5 as drawn
+                        let bits = match row {
+                            0..=2 => subnormal[(b + i + row) % subnormal.len()],
+                            3 | 4 => mixed[(b + i) % mixed.len()],
+                            _ => continue,
+                        };
+                        block[at..at + 2].copy_from_slice(&bits.to_le_bytes());
+                    }
+                }
+                let mut wd = vec![0f32; n * k];
+                dequantize(ty, &wb, &mut wd).unwrap();
+                let w = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap();
+                let got = run(&ctx, &w, None, &x, None, None);
+                for r in 0..n {
+                    let (mut d, mut mag) = (0f64, 0f64);
+                    for j in 0..k {
+                        d += wd[r * k + j] as f64 * xv[j] as f64;
+                        mag += (wd[r * k + j] as f64 * xv[j] as f64).abs();
+                    }
+                    let tol = mag * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0;
+                    assert!(mag > 0.0, "{ty:?} row {r}: the test's row is all zeros");
+                    assert!((got[r] as f64 - d).abs() <= tol, "{kernel} {ty:?} row {r}: {} vs {d} (tol {tol:e}, magnitude {mag:e})", got[r]);
+                }
+                // one scale of Inf in row 5's first block
+                let at = 5 * per_row * bb + scale_offsets(ty)[0];
+                wb[at..at + 2].copy_from_slice(&0x7C00u16.to_le_bytes());
+                let w = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap();
+                let got = run(&ctx, &w, None, &x, None, None);
+                assert!(!got[5].is_finite(), "{kernel} {ty:?}: an Inf scale gave {}", got[5]);
+                assert!(got[..5].iter().all(|v| v.is_finite()), "{kernel} {ty:?}: other rows changed");
+            }
+        }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+    });
+}

@@ -371,16 +371,6 @@ impl Context {
         if std::env::var("NX_VULKAN_LLM_BATCH_SHARE").map_or(true, |v| v != "0") {
             defines.push("BATCH_SHARE".into());
         }
-        // Measurements only (Q4_K/Q5_K tasks, llm_qdot.glsl): NX_VULKAN_LLM_KQ=hw-f16,pair-scales,
-        // probe-loads — the device's f16 conversion for d and dmin, both sub-blocks' scales
-        // without a branch, and the loads without the arithmetic (a wrong result by design).
-        if let Ok(v) = std::env::var("NX_VULKAN_LLM_KQ") {
-            for (name, d) in [("hw-f16", "KQ_HW_F16"), ("pair-scales", "KQ_PAIR_SCALES"), ("probe-loads", "KQ_PROBE_LOADS")] {
-                if v.split(',').any(|x| x == name) {
-                    defines.push(d.into());
-                }
-            }
-        }
         if w.x_int8 {
             if up.is_some_and(|u| !u.x_int8) {
                 return Err(invalid!("{OP}: gate and up must both take int8 activations or neither"));

@@ -78,6 +78,21 @@ vec4 bytes_minus(uint w, float bias) {
                 uintBitsToFloat(((w >> 16) & 255u) | 0x4B000000u) - o, uintBitsToFloat((w >> 24) | 0x4B000000u) - o);
 }
 
+// An f16 (low 16 bits of h) as an f32 — exactly, as every f16 is one: the device's conversion
+// (one instruction) for normal values, the software one (enc_f16_to_f32) for zero, subnormals,
+// Inf and NaN, which a device may flush or canonicalise; so the same bits on every device. The
+// scales' software conversion for every value and k4_scale_min's per-lane branches were a
+// quarter of the Q4_K product's device time (H100, stop 44 run 3: 33.7 -> 25.3 us per 14336 x
+// 4096 product, 8B decode 202 -> 246 tok/s).
+float f16_exact(uint h) {
+    uint e = h & 0x7C00u;
+    if (e == 0u || e == 0x7C00u) return enc_f16_to_f32(h);
+    return unpackHalf2x16(h).x;
+}
+
+// A signed byte's value as a float, built from its bits (exact) instead of converted.
+float s8_float(uint b) { return uintBitsToFloat(0x4B000000u | ((b & 0xFFu) ^ 0x80u)) - 8388736.0; }
+
 // The 32-bit word at byte `off` (a multiple of 2) of a 2-aligned block, from two 16-bit loads.
 uint w16x2(uint64_t a, uint off) { return uint(WU16(a).v[off >> 1]) | (uint(WU16(a).v[(off >> 1) + 1u]) << 16); }
 
@@ -182,30 +197,16 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 #else
         h0[r] = uvec4(0u); h1[r] = uvec4(0u);
 #endif
-#ifdef KQ_HW_F16
-        // (measurement) the device's f16 conversion: exact for every f16 where the device
-        // keeps f16 subnormals
-        vec2 dd = unpackHalf2x16(hd.x);
-        float d = dd.x, dmin = dd.y;
-#else
-        float d = enc_f16_to_f32(hd.x & 0xFFFFu), dmin = enc_f16_to_f32(hd.x >> 16);
-#endif
-#ifdef KQ_PAIR_SCALES
-        // (measurement) both sub-blocks' 6-bit scales and mins at once, without a branch per
-        // lane: bytes 2(m & 1) and 2(m & 1) + 1 of each scale word; the same values as
-        // k4_scale_min, and floats built from their bits (exact) instead of converted
+        float d = f16_exact(hd.x & 0xFFFFu), dmin = f16_exact(hd.x >> 16);
+        // Both sub-blocks' 6-bit scales and mins at once, without a branch per lane (ggml's
+        // get_scale_min_k4 for j = 2m, 2m + 1): bytes 2(m & 1) and 2(m & 1) + 1 of each scale
+        // word, and floats built from their bits (exact) instead of converted.
         uint sh = (m & 1u) * 16u;
         uint A = (hd.y >> sh) & 0xFFFFu, B = (hd.z >> sh) & 0xFFFFu, C = (hd.w >> sh) & 0xFFFFu;
         uint sp = m < 2u ? (A & 0x3F3Fu) : ((C & 0x0F0Fu) | ((A >> 2) & 0x3030u));
         uint mp = m < 2u ? (B & 0x3F3Fu) : (((C >> 4) & 0x0F0Fu) | ((B >> 2) & 0x3030u));
         vec4 sm = bytes_minus(sp | (mp << 16), 0.0);
         precise float a = d * sm.x, b = dmin * sm.z, c = d * sm.y, e = dmin * sm.w;
-#else
-        uint sva, mva, svb, mvb;
-        k4_scale_min(hd.yzw, 2u * m, sva, mva);
-        k4_scale_min(hd.yzw, 2u * m + 1u, svb, mvb);
-        precise float a = d * float(sva), b = dmin * float(mva), c = d * float(svb), e = dmin * float(mvb);
-#endif
         da[r] = a; ma[r] = b; db[r] = c; mb[r] = e;
     }
     uint k0 = s * 256u + 64u * m + 16u * f;
@@ -280,23 +281,6 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
                 precise float t = da[r] * sa[c][r] - ma[r] * xa[c];
                 t = t + (db[r] * sb[c][r] - mb[r] * xh[c]);
                 acc[c][r] = acc[c][r] + t;
-            }
-        }
-    }
-#elif defined(KQ_PROBE_LOADS)
-    // (measurement only: a wrong result by design) the task's loads and nothing of its
-    // arithmetic, so the kernel's time is that of its memory traffic and structure
-    [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
-            uint xb = xb0 + uint(c) * K;
-            uint bits = 0u;
-            [[unroll]] for (uint i = 0u; i < KQ_I; i++) {
-                vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i), xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
-                bits ^= floatBitsToUint(xl.x) ^ floatBitsToUint(xu.w);
-            }
-            [[unroll]] for (int r = 0; r < NR; r++) {
-                uint w = q0[r].x ^ q0[r].y ^ q0[r].z ^ q0[r].w ^ bits;
-                acc[c][r] += uintBitsToFloat(w & 0x007FFFFFu) + da[r] + ma[r] + db[r] + mb[r];
             }
         }
     }
@@ -410,11 +394,10 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint64_t blk = rows[r] + uint64_t(s * 210u);
-        float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
+        float d = f16_exact(uint(WU16(blk).v[104]));
         precise float t = 0.0;
         [[unroll]] for (uint q = 0u; q < 4u; q++) {
-            int sc = s8(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
-            precise float ds = d * float(sc);
+            precise float ds = d * s8_float(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
             t = t + ds * part[r][q];
         }
         acc[r] = acc[r] + t;
@@ -442,7 +425,7 @@ void task_acc_col_int8(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t ad
             uvec4 q = q6_quarters(qa[i], qb[i], qhh[i]);
             [[unroll]] for (uint j = 0u; j < 4u; j++) iq[j] += dotPacked4x8EXT(s8_minus32(q[j]), p[j][i]);
         }
-        float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
+        float d = f16_exact(uint(WU16(blk).v[104]));
         precise float t = 0.0;
         [[unroll]] for (uint q = 0u; q < 4u; q++) {
             int sc = s8(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
@@ -469,11 +452,10 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             uvec4 q = q6_quarters(qa[i], qb[i], qhh[i]);
             [[unroll]] for (uint j = 0u; j < 4u; j++) wq[i][j] = bytes_minus(q[j], 32.0);
         }
-        float d = enc_f16_to_f32(uint(WU16(blk).v[104]));
+        float d = f16_exact(uint(WU16(blk).v[104]));
         float ds[4];
         [[unroll]] for (uint q = 0u; q < 4u; q++) {
-            int sc = s8(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
-            precise float v = d * float(sc);
+            precise float v = d * s8_float(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
             ds[q] = v;
         }
         [[unroll]] for (int c = 0; c < TC; c++) {
@@ -519,7 +501,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     float dw[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
-        dw[r] = enc_f16_to_f32(uint(WU16(blk).v[0]));
+        dw[r] = f16_exact(uint(WU16(blk).v[0]));
 #if defined(WT_Q8_0)
         [[unroll]] for (uint i = 0u; i < 8u; i++) wq[r][i] = int(uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16));
 #else
@@ -558,7 +540,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     float dwf[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
-        dwf[r] = enc_f16_to_f32(uint(WU16(blk).v[0]));
+        dwf[r] = f16_exact(uint(WU16(blk).v[0]));
         [[unroll]] for (uint i = 0u; i < WORDS; i++) wv[r][i] = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
     }
     [[unroll]] for (int c = 0; c < TC; c++) {
@@ -619,7 +601,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
                 int iq = 0;
                 [[unroll]] for (uint i = 0u; i < 8u; i++) iq += dotPacked4x8EXT(wq[r][i], p[i]);
                 uint dm = WU32(rows[r] + uint64_t(task * 20u)).v[0];
-                float d = enc_f16_to_f32(dm & 0xFFFFu), m = enc_f16_to_f32(dm >> 16);
+                float d = f16_exact(dm & 0xFFFFu), m = f16_exact(dm >> 16);
                 precise float t = d * (dx * float(iq)) + m * xs;
                 acc[c][r] = acc[c][r] + t;
             }
@@ -650,7 +632,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
                 }
             }
             [[unroll]] for (int r = 0; r < NR; r++) {
-                float d = enc_f16_to_f32(dmv[r] & 0xFFFFu), m = enc_f16_to_f32(dmv[r] >> 16);
+                float d = f16_exact(dmv[r] & 0xFFFFu), m = f16_exact(dmv[r] >> 16);
                 precise float t = d * part[r] + m * xs;
                 acc[c][r] = acc[c][r] + t;
             }
@@ -706,7 +688,7 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
 #if defined(WT_Q2_K)
         uint64_t blk = rows[r] + uint64_t(s * 84u);
         uint dd = WU32(blk).v[20];
-        float d = enc_f16_to_f32(dd & 0xFFFFu), dmin = enc_f16_to_f32(dd >> 16);
+        float d = f16_exact(dd & 0xFFFFu), dmin = f16_exact(dd >> 16);
         uvec2 scw = uvec2(WU32(blk).v[2u * n], WU32(blk).v[2u * n + 1u]);
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             uint sc = byte_of(j < 2u ? scw.x : scw.y, (2u * j + h) & 3u);
@@ -715,7 +697,7 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
             t = t + (dl * part[r][j] - ml * xs[j]);
         }
 #else
-        float d = enc_f16_to_f32(uint(WU16(rows[r] + uint64_t(s * 110u)).v[54]));
+        float d = f16_exact(uint(WU16(rows[r] + uint64_t(s * 110u)).v[54]));
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             precise float dl = d * float(int(q3k_scale(rows[r], s * 110u, 8u * n + 2u * j + h)) - 32);
             t = t + dl * part[r][j];
