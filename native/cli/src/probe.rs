@@ -9,7 +9,10 @@
 //! parallel without slowing each other. A dispatch of `groups` workgroups then takes about
 //! `ceil(groups / (resident per SM × SMs))` times one workgroup's time: the ratio `waves`
 //! (device time of the full grid over that of a single workgroup) gives the residency.
-//! JSON lines; device time per dispatch from the stream's per-command timestamps.
+//! That holds while few workgroups share a multiprocessor: with many (small footprints) the
+//! chains' own L1 traffic sets the time, so high residencies read low (on the H100, below
+//! about 6 KiB per workgroup). JSON lines; device time per dispatch from the stream's
+//! per-command timestamps.
 
 use nx_vulkan_engine::kernel::SHADER_PRELUDE;
 use nx_vulkan_engine::params::ParamBlock;

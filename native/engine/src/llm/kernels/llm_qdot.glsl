@@ -78,16 +78,21 @@ vec4 bytes_minus(uint w, float bias) {
                 uintBitsToFloat(((w >> 16) & 255u) | 0x4B000000u) - o, uintBitsToFloat((w >> 24) | 0x4B000000u) - o);
 }
 
-// An f16 (low 16 bits of h) as an f32 — exactly, as every f16 is one: the device's conversion
-// (one instruction) for normal values, the software one (enc_f16_to_f32) for zero, subnormals,
-// Inf and NaN, which a device may flush or canonicalise; so the same bits on every device. The
-// scales' software conversion for every value and k4_scale_min's per-lane branches were a
-// quarter of the Q4_K product's device time (H100, stop 44 run 3: 33.7 -> 25.3 us per 14336 x
-// 4096 product, 8B decode 202 -> 246 tok/s).
+// An f16 (low 16 bits of h) as an f32 — exactly, as every f16 is one, without a branch: the
+// device's conversion (one instruction) for normal values; zero and subnormals as m · 2^-24
+// built from bits (a device may flush f16 subnormals in its conversion), Inf and NaN from bits
+// (a device may canonicalise a NaN); the same bits on every device. Selects, not branches: a
+// branch here, inside the products' unrolled row loops, cost most of what the device's
+// conversion saves (H100, stop 44 runs 3-4: 8B decode 202 tok/s with the software conversion,
+// 246 with the device's alone, 217 with the device's behind a branch for the rare cases).
 float f16_exact(uint h) {
-    uint e = h & 0x7C00u;
-    if (e == 0u || e == 0x7C00u) return enc_f16_to_f32(h);
-    return unpackHalf2x16(h).x;
+    uint e = h & 0x7C00u, m = h & 0x3FFu, sign = (h & 0x8000u) << 16;
+    float hw = unpackHalf2x16(h).x;
+    precise float sub = (uintBitsToFloat(0x4B000000u | m) - 8388608.0) * 5.9604644775390625e-08;
+    float subs = uintBitsToFloat(floatBitsToUint(sub) | sign);
+    float special = uintBitsToFloat(sign | 0x7F800000u | (m << 13));
+    // (mix with a bool is a select in SPIR-V; a nested ?: may compile to branches)
+    return mix(mix(hw, special, e == 0x7C00u), subs, e == 0u);
 }
 
 // A signed byte's value as a float, built from its bits (exact) instead of converted.
