@@ -14,9 +14,10 @@
 //! about 6 KiB per workgroup). JSON lines; device time per dispatch from the stream's
 //! per-command timestamps.
 
-use nx_vulkan_engine::kernel::SHADER_PRELUDE;
+use nx_vulkan_engine::kernel::{Kernel, SHADER_PRELUDE};
 use nx_vulkan_engine::params::ParamBlock;
-use nx_vulkan_engine::{Context, DType, Result};
+use nx_vulkan_engine::{Context, DType, Result, Tensor};
+use std::sync::Arc;
 
 const PROBE: &str = r#"
 layout(local_size_x = WG) in;
@@ -39,6 +40,31 @@ void main() {
     if (j > 255u) BufU32(a.v[1]).v[gl_WorkGroupID.x] = j;
 }
 "#;
+
+/// Mean device µs of one dispatch of `groups` workgroups: `reps` dispatches in one submission,
+/// once as a warm-up (pipeline creation, clocks), then timed with per-command timestamps.
+fn device_us(ctx: &Context, kernel: &Arc<Kernel>, params: &[u8], groups: u32, reps: usize, keep: [&Tensor; 2]) -> Result<f64> {
+    let mut us = f64::NAN;
+    for timed in [false, true] {
+        if timed {
+            ctx.stream.profile_start()?;
+        }
+        let mut b = ctx.batch()?;
+        for _ in 0..reps {
+            b.dispatch_grid(kernel, params, groups, [groups, 1, 1])?;
+        }
+        for t in keep {
+            b.keep(t.buffer());
+        }
+        b.finish_and_wait()?;
+        if timed {
+            // the session ran one kernel
+            let prof = ctx.stream.profile_stop()?;
+            us = prof.iter().find(|k| k.runs > 0).map_or(f64::NAN, |k| k.device_ns / 1e3 / k.runs as f64);
+        }
+    }
+    Ok(us)
+}
 
 /// One row per (workgroup size, shared bytes): device µs of one workgroup alone and of
 /// `groups_per_sm × sms` workgroups, and their ratio.
@@ -63,27 +89,7 @@ pub fn probe_shared(ctx: &Context, workgroups: &[u32], shared_kib: &[u32], sms: 
             p.i32(iters)?;
             // as many workgroups as the device could hold at 2,048 invocations per SM
             let full = sms * (2048 / wg).min(32);
-            let mut times = [0.0f64; 2];
-            for (slot, groups) in [1u32, full].into_iter().enumerate() {
-                // warm-up (pipeline creation, clocks), then timed
-                for timed in [false, true] {
-                    if timed {
-                        ctx.stream.profile_start()?;
-                    }
-                    let mut b = ctx.batch()?;
-                    for _ in 0..reps {
-                        b.dispatch_grid(&kernel, p.bytes(), groups, [groups, 1, 1])?;
-                    }
-                    b.keep(tab.buffer());
-                    b.keep(sink.buffer());
-                    b.finish_and_wait()?;
-                    if timed {
-                        let prof = ctx.stream.profile_stop()?;
-                        // mean over the reps (one kernel in the session)
-                        times[slot] = prof.iter().find(|k| k.runs > 0).map_or(f64::NAN, |k| k.device_ns / 1e3 / k.runs as f64);
-                    }
-                }
-            }
+            let times = [device_us(ctx, &kernel, p.bytes(), 1, reps, [&tab, &sink])?, device_us(ctx, &kernel, p.bytes(), full, reps, [&tab, &sink])?];
             let waves = times[1] / times[0];
             println!(
                 "{{\"probe\":\"shared\",\"wg\":{wg},\"shared_kib\":{kib},\"groups\":{full},\"one_us\":{:.2},\"full_us\":{:.2},\"waves\":{:.2},\"resident_per_sm\":{:.2}}}",
@@ -139,23 +145,7 @@ pub fn probe_stream(ctx: &Context, mibs: &[u32], workgroups: &[u32], groups_per_
                     let mut p = ParamBlock::new("probe stream");
                     p.addrs([src.buffer().address(), sink.buffer().address()]);
                     p.i32(words)?;
-                    let mut us = f64::NAN;
-                    for timed in [false, true] {
-                        if timed {
-                            ctx.stream.profile_start()?;
-                        }
-                        let mut b = ctx.batch()?;
-                        for _ in 0..reps {
-                            b.dispatch_grid(&kernel, p.bytes(), groups, [groups, 1, 1])?;
-                        }
-                        b.keep(src.buffer());
-                        b.keep(sink.buffer());
-                        b.finish_and_wait()?;
-                        if timed {
-                            let prof = ctx.stream.profile_stop()?;
-                            us = prof.iter().find(|k| k.runs > 0).map_or(f64::NAN, |k| k.device_ns / 1e3 / k.runs as f64);
-                        }
-                    }
+                    let us = device_us(ctx, &kernel, p.bytes(), groups, reps, [&src, &sink])?;
                     let bytes = (mib as f64) * 1048576.0;
                     println!(
                         "{{\"probe\":\"stream\",\"mib\":{mib},\"wg\":{wg},\"unroll\":{unroll},\"groups_per_sm\":{per_sm},\"us\":{us:.2},\"tb_s\":{:.3}}}",
