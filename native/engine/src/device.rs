@@ -383,7 +383,7 @@ struct CoopMat2PropertiesRaw {
 /// # Safety
 /// `get` must be a Vulkan enumeration command (with its other arguments valid) that writes
 /// at most `*count` entries of `T` to a non-null array.
-unsafe fn enumerate<T: Clone>(blank: T, get: impl Fn(*mut u32, *mut T) -> ash::vk::Result) -> Vec<T> {
+pub(crate) unsafe fn enumerate<T: Clone>(blank: T, get: impl Fn(*mut u32, *mut T) -> ash::vk::Result) -> Vec<T> {
     let mut count = 0u32;
     if get(&mut count, std::ptr::null_mut()) != ash::vk::Result::SUCCESS {
         return vec![];
@@ -616,7 +616,17 @@ pub(crate) fn create_device(
         shader_integer_dot_product: supported.shader_integer_dot_product,
         ..DeviceFeatures::empty()
     };
-    let extensions = DeviceExtensions { khr_cooperative_matrix: caps.cooperative_matrix, ..DeviceExtensions::empty() };
+    // NX_VULKAN_KERNEL_STATS=1 (a measurement aid): the driver's statistics of every kernel
+    // built (registers, shared memory, ...; kernel.rs), where the device offers them.
+    let kernel_stats = std::env::var("NX_VULKAN_KERNEL_STATS").is_ok_and(|v| v == "1")
+        && physical.supported_extensions().khr_pipeline_executable_properties
+        && supported.pipeline_executable_info;
+    let features = DeviceFeatures { pipeline_executable_info: kernel_stats, ..features };
+    let extensions = DeviceExtensions {
+        khr_cooperative_matrix: caps.cooperative_matrix,
+        khr_pipeline_executable_properties: kernel_stats,
+        ..DeviceExtensions::empty()
+    };
     let create_info = || DeviceCreateInfo {
         queue_create_infos: vec![QueueCreateInfo { queue_family_index: family, ..Default::default() }],
         enabled_extensions: extensions,
@@ -674,6 +684,12 @@ pub(crate) fn create_device(
         bf.p_next = tail;
         tail = &mut bf as *mut _ as *mut _;
         ext_names.push(std::ffi::CString::new(EXT_BFLOAT16).unwrap_or_default());
+    }
+    let mut stats = ash::vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default().pipeline_executable_info(true);
+    if kernel_stats {
+        stats.p_next = tail;
+        tail = &mut stats as *mut _ as *mut _;
+        ext_names.push(std::ffi::CString::new("VK_KHR_pipeline_executable_properties").unwrap_or_default());
     }
     if caps.cooperative_matrix {
         coop.p_next = tail;

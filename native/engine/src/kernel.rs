@@ -257,7 +257,7 @@ impl KernelCache {
         let built = match target {
             _ if injected => Err(EngineError::Vulkan(format!("compute pipeline {key}: refused (injected for a test)"))),
             ShaderTarget::Vulkan12 => self.vulkano_pipeline(key, &spirv).map(Pipeline::Vulkano),
-            ShaderTarget::Vulkan13 => self.raw_pipeline(key, &spirv).map(Pipeline::Raw),
+            ShaderTarget::Vulkan13 => self.raw_pipeline(key, &spirv, vk::PipelineCreateFlags::empty()).map(Pipeline::Raw),
         };
         let pipeline = built.inspect_err(|_| {
             self.refused.lock().insert(key.to_string());
@@ -269,6 +269,12 @@ impl KernelCache {
         self.save_pipeline_cache();
         if *TRACE_BUILDS {
             eprintln!("nx_vulkan: built {key} in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+        }
+        if self.device.enabled_extensions().khr_pipeline_executable_properties {
+            match self.driver_statistics(key, &spirv) {
+                Ok(line) => eprintln!("{line}"),
+                Err(e) => eprintln!("nx_vulkan: no driver statistics for {key}: {e}"),
+            }
         }
         Ok(kernel)
     }
@@ -324,7 +330,49 @@ impl KernelCache {
         .map_err(|e| EngineError::vk(&format!("compute pipeline {key}"), format!("{e:?}")))
     }
 
-    fn raw_pipeline(&self, key: &str, spirv: &[u32]) -> Result<RawPipeline> {
+    /// What the driver reports about the kernel it built from `spirv` (registers, spills,
+    /// shared memory, ... : VK_KHR_pipeline_executable_properties, enabled only with
+    /// NX_VULKAN_KERNEL_STATS=1), as one JSON line: a second pipeline of the same code, built
+    /// with CAPTURE_STATISTICS and dropped. A measurement aid: which resource holds a kernel's
+    /// occupancy is otherwise only guessed from its source.
+    fn driver_statistics(&self, key: &str, spirv: &[u32]) -> Result<String> {
+        let raw = self.raw_pipeline(key, spirv, vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR)?;
+        let fns = &self.device.fns().khr_pipeline_executable_properties;
+        let dev = self.device.handle();
+        let info = vk::PipelineInfoKHR::default().pipeline(raw.pipeline);
+        // SAFETY: a pipeline of this device built with CAPTURE_STATISTICS; the extension and
+        // its feature are enabled (checked by the caller); two-call enumeration.
+        let executables = unsafe {
+            crate::device::enumerate(vk::PipelineExecutablePropertiesKHR::default(), |n, a| (fns.get_pipeline_executable_properties_khr)(dev, &info, n, a))
+        };
+        let mut out = vec![];
+        for (i, exe) in executables.iter().enumerate() {
+            let einfo = vk::PipelineExecutableInfoKHR::default().pipeline(raw.pipeline).executable_index(i as u32);
+            // SAFETY: as above, for an executable index the driver listed.
+            let stats = unsafe {
+                crate::device::enumerate(vk::PipelineExecutableStatisticKHR::default(), |n, a| (fns.get_pipeline_executable_statistics_khr)(dev, &einfo, n, a))
+            };
+            let mut fields = serde_json::Map::new();
+            for st in &stats {
+                let name = st.name_as_c_str().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+                // SAFETY: the union member named by `format`.
+                let value = unsafe {
+                    match st.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => serde_json::json!(st.value.b32 != 0),
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => serde_json::json!(st.value.i64),
+                        vk::PipelineExecutableStatisticFormatKHR::UINT64 => serde_json::json!(st.value.u64),
+                        _ => serde_json::json!(st.value.f64),
+                    }
+                };
+                fields.insert(name, value);
+            }
+            let name = exe.name_as_c_str().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+            out.push(serde_json::json!({"executable": name, "subgroup_size": exe.subgroup_size, "stats": fields}));
+        }
+        Ok(serde_json::json!({"kernel_stats": key, "executables": out}).to_string())
+    }
+
+    fn raw_pipeline(&self, key: &str, spirv: &[u32], flags: vk::PipelineCreateFlags) -> Result<RawPipeline> {
         let fns = self.device.fns();
         let dev = self.device.handle();
         let info = vk::ShaderModuleCreateInfo::default().code(spirv);
@@ -336,7 +384,7 @@ impl KernelCache {
             return Err(EngineError::vk(&format!("shader module {key}"), format!("{r:?}")));
         }
         let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
-        let info = vk::ComputePipelineCreateInfo::default().stage(stage).layout(self.layout.handle());
+        let info = vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(self.layout.handle());
         let mut pipeline = vk::Pipeline::null();
         // SAFETY: module, layout and cache belong to this device; one create info, one output.
         let r = unsafe { (fns.v1_0.create_compute_pipelines)(dev, self.pipeline_cache.handle(), 1, &info, std::ptr::null(), &mut pipeline) };

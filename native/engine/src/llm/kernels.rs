@@ -368,6 +368,9 @@ impl Context {
         // rows (llm_qdot.glsl; the same bits): on an H100 (stop 42) 8 sessions' aggregate decode
         // rose 12-33 % (1B) and 24 % (8B), one session unchanged. NX_VULKAN_LLM_BATCH_SHARE=0
         // (a measurement) turns it off.
+        if std::env::var("NX_VULKAN_LLM_TASK_PAIRS").as_deref() == Ok("1") && !row_per_thread {
+            defines.push("TASK_PAIRS".into());
+        }
         if std::env::var("NX_VULKAN_LLM_BATCH_SHARE").map_or(true, |v| v != "0") {
             defines.push("BATCH_SHARE".into());
         }

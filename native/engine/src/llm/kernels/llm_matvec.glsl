@@ -82,7 +82,7 @@ void add_task(Args p, uint n0, uint task, uint t0, inout float acc[TC][NR], inou
     task_acc(rows, task, p.x, p.g, p.offX + t0 * p.K, p.K, ncols, acc);
 #ifdef NORM
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) ss[c] = task_sumsq(p.x, p.offX + (t0 + uint(c)) * p.K, task, ss[c]);
+        if (TC == 1 || uint(c) < ncols) ss[c] = task_sumsq(p.x, p.offX + (t0 + uint(c)) * p.K, task, ss[c]);
     }
 #endif
 }
@@ -206,7 +206,19 @@ void main() {
             ss[c] = 0.0;
             [[unroll]] for (int j = 0; j < NR; j++) acc[c][j] = 0.0;
         }
+#ifdef TASK_PAIRS
+        // (A measurement: NX_VULKAN_LLM_TASK_PAIRS=1.) Two tasks per loop step, in the same
+        // order (so the same bits), so that the second task's loads can be issued before the
+        // first task's arithmetic: twice the bytes in flight per lane.
+        uint u = lane;
+        for (; live && u + uint(NT) < tasks; u += 2u * uint(NT)) {
+            add_task(p, n0, u, t0, acc, ss);
+            add_task(p, n0, u + uint(NT), t0, acc, ss);
+        }
+        if (live && u < tasks) add_task(p, n0, u, t0, acc, ss);
+#else
         for (uint u = lane; live && u < tasks; u += uint(NT)) add_task(p, n0, u, t0, acc, ss);
+#endif
         [[unroll]] for (int c = 0; c < TC; c++) {
             [[unroll]] for (int j = 0; j < NR; j++) red[c * NR + j][tid] = acc[c][j];
 #ifdef NORM

@@ -221,7 +221,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     // integer dot products, four values an instruction; Σ x (the dmin term) stays the exact f32
     // sum.
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
             vec4 xl[8], xu[8];
             precise float xa = 0.0, xh = 0.0;
@@ -267,7 +267,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             wh[r] = bytes_minus(hi, 0.0);
         }
         [[unroll]] for (int c = 0; c < TC; c++) {
-            if (uint(c) < ncols) {
+            if (TC == 1 || uint(c) < ncols) {
                 uint xb = xb0 + uint(c) * K;
                 vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i);
                 vec4 xu = x4(addrX, addrG, xb, k0 + 32u + 4u * i);
@@ -281,7 +281,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         }
     }
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             [[unroll]] for (int r = 0; r < NR; r++) {
                 precise float t = da[r] * sa[c][r] - ma[r] * xa[c];
                 t = t + (db[r] * sb[c][r] - mb[r] * xh[c]);
@@ -291,7 +291,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     }
 #else
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
             float sa[NR], sb[NR];
             [[unroll]] for (int r = 0; r < NR; r++) { sa[r] = 0.0; sb[r] = 0.0; }
@@ -464,7 +464,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             ds[q] = v;
         }
         [[unroll]] for (int c = 0; c < TC; c++) {
-            if (uint(c) < ncols) {
+            if (TC == 1 || uint(c) < ncols) {
                 uint xb = xb0 + uint(c) * K;
                 float part[4] = float[4](0.0, 0.0, 0.0, 0.0);
                 [[unroll]] for (uint i = 0u; i < 2u; i++) {
@@ -479,9 +479,9 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 #else
     [[unroll]] for (int c = 0; c < TC; c++) {
 #ifdef X_INT8
-        if (uint(c) < ncols) task_acc_col_int8(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+        if (TC == 1 || uint(c) < ncols) task_acc_col_int8(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
 #else
-        if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+        if (TC == 1 || uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
 #endif
     }
 #endif
@@ -518,7 +518,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 #endif
     }
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
             vec4 xv[8];
             [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = x4(addrX, addrG, xb, k0 + 4u * i);
@@ -549,7 +549,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         [[unroll]] for (uint i = 0u; i < WORDS; i++) wv[r][i] = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
     }
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
             float part[NR];
             [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
@@ -590,7 +590,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         }
     }
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
             vec4 xv[8];
             precise float xs = 0.0;
@@ -622,7 +622,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         [[unroll]] for (uint i = 0u; i < 4u; i++) wv[r][i] = WU32(blk).v[1u + i];
     }
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
             float part[NR];
             [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
@@ -713,7 +713,7 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
 }
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+        if (TC == 1 || uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
     }
 }
 #else
@@ -743,7 +743,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     vec2 wd[NR], wm[NR];
     [[unroll]] for (int r = 0; r < NR; r++) qi_unit(rows[r], task, wq[r], wd[r], wm[r]);
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) {
+        if (TC == 1 || uint(c) < ncols) {
             uint xb = xb0 + uint(c) * K;
             vec4 xv[8];
             [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = x4(addrX, addrG, xb, k0 + 4u * i);
@@ -777,7 +777,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
 #else
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     [[unroll]] for (int c = 0; c < TC; c++) {
-        if (uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
+        if (TC == 1 || uint(c) < ncols) task_acc_col(rows, task, addrX, addrG, xb0 + uint(c) * K, acc[c]);
     }
 }
 #endif
