@@ -148,6 +148,10 @@ pub struct Context {
     /// (measurements); tests compare both.
     #[doc(hidden)]
     pub speculate_elementwise: std::sync::atomic::AtomicBool,
+    /// Whether the device's f16 → f32 conversion gives every one of the 65,536 f16 values
+    /// exactly (subnormals kept, NaNs NaN): measured once, the first time a kernel
+    /// that reads f16 scales is built ([`Context::f16_conversion_is_exact`]).
+    pub(crate) f16_conversion_exact: once_cell::sync::OnceCell<bool>,
     pub(crate) stats: Arc<Counters>,
 }
 
@@ -199,6 +203,7 @@ impl Context {
             linear_min_groups: std::sync::atomic::AtomicUsize::new(linear_min_groups),
             wide_elementwise_min: std::sync::atomic::AtomicUsize::new(elementwise::wide_min_from_env()),
             speculate_elementwise: std::sync::atomic::AtomicBool::new(std::env::var("NX_VULKAN_SPECULATE").map_or(true, |v| v != "0")),
+            f16_conversion_exact: once_cell::sync::OnceCell::new(),
             stats,
         }))
     }

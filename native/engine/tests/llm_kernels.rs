@@ -430,8 +430,12 @@ fn scales_of_every_f16_class_are_read_exactly() {
         let mixed = [0x0000u16, 0x8000, 0x1C00, 0x0800, 0x9C00];
         let xv: Vec<f32> = (0..k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
         let x = f32_tensor(&ctx, &[1, k], &xv);
-        for kernel in ["row", "workgroup"] {
+        // the device's conversion where the probe found it exact, and the select form
+        let conversions: &[&str] = if ctx.f16_conversion_is_exact().unwrap() { &["device", "software"] } else { &["software"] };
+        for (kernel, conversion) in ["row", "workgroup"].into_iter().flat_map(|k| conversions.iter().map(move |c| (k, *c))) {
             std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            std::env::set_var("NX_VULKAN_LLM_F16", conversion);
+            let kernel = format!("{kernel} ({conversion} f16 conversion)");
             for ty in types {
                 let mut wb = random_rows(ty, n, k, &mut rng);
                 let bb = ty.block_bytes() as usize;
@@ -472,5 +476,6 @@ fn scales_of_every_f16_class_are_read_exactly() {
             }
         }
         std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+        std::env::remove_var("NX_VULKAN_LLM_F16");
     });
 }

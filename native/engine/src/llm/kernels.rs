@@ -142,8 +142,67 @@ pub(super) fn source<D: AsRef<str>>(ty: Option<GgmlType>, defines: &[D], body: &
     s
 }
 
-/// Columns (tokens) per matvec invocation (steps of several rows).
-const MATVEC_TC: usize = 8;
+/// The exact f32 value of every f16 (`bits`): what `f16_exact`'s software path in
+/// llm_qdot.glsl computes — zero and subnormals as m · 2^-24, Inf and NaN with their payload
+/// (no quiet bit added), normal values re-biased.
+pub(crate) fn f16_bits_to_f32_exact(bits: u16) -> u32 {
+    let (sign, e, m) = (((bits & 0x8000) as u32) << 16, ((bits >> 10) & 0x1F) as u32, (bits & 0x3FF) as u32);
+    match e {
+        0 => sign | (m as f32 * 5.960_464_5e-8).to_bits(),
+        31 => sign | 0x7F80_0000 | (m << 13),
+        _ => sign | ((e + 112) << 23) | (m << 13),
+    }
+}
+
+const F16_PROBE: &str = r#"
+layout(local_size_x = 256) in;
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < 65536u) BufU32(ParamsU64(pc.params).v[0]).v[i] = floatBitsToUint(unpackHalf2x16(i).x);
+}
+"#;
+
+impl Context {
+    /// Whether this device's f16 → f32 conversion (`unpackHalf2x16`, one instruction) gives
+    /// all 65,536 f16 values exactly — subnormals not flushed, NaNs NaN — measured
+    /// once per context by converting every value on the device against
+    /// [`f16_bits_to_f32_exact`]. Where it does, the decode products read their f16 scales
+    /// with it alone; elsewhere they build the rare classes from bits and select (the same
+    /// values either way, so the same bits on every device). On an H100 (stop 45 run 1) the
+    /// selects cost 6–7 % of decode (8B Q4_K_M-like 229 against 245 tok/s).
+    /// NX_VULKAN_LLM_F16=software takes the select form regardless (tests cover both).
+    pub fn f16_conversion_is_exact(&self) -> Result<bool> {
+        if std::env::var("NX_VULKAN_LLM_F16").as_deref() == Ok("software") {
+            return Ok(false);
+        }
+        self.f16_conversion_exact
+            .get_or_try_init(|| {
+                let out = self.empty(DType::U32, &[65536])?;
+                let kernel = self.kernels.get("f16 conversion probe", 256, 1, || format!("{}{F16_PROBE}", crate::kernel::SHADER_PRELUDE))?;
+                let mut batch = self.batch()?;
+                batch.keep(&out.buffer);
+                let mut p = ParamBlock::new("f16 conversion probe");
+                p.addrs([out.buffer.address()]);
+                batch.dispatch(&kernel, p.bytes(), 65536)?;
+                batch.finish()?;
+                let bytes = self.download(&out)?;
+                // (A NaN need only stay a NaN: arithmetic on one gives the device's own NaN
+                // bits, whatever its payload — lavapipe quiets signalling ones here.)
+                let exact = bytes.chunks_exact(4).enumerate().all(|(i, b)| {
+                    let (got, want) = (u32::from_le_bytes([b[0], b[1], b[2], b[3]]), f16_bits_to_f32_exact(i as u16));
+                    got == want || (f32::from_bits(got).is_nan() && f32::from_bits(want).is_nan())
+                });
+                Ok(exact)
+            })
+            .copied()
+    }
+}
+
+/// Columns (tokens) per matvec invocation (steps of several rows): 4. At 8 the Q4_K kernel
+/// took 246-254 registers on an H100 (the driver's statistics, stop 45 run 1: two workgroups
+/// of 128 per SM); at 4, 8B Q4_K_M-like aggregate decode rose from 440 to 493 tok/s with 8
+/// sessions and from 531 to 609 with 32 (run 2, one run each).
+const MATVEC_TC: usize = 4;
 /// Threads per workgroup of the GPU kernel: measured on an H200 (8B shapes, one token, one
 /// submission of 50 products; bench/README.md), 128 ran 1–10 % faster than 64 on every shape
 /// and 256 slower.
@@ -337,7 +396,12 @@ impl Context {
             Ok("row") => true,
             _ => cpu,
         };
-        let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { MATVEC_TC };
+        // NX_VULKAN_LLM_TC=2|4|8 overrides MATVEC_TC (benchmarks; it cannot change a bit).
+        let tc_many = match std::env::var("NX_VULKAN_LLM_TC").ok().and_then(|v| v.parse::<usize>().ok()) {
+            Some(c @ (2 | 4 | 8)) => c,
+            _ => MATVEC_TC,
+        };
+        let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { tc_many };
         let nsum = if up.is_some() { 2 } else { 1 };
         let nt = matvec_lanes();
         // A RoPE pair (rows 2i, 2i + 1) is computed by one invocation (rows) or lane group.
@@ -368,6 +432,15 @@ impl Context {
         // rows (llm_qdot.glsl; the same bits): on an H100 (stop 42) 8 sessions' aggregate decode
         // rose 12-33 % (1B) and 24 % (8B), one session unchanged. NX_VULKAN_LLM_BATCH_SHARE=0
         // (a measurement) turns it off.
+        if self.f16_conversion_is_exact()? {
+            defines.push("F16_HW_EXACT".into());
+        }
+        // Q8_0 rows whose length is a multiple of 4 bytes (an even number of blocks): the
+        // blocks read as aligned 32-bit words (llm_qdot.glsl's q8_block; the same values).
+        // NX_VULKAN_LLM_Q8_WORDS=0 (a measurement) keeps the 16-bit loads.
+        if w.ty == GgmlType::Q8_0 && w.row_bytes() % 4 == 0 && std::env::var("NX_VULKAN_LLM_Q8_WORDS").as_deref() != Ok("0") {
+            defines.push("Q8_WORDS".into());
+        }
         if std::env::var("NX_VULKAN_LLM_TASK_PAIRS").as_deref() == Ok("1") && !row_per_thread {
             defines.push("TASK_PAIRS".into());
         }
@@ -809,5 +882,27 @@ impl Context {
         }
         let rows_x = t.min(65535) as u32;
         batch.dispatch_grid(&combine, p.bytes(), (t * shape.n_head) as u32, [rows_x, shape.n_head as u32, 1])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::f16_bits_to_f32_exact;
+
+    /// The probe's reference is every f16's exact value: the `half` crate's conversion for
+    /// all non-NaN values, and for NaNs the same sign and payload without a quiet bit added.
+    #[test]
+    fn the_f16_reference_is_exact_for_every_value() {
+        for bits in 0..=u16::MAX {
+            let got = f16_bits_to_f32_exact(bits);
+            let h = half::f16::from_bits(bits);
+            if h.is_nan() {
+                assert_eq!(got & 0xFF80_0000 & !0x8000_0000, 0x7F80_0000, "{bits:#06x}: not a NaN");
+                assert_eq!(got >> 31, (bits >> 15) as u32, "{bits:#06x}: sign");
+                assert_eq!(got & 0x7F_FFFF, ((bits & 0x3FF) as u32) << 13, "{bits:#06x}: payload");
+            } else {
+                assert_eq!(got, h.to_f32().to_bits(), "{bits:#06x}");
+            }
+        }
     }
 }

@@ -84,8 +84,14 @@ vec4 bytes_minus(uint w, float bias) {
 // (a device may canonicalise a NaN); the same bits on every device. Selects, not branches: a
 // branch here, inside the products' unrolled row loops, cost most of what the device's
 // conversion saves (H100, stop 44 runs 3-4: 8B decode 202 tok/s with the software conversion,
-// 246 with the device's alone, 217 with the device's behind a branch for the rare cases).
+// 246 with the device's alone, 217 with the device's behind a branch for the rare cases; stop
+// 45 run 1: 229 with these selects), so where a probe finds the device's conversion exact for
+// every f16 (F16_HW_EXACT, kernels.rs), it is used alone.
 float f16_exact(uint h) {
+#ifdef F16_HW_EXACT
+    // (a device whose conversion a probe found exact for all 65,536 values: kernels.rs)
+    return unpackHalf2x16(h).x;
+#endif
     uint e = h & 0x7C00u, m = h & 0x3FFu, sign = (h & 0x8000u) << 16;
     float hw = unpackHalf2x16(h).x;
     precise float sub = (uintBitsToFloat(0x4B000000u | m) - 8388608.0) * 5.9604644775390625e-08;
@@ -496,6 +502,23 @@ const uint BLOCK_BYTES = 34u;
 #else
 const uint BLOCK_BYTES = 18u;
 #endif
+#if defined(WT_Q8_0) && defined(Q8_WORDS)
+// Block `task` of a row whose bytes start 4-aligned (Q8_WORDS: the row length is a multiple
+// of 4 bytes): 9 aligned 32-bit loads instead of 17 16-bit ones (the lanes' blocks are 34
+// bytes apart, so every load of a warp touches about one 32-byte sector per lane: half the
+// loads, half those). A block at byte 34·task starts at 0 or 2 mod 4 (task even or odd):
+// from 4-aligned `base`, d is the low or high half of word 0 and quant word i is words
+// (i, i + 1) shifted by 16 bits or word i + 1 itself. The same bytes, so the same values.
+void q8_block(uint64_t row, uint task, out uint d16, out uint q[8]) {
+    uint64_t blk = row + uint64_t(task * 34u);
+    uint64_t base = blk & ~3ul;
+    bool odd = (task & 1u) != 0u;
+    uint w[9];
+    [[unroll]] for (uint i = 0u; i < 9u; i++) w[i] = WU32(base).v[i];
+    d16 = odd ? (w[0] >> 16) : (w[0] & 0xFFFFu);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) q[i] = odd ? w[i + 1u] : ((w[i] >> 16) | (w[i + 1u] << 16));
+}
+#endif
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
     uint k0 = task * 32u;
 #ifdef X_INT8
@@ -506,10 +529,16 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     float dw[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
         uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
+#if defined(WT_Q8_0) && defined(Q8_WORDS)
+        uint d16, qw[8];
+        q8_block(rows[r], task, d16, qw);
+        dw[r] = f16_exact(d16);
+        [[unroll]] for (uint i = 0u; i < 8u; i++) wq[r][i] = int(qw[i]);
+#elif defined(WT_Q8_0)
         dw[r] = f16_exact(uint(WU16(blk).v[0]));
-#if defined(WT_Q8_0)
         [[unroll]] for (uint i = 0u; i < 8u; i++) wq[r][i] = int(uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16));
 #else
+        dw[r] = f16_exact(uint(WU16(blk).v[0]));
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
             uint w = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
             wq[r][i] = s8_minus8(w & 0x0F0F0F0Fu);        // values 4i .. 4i+3
@@ -544,9 +573,15 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     uint wv[NR][WORDS];
     float dwf[NR];
     [[unroll]] for (int r = 0; r < NR; r++) {
+#if defined(WT_Q8_0) && defined(Q8_WORDS)
+        uint d16;
+        q8_block(rows[r], task, d16, wv[r]);
+        dwf[r] = f16_exact(d16);
+#else
         uint64_t blk = rows[r] + uint64_t(task * BLOCK_BYTES);
         dwf[r] = f16_exact(uint(WU16(blk).v[0]));
         [[unroll]] for (uint i = 0u; i < WORDS; i++) wv[r][i] = uint(WU16(blk).v[1u + 2u * i]) | (uint(WU16(blk).v[2u + 2u * i]) << 16);
+#endif
     }
     [[unroll]] for (int c = 0; c < TC; c++) {
         if (TC == 1 || uint(c) < ncols) {
