@@ -124,10 +124,13 @@ fn check_product_inputs(op: &str, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor,
 /// RoPE rotation (`llm_rope_rotate.glsl`: the RoPE kernel's and the fused Q/K store's).
 pub(super) fn source<D: AsRef<str>>(ty: Option<GgmlType>, defines: &[D], body: &str) -> String {
     let mut s = String::from(crate::kernel::SHADER_PRELUDE);
+    // extensions go before any declaration: right after the prelude's #version line
+    let at = s.find('\n').map_or(0, |i| i + 1);
     if defines.iter().any(|d| d.as_ref() == "X_INT8") {
-        // extensions go before any declaration: right after the prelude's #version line
-        let at = s.find('\n').map_or(0, |i| i + 1);
         s.insert_str(at, "#extension GL_EXT_integer_dot_product : require\n");
+    }
+    if defines.iter().any(|d| d.as_ref() == "SUBGROUP_TREE") {
+        s.insert_str(at, "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle_relative : require\n");
     }
     for d in defines {
         writeln!(s, "#define {}", d.as_ref()).unwrap();
@@ -434,6 +437,13 @@ impl Context {
         // (a measurement) turns it off.
         if self.f16_conversion_is_exact()? {
             defines.push("F16_HW_EXACT".into());
+        }
+        // The lanes' partial sums meet over the same tree with its levels below the subgroup
+        // size in registers (llm_matvec.glsl; the same bits, fewer barriers) where the device
+        // has subgroup shuffles. NX_VULKAN_LLM_SUBGROUP_TREE=0 keeps every level in shared
+        // memory (benchmarks and the test that compares the two).
+        if !row_per_thread && self.caps.subgroup_shuffle_relative && std::env::var("NX_VULKAN_LLM_SUBGROUP_TREE").as_deref() != Ok("0") {
+            defines.push("SUBGROUP_TREE".into());
         }
         // Q8_0 rows whose length is a multiple of 4 bytes (an even number of blocks): the
         // blocks read as aligned 32-bit words (llm_qdot.glsl's q8_block; the same values).
