@@ -203,8 +203,8 @@ impl Context {
 
 /// Columns (tokens) per matvec invocation (steps of several rows): 4. At 8 the Q4_K kernel
 /// took 246-254 registers on an H100 (the driver's statistics, stop 45 run 1: two workgroups
-/// of 128 per SM); at 4, 8B Q4_K_M-like aggregate decode rose from 440 to 493 tok/s with 8
-/// sessions and from 531 to 609 with 32 (run 2, one run each).
+/// of 128 per SM); 8B Q4_K_M-like aggregate decode with 8 / 32 sessions (stop 45 runs 2 and
+/// 4): TC 8 440-449 / 531-532 tok/s, TC 4 493-508 / 609-613, TC 2 493 / 563.
 const MATVEC_TC: usize = 4;
 /// Threads per workgroup of the GPU kernel: measured on an H200 (8B shapes, one token, one
 /// submission of 50 products; bench/README.md), 128 ran 1–10 % faster than 64 on every shape
@@ -431,10 +431,8 @@ impl Context {
                 defines.push("X_L2".into());
             }
         }
-        // Q4_K/Q5_K/Q6_K quant words made floats once for all the columns of a step of several
-        // rows (llm_qdot.glsl; the same bits): on an H100 (stop 42) 8 sessions' aggregate decode
-        // rose 12-33 % (1B) and 24 % (8B), one session unchanged. NX_VULKAN_LLM_BATCH_SHARE=0
-        // (a measurement) turns it off.
+        // f16 scales by the device's conversion alone where it is exact for every f16
+        // (f16_conversion_is_exact; the same values as the select form).
         if self.f16_conversion_is_exact()? {
             defines.push("F16_HW_EXACT".into());
         }
@@ -451,9 +449,15 @@ impl Context {
         if w.ty == GgmlType::Q8_0 && w.row_bytes() % 4 == 0 && std::env::var("NX_VULKAN_LLM_Q8_WORDS").as_deref() != Ok("0") {
             defines.push("Q8_WORDS".into());
         }
+        // NX_VULKAN_LLM_TASK_PAIRS=1 (a measurement; the same bits): two tasks per loop step —
+        // 1-6 % slower on an H100 (stop 45 run 1).
         if std::env::var("NX_VULKAN_LLM_TASK_PAIRS").as_deref() == Ok("1") && !row_per_thread {
             defines.push("TASK_PAIRS".into());
         }
+        // Q4_K/Q5_K/Q6_K quant words made floats once for all the columns of a step of several
+        // rows (llm_qdot.glsl; the same bits): on an H100 (stop 42) 8 sessions' aggregate decode
+        // rose 12-33 % (1B) and 24 % (8B), one session unchanged. NX_VULKAN_LLM_BATCH_SHARE=0
+        // (a measurement) turns it off.
         if std::env::var("NX_VULKAN_LLM_BATCH_SHARE").map_or(true, |v| v != "0") {
             defines.push("BATCH_SHARE".into());
         }

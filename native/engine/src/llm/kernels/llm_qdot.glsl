@@ -504,9 +504,10 @@ const uint BLOCK_BYTES = 18u;
 #endif
 #if defined(WT_Q8_0) && defined(Q8_WORDS)
 // Block `task` of a row whose bytes start 4-aligned (Q8_WORDS: the row length is a multiple
-// of 4 bytes): 9 aligned 32-bit loads instead of 17 16-bit ones (the lanes' blocks are 34
+// of 4 bytes): 9 aligned 32-bit loads instead of 17 16-bit ones. The lanes' blocks are 34
 // bytes apart, so every load of a warp touches about one 32-byte sector per lane: half the
-// loads, half those). A block at byte 34·task starts at 0 or 2 mod 4 (task even or odd):
+// load instructions touch about half the sectors (H100, stop 45 run 4: 41.5 -> 32.8 us per
+// 8B FFN product, decode +16 %). A block at byte 34·task starts at 0 or 2 mod 4 (task even or odd):
 // from 4-aligned `base`, d is the low or high half of word 0 and quant word i is words
 // (i, i + 1) shifted by 16 bits or word i + 1 itself. The same bytes, so the same values.
 void q8_block(uint64_t row, uint task, out uint d16, out uint q[8]) {
