@@ -121,13 +121,14 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                         }
                     }
                     // The GPU kernel's rows per lane group share reads of x and nothing else; its
-                    // workgroup size changes no bit either, nor do the reduction tree's levels in
+                    // workgroup size changes no bit either, nor does a grid of two workgroups
+                    // looping over the row groups, nor do the reduction tree's levels in
                     // subgroup registers rather than shared memory (the default where the device
                     // has shuffles: lavapipe's subgroups of 8 take three of 64 lanes' six levels)
                     // (the workgroup size for two formats and one T: lavapipe
                     // compiles each barrier kernel slowly).
                     if kernel == "workgroup" {
-                        let mut variants = vec![("NX_VULKAN_LLM_ROWS", "1"), ("NX_VULKAN_LLM_SUBGROUP_TREE", "0")];
+                        let mut variants = vec![("NX_VULKAN_LLM_ROWS", "1"), ("NX_VULKAN_LLM_SUBGROUP_TREE", "0"), ("NX_VULKAN_LLM_GROUPS", "2")];
                         if matches!(ty, GgmlType::Q4_K | GgmlType::Q8_0) && t == 3 {
                             variants.push(("NX_VULKAN_LLM_WG", "256"));
                         }

@@ -515,7 +515,11 @@ impl Context {
         }
         let max = self.caps.max_workgroup_count;
         let rows_per_group = if row_per_thread { wg as usize * lane_rows } else { wg as usize / nt * lane_rows };
-        let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize) as u32, t.div_ceil(tc) as u32, 1];
+        // NX_VULKAN_LLM_GROUPS=N (a measurement; the same bits: each workgroup loops over row
+        // groups, and a row's sums do not depend on which workgroup computes them) caps the
+        // grid's row groups — fewer, longer-lived workgroups instead of one per row group.
+        let cap = std::env::var("NX_VULKAN_LLM_GROUPS").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&g| g > 0).unwrap_or(usize::MAX);
+        let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize).min(cap) as u32, t.div_ceil(tc) as u32, 1];
         let count = (t * n).min(u32::MAX as usize) as u32;
         if concurrent {
             batch.dispatch_grid_concurrent(&kernel, p.bytes(), count, groups)
