@@ -120,12 +120,12 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                             assert!((glu[at] as f64 - wg).abs() <= tol * (1.0 + du.abs() + d.abs()), "{what} swiglu: {} vs {wg}", glu[at]);
                         }
                     }
-                    // The GPU kernel's rows per lane group share reads of x and nothing else; its
-                    // workgroup size changes no bit either, nor does a grid of two workgroups
-                    // looping over the row groups, nor do the reduction tree's levels in
-                    // subgroup registers rather than shared memory (the default where the device
-                    // has shuffles: lavapipe's subgroups of 8 take three of 64 lanes' six levels)
-                    // (the workgroup size for two formats and one T: lavapipe
+                    // The GPU kernel's rows per lane group share reads of x and nothing else; no
+                    // bit changes with them, nor with a grid of two workgroups looping over the
+                    // row groups, nor with the reduction tree wholly in shared memory instead of
+                    // its low levels in subgroup registers (the default where the device has
+                    // shuffles: lavapipe's subgroups of 8 take three of 64 lanes' six levels),
+                    // nor with the workgroup size (that for two formats and one T: lavapipe
                     // compiles each barrier kernel slowly).
                     if kernel == "workgroup" {
                         let mut variants = vec![("NX_VULKAN_LLM_ROWS", "1"), ("NX_VULKAN_LLM_SUBGROUP_TREE", "0"), ("NX_VULKAN_LLM_GROUPS", "2")];
