@@ -180,14 +180,13 @@ impl Context {
         }
         self.f16_conversion_exact
             .get_or_try_init(|| {
-                let out = self.empty(DType::U32, &[65536])?;
                 let kernel = self.kernels.get("f16 conversion probe", 256, 1, || format!("{}{F16_PROBE}", crate::kernel::SHADER_PRELUDE))?;
-                let mut batch = self.batch()?;
-                batch.keep(&out.buffer);
-                let mut p = ParamBlock::new("f16 conversion probe");
-                p.addrs([out.buffer.address()]);
-                batch.dispatch(&kernel, p.bytes(), 65536)?;
-                batch.finish()?;
+                let out = self.recorded(self.empty(DType::U32, &[65536])?, |batch, out| {
+                    batch.keep(&out.buffer);
+                    let mut p = ParamBlock::new("f16 conversion probe");
+                    p.addrs([out.buffer.address()]);
+                    batch.dispatch(&kernel, p.bytes(), 65536)
+                })?;
                 let bytes = self.download(&out)?;
                 // (A NaN need only stay a NaN: arithmetic on one gives the device's own NaN
                 // bits, whatever its payload — lavapipe quiets signalling ones here.)
@@ -243,6 +242,15 @@ fn matvec_lanes() -> usize {
     match std::env::var("NX_VULKAN_LLM_NT").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(nt @ (8 | 16 | 32 | 64)) => nt,
         _ => 64,
+    }
+}
+
+/// Columns per invocation of the GPU kernel in steps of several rows: MATVEC_TC;
+/// NX_VULKAN_LLM_TC=2|4|8 overrides it (benchmarks; it cannot change a bit).
+fn matvec_tc() -> usize {
+    match std::env::var("NX_VULKAN_LLM_TC").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(c @ (2 | 4 | 8)) => c,
+        _ => MATVEC_TC,
     }
 }
 
@@ -399,12 +407,7 @@ impl Context {
             Ok("row") => true,
             _ => cpu,
         };
-        // NX_VULKAN_LLM_TC=2|4|8 overrides MATVEC_TC (benchmarks; it cannot change a bit).
-        let tc_many = match std::env::var("NX_VULKAN_LLM_TC").ok().and_then(|v| v.parse::<usize>().ok()) {
-            Some(c @ (2 | 4 | 8)) => c,
-            _ => MATVEC_TC,
-        };
-        let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { tc_many };
+        let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { matvec_tc() };
         let nsum = if up.is_some() { 2 } else { 1 };
         let nt = matvec_lanes();
         // A RoPE pair (rows 2i, 2i + 1) is computed by one invocation (rows) or lane group.

@@ -226,17 +226,22 @@ void main() {
 #endif
         }
         barrier();
+        // The fixed tree (level s: lane l < s absorbs lane l + s). Where SUBGROUP_TREE, its
+        // levels below the subgroup size run in registers by subgroupShuffleDown — the same
+        // pairs in the same order (so the same bits), and 3 barriers instead of 7 for 64 lanes
+        // on a 32-wide subgroup (a lane group narrower than a subgroup lies inside one).
 #ifdef SUBGROUP_TREE
-        // The same tree with its levels below the subgroup size in registers: lane l < s
-        // absorbs lane l + s's value by subgroupShuffleDown — the same pairs in the same order
-        // (so the same bits), and 3 barriers instead of 7 for 64 lanes on a 32-wide subgroup.
-        // (A lane group narrower than a subgroup lies inside one: its pairs stay in it.)
-        for (uint s = uint(NT) / 2u; s >= gl_SubgroupSize; s >>= 1) {
+        uint lowest = gl_SubgroupSize;
+#else
+        const uint lowest = 1u;
+#endif
+        [[unroll]] for (uint s = uint(NT) / 2u; s >= lowest; s >>= 1) {
             if (lane < s) {
                 [[unroll]] for (int c = 0; c < NRED; c++) red[c][tid] += red[c][tid + s];
             }
             barrier();
         }
+#ifdef SUBGROUP_TREE
         {
             float v[NRED];
             [[unroll]] for (int c = 0; c < NRED; c++) v[c] = red[c][tid];
@@ -248,13 +253,6 @@ void main() {
             }
         }
         barrier();
-#else
-        [[unroll]] for (uint s = uint(NT) / 2u; s > 0u; s >>= 1) {
-            if (lane < s) {
-                [[unroll]] for (int c = 0; c < NRED; c++) red[c][tid] += red[c][tid + s];
-            }
-            barrier();
-        }
 #endif
         uint base = grp * uint(NT);
         for (uint o = lane; o < uint(LANE_ROWS * TC); o += uint(NT)) {
