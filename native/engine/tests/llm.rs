@@ -280,46 +280,6 @@ fn rope_in_the_products_gives_the_separate_bits() {
 }
 
 #[test]
-fn norms_in_the_residual_products_give_the_separate_bits() {
-    // Where norms run as dispatches of their own (wide models) and a step has no GEMM segment,
-    // the residual products (wo; down but the last layer's) write the next norm's output too,
-    // from their last workgroup per column chunk; NX_VULKAN_LLM_NORM_OUT=0 runs the norm's
-    // dispatch instead. The prompt step (several column chunks, each with its own counter) and
-    // every decode step (the counters reused, so each product must leave them zero) must give
-    // the same bits both ways, with both matvec kernels, and the fused way must run 2L − 1
-    // dispatches fewer per step. (Alone: the variables change other tests' kernels.)
-    common::on_engine_alone(|ctx| {
-        ctx.f16_conversion_is_exact().unwrap(); // (its probe is a dispatch, once)
-        std::env::set_var("NX_VULKAN_LLM_NORM", "separate");
-        for (kernel, name) in [("row", "llama-q4_k"), ("row", "qwen2-q8_0"), ("workgroup", "llama-q4_k")] {
-            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
-            let f = fixture(name);
-            let run = |fused: bool| {
-                if !fused {
-                    std::env::set_var("NX_VULKAN_LLM_NORM_OUT", "0");
-                }
-                let m = load(name, false, 2);
-                let before = ctx.stats().dispatches;
-                let (prompt, decode) = run_fixture(&m, &f, 1);
-                std::env::remove_var("NX_VULKAN_LLM_NORM_OUT");
-                (prompt, decode, ctx.stats().dispatches - before, m.config.n_layer)
-            };
-            let (p_sep, d_sep, n_sep, layers) = run(false);
-            let (p_fused, d_fused, n_fused, _) = run(true);
-            assert!(f.prompt.len() > 4, "{name}: a prompt of one column chunk tests one counter");
-            for (i, (a, b)) in p_sep.iter().chain(&d_sep).zip(p_fused.iter().chain(&d_fused)).enumerate() {
-                assert!(bits_equal(a, b), "{name} ({kernel} matvec): logits row {i} differ");
-            }
-            let steps = 1 + f.greedy.len() as u64;
-            assert_eq!(n_sep - n_fused, steps * (2 * layers as u64 - 1), "{name}: dispatches {n_sep} separate, {n_fused} fused");
-            assert!(max_abs(&d_fused[0], &f.logits[f.prompt.len()]) < 1e-3, "{name}: the fused decode left the reference");
-        }
-        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
-        std::env::remove_var("NX_VULKAN_LLM_NORM");
-    });
-}
-
-#[test]
 fn separate_norms_and_the_prefill_gemm_match_too() {
     // Wide models run their RMSNorms as dispatches of their own, and prompt chunks on a device
     // with tensor cores take the GEMM (at its default split precision); the fixtures are

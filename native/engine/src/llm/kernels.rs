@@ -288,33 +288,13 @@ pub struct RopeStore<'a> {
     pub cache_v: &'a Tensor,
 }
 
-/// The RMSNorm of a product's output, written by the product too
-/// ([`Context::record_llm_matvec_norm_out`]): `xn = out / sqrt(mean(out²) + eps) · gamma`,
-/// the bits of [`Context::record_llm_rmsnorm`].
-#[derive(Clone, Copy, Debug)]
-pub struct NormOut<'a> {
-    pub norm: RmsNorm<'a>,
-    /// `[T, N]` f32, as the product's out.
-    pub xn: &'a Tensor,
-    /// u32 zeros, one for each of the product's column chunks ([`NORM_OUT_COUNTERS`] serve
-    /// any product); the product leaves them zero. Products that share them must not run concurrently
-    /// (each of these products has a barrier in front of it and behind it).
-    pub counters: &'a Tensor,
-}
-
-/// Counters enough for any product's [`NormOut::counters`] (a grid's column chunks are fewer).
-pub const NORM_OUT_COUNTERS: usize = 65536;
-
-/// Where one product of [`Context::record_llm_qkv_rope`] puts its rows, or what else
-/// [`Context::record_llm_matvec_norm_out`]'s product writes.
+/// Where one product of [`Context::record_llm_qkv_rope`] puts its rows.
 #[derive(Clone, Copy)]
 enum FusedStore<'a> {
     /// q: rotated, into the product's out.
     Rope(RopeStore<'a>),
     /// k (rotated) or v: into the cache that is the product's out.
     Cache { rope: bool, store: RopeStore<'a> },
-    /// out as usual, and its RMSNorm into a second tensor.
-    NormOut(NormOut<'a>),
 }
 
 impl Context {
@@ -331,15 +311,6 @@ impl Context {
     #[allow(clippy::too_many_arguments)]
     pub fn record_llm_normed_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: RmsNorm<'_>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
         self.record_matvec(batch, w, up, x, Some(norm), epi, out)
-    }
-
-    /// [`Context::record_llm_matvec`] (no SwiGLU) that also writes `rmsnorm(out)` into
-    /// `norm_out.xn` — the input of the next product, without a norm dispatch (and the barrier
-    /// in front of it) of its own: the last workgroup of each chunk of columns to finish
-    /// normalises them (llm_matvec.glsl's NORM_OUT), with the bits of
-    /// [`Context::record_llm_rmsnorm`].
-    pub fn record_llm_matvec_norm_out(&self, batch: &mut Batch<'_>, w: &QMatrix, x: &Tensor, epi: Epilogue<'_>, out: &Tensor, norm_out: NormOut<'_>) -> Result<()> {
-        self.record_matvec_in(batch, w, None, x, None, epi, out, false, Some(FusedStore::NormOut(norm_out)))
     }
 
     /// The attention block's input projections `q, k, v = (wq, wk, wv) · rmsnorm(x)` (or of x
@@ -406,30 +377,11 @@ impl Context {
             Some(FusedStore::Cache { .. }) => check_product_inputs(OP, w, up, x, &epi)?,
             _ => check_product(OP, w, up, x, &epi, out)?,
         };
-        let (rope, kv_out, store, norm_out) = match fused {
-            None => (false, false, None, None),
-            Some(FusedStore::Rope(st)) => (true, false, Some(st), None),
-            Some(FusedStore::Cache { rope, store }) => (rope, true, Some(store), None),
-            Some(FusedStore::NormOut(no)) => (false, false, None, Some(no)),
+        let (rope, kv_out, store) = match fused {
+            None => (false, false, None),
+            Some(FusedStore::Rope(st)) => (true, false, Some(st)),
+            Some(FusedStore::Cache { rope, store }) => (rope, true, Some(store)),
         };
-        if let Some(no) = norm_out {
-            check_dense_output(no.xn, DType::F32, &[t, n], OP)?;
-            vector(no.norm.gamma, DType::F32, n, OP, "output norm weight")?;
-            vector(no.counters, DType::U32, no.counters.shape.first().copied().unwrap_or(0), OP, "norm counters")?;
-            if no.norm.gamma.offset != 0 || no.counters.offset != 0 {
-                return Err(invalid!("{OP}: the output norm's weight and counters must start at their buffers' start"));
-            }
-            if !(no.norm.eps.is_finite() && no.norm.eps >= 0.0) {
-                return Err(invalid!("{OP}: output norm eps {} must be finite and non-negative", no.norm.eps));
-            }
-            // (the last workgroup reads out after the others wrote it, and writes xn)
-            if [x, out, no.norm.gamma, no.counters].iter().any(|b| Arc::ptr_eq(&b.buffer, &no.xn.buffer)) || Arc::ptr_eq(&out.buffer, &no.counters.buffer) {
-                return Err(invalid!("{OP}: the output norm's xn and counters must be buffers of their own"));
-            }
-            if up.is_some() || norm.is_some() || concurrent {
-                return Err(invalid!("{OP}: an output norm goes with a plain product, after a barrier"));
-            }
-        }
         if let Some(nm) = norm {
             vector(nm.gamma, DType::F32, k, OP, "norm weight")?;
             if nm.gamma.offset != 0 {
@@ -518,7 +470,7 @@ impl Context {
             }
             defines.push("X_INT8".into());
         }
-        for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (norm.is_some(), "NORM"), (norm_out.is_some(), "NORM_OUT")] {
+        for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (norm.is_some(), "NORM")] {
             if on {
                 defines.push(d.into());
             }
@@ -547,21 +499,11 @@ impl Context {
         let w2 = up.map_or(&w.data, |u| &u.data);
         let bias = epi.bias.unwrap_or(out);
         let res = epi.residual.unwrap_or(out);
-        // (gamma: the input norm's, or the output norm's: never both)
-        let gamma = norm.or(norm_out.map(|no| no.norm)).map_or(out, |nm| nm.gamma);
+        let gamma = norm.map_or(out, |nm| nm.gamma);
         let mut p = ParamBlock::new(OP);
         p.addrs([&w.data, w2, x, bias, res, out, gamma].map(|t| t.buffer.address()));
         p.i32s([n, k, t, w.row_bytes(), x.offset, bias.offset, res.offset, out.offset])?;
-        p.i32(norm.or(norm_out.map(|no| no.norm)).map_or(0.0f32, |nm| nm.eps).to_bits() as i32)?;
-        if let Some(no) = norm_out {
-            // (xn, counters) at byte 96, xn's offset at 112
-            p.i32(0)?;
-            p.addrs([no.xn, no.counters].map(|t| t.buffer.address()));
-            p.i32s([no.xn.offset])?;
-            for b in [no.xn, no.counters] {
-                batch.keep(&b.buffer);
-            }
-        }
+        p.i32(norm.map_or(0.0f32, |nm| nm.eps).to_bits() as i32)?;
         if let Some(st) = store {
             // (rows, cos/sin) at byte 96, (ctx, slots, the rows' first row) at 112
             p.i32(0)?;
@@ -581,11 +523,6 @@ impl Context {
         // grid's row groups — fewer, longer-lived workgroups instead of one per row group.
         let cap = std::env::var("NX_VULKAN_LLM_GROUPS").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&g| g > 0).unwrap_or(usize::MAX);
         let groups = [n.div_ceil(rows_per_group).min(max[0].min(65535) as usize).min(cap) as u32, t.div_ceil(tc) as u32, 1];
-        if let Some(no) = norm_out {
-            if groups[1] as usize > no.counters.shape[0] {
-                return Err(invalid!("{OP}: {} column chunks and {} norm counters", groups[1], no.counters.shape[0]));
-            }
-        }
         let count = (t * n).min(u32::MAX as usize) as u32;
         if concurrent {
             batch.dispatch_grid_concurrent(&kernel, p.bytes(), count, groups)

@@ -4,7 +4,7 @@
 
 use super::config::LlmConfig;
 use super::gguf::{Gguf, TensorInfo};
-use super::kernels::{AttnShape, Epilogue, NormOut, QMatrix, RmsNorm, RopeStore, NORM_OUT_COUNTERS};
+use super::kernels::{AttnShape, Epilogue, QMatrix, RmsNorm, RopeStore};
 use super::prefill::{llm_gemm_pays, LlmGemmPrecision};
 use crate::device::DeviceCaps;
 use super::quant::{dequantize, GgmlType};
@@ -100,8 +100,6 @@ pub struct Llm {
     kept_command_buffers: bool,
     /// The prompt GEMM's precision (from [`LlmOptions::prefill_precision`]).
     pub prefill_precision: LlmGemmPrecision,
-    /// u32 zeros: the residual products' output-norm counters ([`NormOut`]).
-    norm_counters: Tensor,
 }
 
 /// A 1-D tensor of the file as f32 values (norm weights and biases), length checked.
@@ -208,7 +206,6 @@ impl Llm {
             });
         }
         let cos_sin = upload_f32(&ctx, &rope_table(&cfg, context))?.reshape(&[context, cfg.rope_dims / 2, 2])?;
-        let norm_counters = ctx.full(crate::elementwise::Scalar::U(0), DType::U32, &[NORM_OUT_COUNTERS])?;
         let weight_bytes = done.get();
         ctx.synchronize()?;
         let prefill_precision = match opts.prefill_precision {
@@ -229,7 +226,6 @@ impl Llm {
             programs: Mutex::new(vec![]),
             kept_command_buffers: std::env::var("NX_VULKAN_LLM_KEPT").as_deref() != Ok("0"),
             prefill_precision,
-            norm_counters,
         })
     }
 
@@ -343,10 +339,6 @@ impl Llm {
         // (its segment; the GEMM reads normalised rows, so a step with one writes them once
         // per norm).
         let separate = !fused_norms(h);
-        // Where norms run separately and every row takes the matvec, the residual products
-        // (wo, and down but the last layer's) write the next norm's output too (NormOut: the
-        // same bits, and a dispatch and a barrier fewer each).
-        let norm_in_residual = separate && segs.len() == 1 && !segs[0].gemm && norm_in_residual();
         let gemm_rows = segs.iter().filter(|s| s.gemm).map(|s| s.len).max();
         let xn = if separate || gemm_rows.is_some() { Some(ctx.empty(DType::F32, &[t, h])?) } else { None };
         let gemm = match (gemm_rows, self.layers.first()) {
@@ -370,12 +362,10 @@ impl Llm {
             }
             Ok(())
         };
-        for (li, l) in self.layers.iter().enumerate() {
+        for l in &self.layers {
             let bias = |i: usize| l.qkv_bias.as_ref().map(|b| [&b.0, &b.1, &b.2][i]);
             let (attn_norm, ffn_norm) = (RmsNorm { gamma: &l.attn_norm, eps: cfg.rms_eps }, RmsNorm { gamma: &l.ffn_norm, eps: cfg.rms_eps });
-            // (the norm of every layer after the first: the previous down product's)
-            let next_norm = self.layers.get(li + 1).map(|n| RmsNorm { gamma: &n.attn_norm, eps: cfg.rms_eps });
-            if let Some(xn) = xn.as_ref().filter(|_| !(norm_in_residual && li > 0)) {
+            if let Some(xn) = &xn {
                 ctx.record_llm_rmsnorm(batch, &x, None, &l.attn_norm, cfg.rms_eps, xn)?;
             }
             // Without a GEMM segment, models without a QK norm rotate q and k and store k and v
@@ -402,17 +392,9 @@ impl Llm {
                 ctx.record_llm_rope_store(batch, &self.attn, &q, &k, &v, &meta, &self.cos_sin, qk_norm, &l.cache_k, &l.cache_v)?;
             }
             ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &scratch, &att)?;
-            match &xn {
-                Some(xn) if norm_in_residual => {
-                    let norm_out = NormOut { norm: ffn_norm, xn, counters: &self.norm_counters };
-                    ctx.record_llm_matvec_norm_out(batch, &l.wo, &att, Epilogue { bias: None, residual: Some(&x) }, &x, norm_out)?;
-                }
-                _ => {
-                    product(batch, &l.wo, None, &att, None, Some(&x), &x)?;
-                    if let Some(xn) = &xn {
-                        ctx.record_llm_rmsnorm(batch, &x, None, &l.ffn_norm, cfg.rms_eps, xn)?;
-                    }
-                }
+            product(batch, &l.wo, None, &att, None, Some(&x), &x)?;
+            if let Some(xn) = &xn {
+                ctx.record_llm_rmsnorm(batch, &x, None, &l.ffn_norm, cfg.rms_eps, xn)?;
             }
             for s in segs {
                 let out = part(&act, s)?;
@@ -422,13 +404,7 @@ impl Llm {
                     NormedInput::Matvec(xs, Some(norm)) => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), &xs, norm, Epilogue::default(), &out)?,
                 }
             }
-            match (&xn, next_norm) {
-                (Some(xn), Some(norm)) if norm_in_residual => {
-                    let norm_out = NormOut { norm, xn, counters: &self.norm_counters };
-                    ctx.record_llm_matvec_norm_out(batch, &l.down, &act, Epilogue { bias: None, residual: Some(&x) }, &x, norm_out)?;
-                }
-                _ => product(batch, &l.down, None, &act, None, Some(&x), &x)?,
-            }
+            product(batch, &l.down, None, &act, None, Some(&x), &x)?;
         }
         if let Some(xn) = &xn {
             batch.keep(&xn.buffer);
@@ -565,13 +541,6 @@ fn record_copy(batch: &mut Batch<'_>, src: &Tensor, dst: &Tensor) {
 /// the test that compares the two).
 fn rope_in_products() -> bool {
     std::env::var("NX_VULKAN_LLM_ROPE").as_deref() != Ok("separate")
-}
-
-/// Whether a step whose norms run separately has its residual products write the norms'
-/// outputs (the norm's dispatch saved): yes unless NX_VULKAN_LLM_NORM_OUT=0 (benchmarks and
-/// the test that compares the two).
-fn norm_in_residual() -> bool {
-    std::env::var("NX_VULKAN_LLM_NORM_OUT").as_deref() != Ok("0")
 }
 
 /// Whether RMSNorms over `h` values run inside the products that read them or as dispatches of

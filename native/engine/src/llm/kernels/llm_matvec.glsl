@@ -17,12 +17,6 @@
 // the row is stored into the KV cache at column t's (slot, position) — f16 with KV_F16 —
 // instead of out. Together they do what llm_rope.glsl does for these products, with the same
 // arithmetic (so the same bits), and save its dispatch.
-//
-// NORM_OUT (a residual product whose output the next product reads normalised): out's columns
-// are also written RMSNorm'd into xn (gamma g, eps) by the last workgroup of each column chunk
-// to finish — found by a counter per chunk that every workgroup bumps after its stores and the
-// last one resets — with llm_rows.glsl's RMSNORM arithmetic in its order (so its bits): the
-// norm's own dispatch, and the barrier in front of it, saved.
 
 layout(local_size_x = WG) in;
 
@@ -36,9 +30,6 @@ struct Args {
     // the cos/sin table, positions per slot and slots.
     uint64_t rows, cs;
     uint ctx, slots, offRows;
-    // NORM_OUT: xn, the chunks' counters, xn's element offset
-    uint64_t xn, cnt;
-    uint offXn;
 };
 
 Args args() {
@@ -46,7 +37,7 @@ Args args() {
     ParamsI32 m = ParamsI32(pc.params + 56ul);
     Args r = Args(a.v[0], a.v[1], a.v[2], a.v[3], a.v[4], a.v[5], a.v[6],
                   uint(m.v[0]), uint(m.v[1]), uint(m.v[2]), uint(m.v[3]), uint(m.v[4]), uint(m.v[5]), uint(m.v[6]), uint(m.v[7]),
-                  intBitsToFloat(m.v[8]), 0ul, 0ul, 0u, 0u, 0u, 0ul, 0ul, 0u);
+                  intBitsToFloat(m.v[8]), 0ul, 0ul, 0u, 0u, 0u);
 #if defined(ROPE) || defined(KV_OUT)
     // (only these blocks are that long)
     ParamsU64 e = ParamsU64(pc.params + 96ul);
@@ -56,13 +47,6 @@ Args args() {
     r.ctx = uint(f.v[0]);
     r.slots = uint(f.v[1]);
     r.offRows = uint(f.v[2]);
-#endif
-#ifdef NORM_OUT
-    // (in the same place: a residual product has no RoPE or cache store)
-    ParamsU64 e = ParamsU64(pc.params + 96ul);
-    r.xn = e.v[0];
-    r.cnt = e.v[1];
-    r.offXn = uint(ParamsI32(pc.params + 112ul).v[0]);
 #endif
     return r;
 }
@@ -153,79 +137,6 @@ void store_out(Args p, float v, float pair, uint n, uint t) {
 #endif
 }
 
-#ifdef NORM_OUT
-// Coherent views: the last workgroup reads rows the others wrote in this dispatch (past its
-// own L1, which may hold the residual's earlier values), and the counters are shared.
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent readonly buffer CohU32 { uint v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Counters { uint v[]; };
-shared float nred[256];
-shared bool nlast;
-// 256 leaves (llm_rows.glsl's workgroup), NLEAF a lane.
-const uint NLEAF = uint(WG) >= 256u ? 1u : 256u / uint(WG);
-
-// Called by every invocation after its stores. The last workgroup of column chunk
-// gl_WorkGroupID.y normalises its columns into xn and resets the chunk's counter for the
-// next product (the next dispatch that uses it waits behind a barrier).
-void norm_out(Args p, uint t0) {
-    uint tid = gl_LocalInvocationID.x;
-    memoryBarrierBuffer();   // this invocation's stores visible device-wide before the count
-    barrier();
-    if (tid == 0u) {
-        uint seen = atomicAdd(Counters(p.cnt).v[gl_WorkGroupID.y], 1u);
-        nlast = seen == gl_NumWorkGroups.x - 1u;
-    }
-    barrier();
-    if (!nlast) return;
-    memoryBarrierBuffer();
-    uint ncols = min(uint(TC), p.T - t0);
-    for (uint c = 0u; c < ncols; c++) {
-        uint base = p.offO + (t0 + c) * p.N;
-        // Leaf l's sum: x[l], x[l + 256], ... in ascending order by fma (llm_rows.glsl), eight
-        // loads of each leaf issued ahead of their fmas.
-        float ss[NLEAF];
-        [[unroll]] for (uint j = 0u; j < NLEAF; j++) ss[j] = 0.0;
-        for (uint i0 = 0u; i0 < p.N; i0 += 2048u) {
-            float v8[NLEAF][8];
-            [[unroll]] for (uint j = 0u; j < NLEAF; j++) {
-                uint l = min(tid + j * uint(WG), 255u);
-                [[unroll]] for (uint e = 0u; e < 8u; e++) v8[j][e] = uintBitsToFloat(CohU32(p.o).v[base + min(i0 + l + 256u * e, p.N - 1u)]);
-            }
-            [[unroll]] for (uint j = 0u; j < NLEAF; j++) {
-                uint l = tid + j * uint(WG);
-                [[unroll]] for (uint e = 0u; e < 8u; e++) {
-                    if (l < 256u && i0 + l + 256u * e < p.N) ss[j] = fma(v8[j][e], v8[j][e], ss[j]);
-                }
-            }
-        }
-        [[unroll]] for (uint j = 0u; j < NLEAF; j++) {
-            uint l = tid + j * uint(WG);
-            if (l < 256u) nred[l] = ss[j];
-        }
-        barrier();
-        [[unroll]] for (uint s = 128u; s > 0u; s >>= 1) {
-            for (uint l = tid; l < s; l += uint(WG)) nred[l] += nred[l + s];
-            barrier();
-        }
-        precise float scale = 1.0 / sqrt(nred[0] / float(p.N) + p.eps);
-        uint ob = p.offXn + (t0 + c) * p.N;
-        for (uint i0 = tid; i0 < p.N; i0 += 8u * uint(WG)) {
-            float v8[8], g8[8];
-            [[unroll]] for (uint e = 0u; e < 8u; e++) {
-                uint i = min(i0 + uint(WG) * e, p.N - 1u);
-                v8[e] = uintBitsToFloat(CohU32(p.o).v[base + i]);
-                g8[e] = uintBitsToFloat(BufU32(p.g).v[i]);
-            }
-            [[unroll]] for (uint e = 0u; e < 8u; e++) {
-                uint i = i0 + uint(WG) * e;
-                if (i < p.N) BufU32(p.xn).v[ob + i] = floatBitsToUint((v8[e] * scale) * g8[e]);
-            }
-        }
-        barrier();   // (nred is the next column's)
-    }
-    if (tid == 0u) Counters(p.cnt).v[gl_WorkGroupID.y] = 0u;
-}
-#endif
-
 #ifdef SWIGLU
 const int UP = LANE_ROWS;
 #else
@@ -264,9 +175,6 @@ void main() {
             }
         }
     }
-#ifdef NORM_OUT
-    norm_out(p, t0);
-#endif
 }
 #else
 // GPUs: WG / NT lane groups per workgroup, each of NT lanes and LANE_ROWS rows. Lane i takes
@@ -368,8 +276,5 @@ void main() {
         }
         barrier();
     }
-#ifdef NORM_OUT
-    norm_out(p, t0);
-#endif
 }
 #endif

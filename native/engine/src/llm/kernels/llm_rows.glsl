@@ -52,8 +52,7 @@ void main() {
             if (tid < s) red[tid] += red[tid + s];
             barrier();
         }
-        // (precise: the products' fused form, llm_matvec.glsl's NORM_OUT, has the same bits)
-        precise float scale = 1.0 / sqrt(red[0] / float(H) + eps);
+        float scale = 1.0 / sqrt(red[0] / float(H) + eps);
         barrier();
         for (uint c0 = tid; c0 < H; c0 += 8u * 256u) {
             float v8[8], g8[8];
