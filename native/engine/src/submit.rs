@@ -385,9 +385,20 @@ unsafe fn record_commands(dev: &DeviceHandles, cb: vk::CommandBuffer, commands: 
     // running on the queue, and a barrier orders against everything submitted before. (A
     // dispatch recorded as concurrent with the one before it — it neither reads what that one
     // writes nor writes what it touches — skips it, so the two may overlap.)
+    // NX_VULKAN_BARRIER=compute (a measurement): between two dispatches of this list, a
+    // compute-to-compute barrier (shader writes before shader reads and writes) instead of the
+    // one that also names transfers.
+    static COMPUTE_ONLY: once_cell::sync::Lazy<bool> = once_cell::sync::Lazy::new(|| std::env::var("NX_VULKAN_BARRIER").as_deref() == Ok("compute"));
+    let compute_barrier = vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE).dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE);
     for (i, command) in commands.iter().enumerate() {
         if !matches!(command, Command::Dispatch { concurrent: true, .. } | Command::Kept(_)) {
-            (fns.v1_0.cmd_pipeline_barrier)(cb, COMMAND_STAGES, COMMAND_STAGES, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
+            let after_dispatch = i > 0 && matches!(commands[i - 1], Command::Dispatch { .. });
+            if *COMPUTE_ONLY && after_dispatch && matches!(command, Command::Dispatch { .. }) {
+                let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+                (fns.v1_0.cmd_pipeline_barrier)(cb, stage, stage, vk::DependencyFlags::empty(), 1, &compute_barrier, 0, std::ptr::null(), 0, std::ptr::null());
+            } else {
+                (fns.v1_0.cmd_pipeline_barrier)(cb, COMMAND_STAGES, COMMAND_STAGES, vk::DependencyFlags::empty(), 1, &barrier, 0, std::ptr::null(), 0, std::ptr::null());
+            }
         }
         if let Some((qp, _)) = timestamps.filter(|_| per_command || i == 0) {
             (fns.v1_0.cmd_write_timestamp)(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, if per_command { 2 * i as u32 } else { 0 });
