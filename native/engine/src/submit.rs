@@ -220,11 +220,21 @@ impl Submitter {
         let labels = std::mem::take(&mut t.labels);
         let mut ticks = vec![0u64; 2 * labels.len()];
         t.pool.get_results(0..ticks.len() as u32, &mut ticks, QueryResultFlags::WAIT).ok()?;
+        // NX_VULKAN_PROFILE_SPANS=end (a measurement): each command's time from the previous
+        // command's end to its own (the first's from its start) — what it adds to the
+        // submission's critical path, its barrier's wait and its launch included; the spans
+        // of a submission add up to its length. (A command's start timestamp is taken at the
+        // top of the pipe, before the work in front of it has drained, so start-to-end times
+        // overlap and add up to more.)
+        static FROM_PREVIOUS_END: once_cell::sync::Lazy<bool> = once_cell::sync::Lazy::new(|| std::env::var("NX_VULKAN_PROFILE_SPANS").as_deref() == Ok("end"));
         Some(
             labels
                 .into_iter()
                 .enumerate()
-                .map(|(i, (label, bytes))| CommandTime { label, bytes, ns: ticks[2 * i + 1].saturating_sub(ticks[2 * i]) as f64 * period_ns })
+                .map(|(i, (label, bytes))| {
+                    let start = if *FROM_PREVIOUS_END && i > 0 { ticks[2 * i - 1] } else { ticks[2 * i] };
+                    CommandTime { label, bytes, ns: ticks[2 * i + 1].saturating_sub(start) as f64 * period_ns }
+                })
                 .collect(),
         )
     }
