@@ -280,6 +280,42 @@ fn rope_in_the_products_gives_the_separate_bits() {
 }
 
 #[test]
+fn the_norm_kernels_forms_give_the_same_bits() {
+    // RMSNorm dispatches (wide models; forced here) over rows of up to 4,096 values keep each
+    // thread's values in registers and run the tree's levels below the subgroup size by
+    // shuffles; NX_VULKAN_LLM_NORM_REGS=0 and NX_VULKAN_LLM_SUBGROUP_TREE=0 give the looped,
+    // all-shared-memory form. The prompt and decode logits must be the same bits both ways
+    // (with both matvec kernels: the subgroup variable reaches the workgroup matvec too).
+    // (Alone: the variables change other tests' kernels.)
+    common::on_engine_alone(|_| {
+        std::env::set_var("NX_VULKAN_LLM_NORM", "separate");
+        for (kernel, name) in [("row", "llama-q4_k"), ("row", "qwen3-q6_k"), ("workgroup", "qwen2-q8_0")] {
+            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            let f = fixture(name);
+            let run = |looped: bool| {
+                if looped {
+                    std::env::set_var("NX_VULKAN_LLM_NORM_REGS", "0");
+                    std::env::set_var("NX_VULKAN_LLM_SUBGROUP_TREE", "0");
+                }
+                let m = load(name, false, 2);
+                let out = run_fixture(&m, &f, 0);
+                std::env::remove_var("NX_VULKAN_LLM_NORM_REGS");
+                std::env::remove_var("NX_VULKAN_LLM_SUBGROUP_TREE");
+                out
+            };
+            let (p_loop, d_loop) = run(true);
+            let (p_regs, d_regs) = run(false);
+            for (i, (a, b)) in p_loop.iter().chain(&d_loop).zip(p_regs.iter().chain(&d_regs)).enumerate() {
+                assert!(bits_equal(a, b), "{name} ({kernel} matvec): logits row {i} differ");
+            }
+            assert!(max_abs(&d_regs[0], &f.logits[f.prompt.len()]) < 1e-3, "{name}: decode left the reference");
+        }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+        std::env::remove_var("NX_VULKAN_LLM_NORM");
+    });
+}
+
+#[test]
 fn separate_norms_and_the_prefill_gemm_match_too() {
     // Wide models run their RMSNorms as dispatches of their own, and prompt chunks on a device
     // with tensor cores take the GEMM (at its default split precision); the fixtures are

@@ -575,7 +575,18 @@ impl Context {
         if r == 0 || h == 0 || t == 0 {
             return Ok(());
         }
-        let defines: Vec<String> = if rows.is_some() { vec!["GATHER".into()] } else { vec![] };
+        let mut defines: Vec<String> = if rows.is_some() { vec!["GATHER".into()] } else { vec![] };
+        // Rows of up to 4,096 values: each thread's (at most 16) values and gammas loaded at
+        // once and kept for the output (one memory latency instead of four), and the tree's
+        // levels below the subgroup size in registers where the device has shuffles — the
+        // same sums in the same order, so the same bits (llm_rows.glsl).
+        // NX_VULKAN_LLM_NORM_REGS=0 (a measurement) keeps the looped form.
+        if h <= 4096 && std::env::var("NX_VULKAN_LLM_NORM_REGS").as_deref() != Ok("0") {
+            defines.push(format!("RMS_NV {}", h.div_ceil(256)));
+            if self.caps.subgroup_shuffle_relative && std::env::var("NX_VULKAN_LLM_SUBGROUP_TREE").as_deref() != Ok("0") {
+                defines.push("SUBGROUP_TREE".into());
+            }
+        }
         let key = format!("llm rmsnorm {}", defines.join(" "));
         let kernel = self.kernels.get(&key, 256, 1, || source(None, &defines, include_str!("kernels/llm_rows.glsl")))?;
         let ix = rows.unwrap_or(x);

@@ -33,6 +33,21 @@ void main() {
         uint src = r;
 #endif
         uint base = offA + src * H;
+        // Thread tid's sum of squares: x[c]² for c = tid, tid + 256, ... ascending, by fma.
+#ifdef RMS_NV
+        // (H ≤ 256·RMS_NV: all the thread's values — and their gammas — loaded at once and
+        // kept for the output: one memory latency, not four. The same sum in the same order.)
+        float v[RMS_NV], g[RMS_NV];
+        [[unroll]] for (uint e = 0u; e < uint(RMS_NV); e++) {
+            uint c = min(tid + 256u * e, H - 1u);   // (clamped: no branch)
+            v[e] = uintBitsToFloat(BufU32(addrA).v[base + c]);
+            g[e] = uintBitsToFloat(BufU32(addrG).v[c]);
+        }
+        float ss = 0.0;
+        [[unroll]] for (uint e = 0u; e < uint(RMS_NV); e++) {
+            if (tid + 256u * e < H) ss = fma(v[e], v[e], ss);
+        }
+#else
         // Eight of the thread's values loaded ahead of their fmas (a loop of single loads
         // waits out one memory latency per value); the chain is unchanged: c ascending.
         float ss = 0.0;
@@ -46,14 +61,38 @@ void main() {
                 if (c0 + 256u * e < H) ss = fma(v8[e], v8[e], ss);
             }
         }
+#endif
+        // The fixed tree over the 256 sums (level s: thread l < s absorbs l + s); where
+        // SUBGROUP_TREE, its levels below the subgroup size in the first subgroup's registers
+        // by subgroupShuffleDown — the same pairs in the same order, so the same bits, and
+        // 3 barriers instead of 8 on a 32-wide subgroup.
         red[tid] = ss;
         barrier();
-        [[unroll]] for (uint s = 128u; s > 0u; s >>= 1) {
+#ifdef SUBGROUP_TREE
+        uint lowest = gl_SubgroupSize;
+#else
+        const uint lowest = 1u;
+#endif
+        for (uint s = 128u; s >= lowest; s >>= 1) {
             if (tid < s) red[tid] += red[tid + s];
             barrier();
         }
+#ifdef SUBGROUP_TREE
+        if (tid < gl_SubgroupSize) {
+            float t = red[tid];
+            for (uint s = min(256u, gl_SubgroupSize) / 2u; s > 0u; s >>= 1) t = t + subgroupShuffleDown(t, s);
+            if (tid == 0u) red[0] = t;
+        }
+        barrier();
+#endif
         float scale = 1.0 / sqrt(red[0] / float(H) + eps);
         barrier();
+#ifdef RMS_NV
+        [[unroll]] for (uint e = 0u; e < uint(RMS_NV); e++) {
+            uint c = tid + 256u * e;
+            if (c < H) BufU32(addrO).v[r * H + c] = floatBitsToUint((v[e] * scale) * g[e]);
+        }
+#else
         for (uint c0 = tid; c0 < H; c0 += 8u * 256u) {
             float v8[8], g8[8];
             [[unroll]] for (uint e = 0u; e < 8u; e++) {
@@ -66,6 +105,7 @@ void main() {
                 if (c < H) BufU32(addrO).v[r * H + c] = floatBitsToUint((v8[e] * scale) * g8[e]);
             }
         }
+#endif
 #endif
     }
 }
