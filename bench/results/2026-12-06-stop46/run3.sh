@@ -18,7 +18,7 @@ done
 source .gl/env.sh
 gpu_test llm the_norm_kernels
 unpack nx-vulkan
-b() { env $1 timeout 60 /tmp/t/nx-vulkan bench --model "$2" --pp 512 --tg 128 --runs 3 --sessions 0 $3 2>>"$OUT/ours.err" | tag "\"variant\":\"$1 $3\"" >> "$OUT/llm.jsonl"; }
+b() { env $1 timeout 60 /tmp/t/nx-vulkan bench --model "$2" --pp 512 --tg 128 --runs 3 --sessions 0 ${3:-} 2>>"$OUT/ours.err" | tag "\"variant\":\"$1 ${3:-}\"" >> "$OUT/llm.jsonl"; }
 f=/tmp/models/8b-q4km.gguf
 for v in X=0 NX_VULKAN_LLM_NORM_REGS=0 X=0 NX_VULKAN_LLM_NORM_REGS=0; do b $v "$f"; done
 b X=0 "$f" --int8-activations
