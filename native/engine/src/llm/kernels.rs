@@ -254,6 +254,14 @@ fn matvec_tc() -> usize {
     }
 }
 
+/// Whether the matvec's and the RMSNorm's reduction trees run their levels below the subgroup
+/// size by subgroup shuffles (`SUBGROUP_TREE`: the same pairs in the same order, so the same
+/// bits, with fewer barriers): where the device has relative shuffles, unless
+/// NX_VULKAN_LLM_SUBGROUP_TREE=0 (benchmarks and the tests that compare the two forms).
+fn subgroup_tree(caps: &crate::device::DeviceCaps) -> bool {
+    caps.subgroup_shuffle_relative && std::env::var("NX_VULKAN_LLM_SUBGROUP_TREE").as_deref() != Ok("0")
+}
+
 /// What a matrix product adds after the sum.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Epilogue<'a> {
@@ -440,10 +448,8 @@ impl Context {
             defines.push("F16_HW_EXACT".into());
         }
         // The lanes' partial sums meet over the same tree with its levels below the subgroup
-        // size in registers (llm_matvec.glsl; the same bits, fewer barriers) where the device
-        // has subgroup shuffles. NX_VULKAN_LLM_SUBGROUP_TREE=0 keeps every level in shared
-        // memory (benchmarks and the test that compares the two).
-        if !row_per_thread && self.caps.subgroup_shuffle_relative && std::env::var("NX_VULKAN_LLM_SUBGROUP_TREE").as_deref() != Ok("0") {
+        // size in registers (llm_matvec.glsl; the same bits, fewer barriers): subgroup_tree.
+        if !row_per_thread && subgroup_tree(&self.caps) {
             defines.push("SUBGROUP_TREE".into());
         }
         // Q8_0 rows whose length is a multiple of 4 bytes (an even number of blocks): the
@@ -583,7 +589,7 @@ impl Context {
         // NX_VULKAN_LLM_NORM_REGS=0 (a measurement) keeps the looped form.
         if h <= 4096 && std::env::var("NX_VULKAN_LLM_NORM_REGS").as_deref() != Ok("0") {
             defines.push(format!("RMS_NV {}", h.div_ceil(256)));
-            if self.caps.subgroup_shuffle_relative && std::env::var("NX_VULKAN_LLM_SUBGROUP_TREE").as_deref() != Ok("0") {
+            if subgroup_tree(&self.caps) {
                 defines.push("SUBGROUP_TREE".into());
             }
         }
