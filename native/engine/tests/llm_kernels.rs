@@ -120,6 +120,33 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                             assert!((glu[at] as f64 - wg).abs() <= tol * (1.0 + du.abs() + d.abs()), "{what} swiglu: {} vs {wg}", glu[at]);
                         }
                     }
+                    // The quants' older float form (2^23 + q, minus 2^23: NX_VULKAN_LLM_QUANT_MANTISSA=0,
+                    // a measurement) stays within the same bound, and is not the default's bits
+                    // (1 + q·2^-bits), so the switch is seen to reach the kernel.
+                    if t == 3 && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0) {
+                        std::env::set_var("NX_VULKAN_LLM_QUANT_MANTISSA", "0");
+                        let old_form = run(&ctx, &w, None, &x, None, None);
+                        std::env::remove_var("NX_VULKAN_LLM_QUANT_MANTISSA");
+                        let (mut worst_old, mut worst_new) = (0f64, 0f64);
+                        for c in 0..t {
+                            for r in 0..n {
+                                let (mut d, mut mag) = (0f64, 0f64);
+                                for j in 0..k {
+                                    let p = wd[r * k + j] as f64 * xv[c * k + j] as f64;
+                                    d += p;
+                                    mag += p.abs();
+                                }
+                                let tol = mag * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
+                                let v = old_form[c * n + r] as f64;
+                                assert!((v - d).abs() <= tol, "{kernel} {ty:?} row {r} col {c} (old quant form): {v} vs {d}");
+                                worst_old = worst_old.max((v - d).abs() / (mag * f32::EPSILON as f64));
+                                worst_new = worst_new.max((plain[c * n + r] as f64 - d).abs() / (mag * f32::EPSILON as f64));
+                            }
+                        }
+                        // (Seen with --nocapture: the worst error in units of f32 ε · Σ |w·x|.)
+                        eprintln!("{kernel} {ty:?}: worst error {worst_new:.3} (1 + q·2^-bits) vs {worst_old:.3} (2^23 + q) ε·Σ|w·x|");
+                        assert!(old_form.iter().zip(&plain).any(|(a, b)| a.to_bits() != b.to_bits()), "{kernel} {ty:?}: NX_VULKAN_LLM_QUANT_MANTISSA=0 changed no bit");
+                    }
                     // The GPU kernel's rows per lane group share reads of x and nothing else; no
                     // bit changes with them, nor with a grid of two workgroups looping over the
                     // row groups, nor with the reduction tree wholly in shared memory instead of

@@ -78,6 +78,31 @@ vec4 bytes_minus(uint w, float bias) {
                 uintBitsToFloat(((w >> 16) & 255u) | 0x4B000000u) - o, uintBitsToFloat((w >> 24) | 0x4B000000u) - o);
 }
 
+#if defined(QF_MANT) && defined(X_INT8)
+#undef QF_MANT
+#endif
+#ifdef QF_MANT
+// QF_MANT (f32 activations; Q4_K, Q5_K, Q6_K, Q8_0, Q4_0; the default,
+// NX_VULKAN_LLM_QUANT_MANTISSA=0 keeps bytes_minus): the `bits`-bit unsigned quants u at bit
+// `lsb` of each byte of w as the floats 1 + u·2^-bits — the quant's bits moved to the top of
+// 1.0's mantissa, a shift and a masked or per value (the compiler folds the constant shifts),
+// where bytes_minus also subtracts 2^23 (and its offset). The dots then sum (1 + u·2^-bits)·x;
+// the task takes Σ x back off (Q4_K/Q5_K read it anyway for the dmin term; the signed formats,
+// u = q + 2^(bits−1), take 1.5·Σ x) and the 2^bits rides on the block's scale (an exact power
+// of two). The sums' rounding grows with the 1 each value carries (a few times f32's, well
+// inside the kernel test's bound); every column still takes one fixed chain, so no bit depends
+// on the batch.
+uint move_bits(uint w, int by) { return by >= 0 ? (w << uint(by)) : (w >> uint(-by)); }
+vec4 mant4(uint w, uint lsb, uint bits) {
+    int top = 23 - int(bits);
+    uint mask = ((1u << bits) - 1u) << uint(top);
+    return vec4(uintBitsToFloat((move_bits(w, top - int(lsb)) & mask) | 0x3F800000u),
+                uintBitsToFloat((move_bits(w, top - 8 - int(lsb)) & mask) | 0x3F800000u),
+                uintBitsToFloat((move_bits(w, top - 16 - int(lsb)) & mask) | 0x3F800000u),
+                uintBitsToFloat((move_bits(w, top - 24 - int(lsb)) & mask) | 0x3F800000u));
+}
+#endif
+
 // An f16 (low 16 bits of h) as an f32 — exactly, as every f16 is one, without a branch: the
 // device's conversion (one instruction) for normal values; zero and subnormals as m · 2^-24
 // built from bits (a device may flush f16 subnormals in its conversion), Inf and NaN from bits
@@ -153,9 +178,9 @@ int s8_minus32(uint w) { return int(((w | 0x80808080u) - 0x20202020u) ^ 0x808080
 // 16 values of each sub-block one of qs and, Q5_K, one of qh), and each value's quant built
 // whole before its one conversion.
 #if defined(WT_Q4_K)
-const uint KBLOCK = 144u, KQS = 16u;
+const uint KBLOCK = 144u, KQS = 16u, KQ_BITS = 4u;
 #else
-const uint KBLOCK = 176u, KQS = 48u;
+const uint KBLOCK = 176u, KQS = 48u, KQ_BITS = 5u;
 #endif
 #ifndef X_INT8
 // With f32 activations, half tasks (s, m, f): values 16f .. 16f+15 of both sub-blocks of the
@@ -179,6 +204,25 @@ void kq_words(uvec4 q0, uvec4 q1, uvec4 h0, uvec4 h1, uint m, uint i, out uint l
     uint h = i < 4u ? h0[i] : h1[i - 4u];
     lo |= ((h >> (2u * m)) & 0x01010101u) << 4;
     hi |= ((h >> (2u * m + 1u)) & 0x01010101u) << 4;
+#endif
+}
+// Values 4i .. 4i+3 of sub-blocks 2m (lo) and 2m+1 (hi) as floats for the f32 dots: q, or
+// with QF_MANT 1 + q·2^-KQ_BITS (Q4_K's straight from the word of qs: no nibble masks).
+void kq_floats(uvec4 q0, uvec4 q1, uvec4 h0, uvec4 h1, uint m, uint i, out vec4 lo4, out vec4 hi4) {
+#if defined(QF_MANT) && defined(WT_Q4_K)
+    uint w = i < 4u ? q0[i] : q1[i - 4u];
+    lo4 = mant4(w, 0u, 4u);
+    hi4 = mant4(w, 4u, 4u);
+#else
+    uint lo, hi;
+    kq_words(q0, q1, h0, h1, m, i, lo, hi);
+#ifdef QF_MANT
+    lo4 = mant4(lo, 0u, KQ_BITS);
+    hi4 = mant4(hi, 0u, KQ_BITS);
+#else
+    lo4 = bytes_minus(lo, 0.0);
+    hi4 = bytes_minus(hi, 0.0);
+#endif
 #endif
 }
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
@@ -218,6 +262,10 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         uint mp = m < 2u ? (B & 0x3F3Fu) : (((C >> 4) & 0x0F0Fu) | ((B >> 2) & 0x3030u));
         vec4 sm = bytes_minus(sp | (mp << 16), 0.0);
         precise float a = d * sm.x, b = dmin * sm.z, c = d * sm.y, e = dmin * sm.w;
+#ifdef QF_MANT
+        a = a * float(1u << KQ_BITS);   // exact: the sums below are 2^-KQ_BITS of Σ q·x
+        c = c * float(1u << KQ_BITS);
+#endif
         da[r] = a; ma[r] = b; db[r] = c; mb[r] = e;
     }
     uint k0 = s * 256u + 64u * m + 16u * f;
@@ -267,10 +315,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     [[unroll]] for (uint i = 0u; i < KQ_I; i++) {
         vec4 wl[NR], wh[NR];
         [[unroll]] for (int r = 0; r < NR; r++) {
-            uint lo, hi;
-            kq_words(q0[r], q1[r], h0[r], h1[r], m, i, lo, hi);
-            wl[r] = bytes_minus(lo, 0.0);
-            wh[r] = bytes_minus(hi, 0.0);
+            kq_floats(q0[r], q1[r], h0[r], h1[r], m, i, wl[r], wh[r]);
         }
         [[unroll]] for (int c = 0; c < TC; c++) {
             if (TC == 1 || uint(c) < ncols) {
@@ -289,8 +334,13 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     [[unroll]] for (int c = 0; c < TC; c++) {
         if (TC == 1 || uint(c) < ncols) {
             [[unroll]] for (int r = 0; r < NR; r++) {
+#ifdef QF_MANT
+                precise float t = da[r] * (sa[c][r] - xa[c]) - ma[r] * xa[c];
+                t = t + (db[r] * (sb[c][r] - xh[c]) - mb[r] * xh[c]);
+#else
                 precise float t = da[r] * sa[c][r] - ma[r] * xa[c];
                 t = t + (db[r] * sb[c][r] - mb[r] * xh[c]);
+#endif
                 acc[c][r] = acc[c][r] + t;
             }
         }
@@ -308,15 +358,20 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
                 xa = sum4(xl, xa);
                 xh = sum4(xu, xh);
                 [[unroll]] for (int r = 0; r < NR; r++) {
-                    uint lo, hi;
-                    kq_words(q0[r], q1[r], h0[r], h1[r], m, i, lo, hi);
-                    sa[r] = dot4(bytes_minus(lo, 0.0), xl, sa[r]);
-                    sb[r] = dot4(bytes_minus(hi, 0.0), xu, sb[r]);
+                    vec4 wl, wh;
+                    kq_floats(q0[r], q1[r], h0[r], h1[r], m, i, wl, wh);
+                    sa[r] = dot4(wl, xl, sa[r]);
+                    sb[r] = dot4(wh, xu, sb[r]);
                 }
             }
             [[unroll]] for (int r = 0; r < NR; r++) {
+#ifdef QF_MANT
+                precise float t = da[r] * (sa[r] - xa) - ma[r] * xa;
+                t = t + (db[r] * (sb[r] - xh) - mb[r] * xh);
+#else
                 precise float t = da[r] * sa[r] - ma[r] * xa;
                 t = t + (db[r] * sb[r] - mb[r] * xh);
+#endif
                 acc[c][r] = acc[c][r] + t;
             }
         }
@@ -358,6 +413,25 @@ uvec4 w16x8(uint64_t blk, uint off) {
     if ((uint(a) & 2u) == 0u) return uvec4(w0, w1, w2, w3);
     return uvec4((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16), (w2 >> 16) | (w3 << 16), (w3 >> 16) | (w4 << 16));
 }
+// Four quants of a q6_quarters word as the floats the dots take: q − 32, or with QF_MANT
+// 1 + q/64; and a quarter's term from its dot `part`, its Σ x `xs` (QF_MANT) and the scale ds
+// (d · the group's int8 scale): Σ (q − 32)·x = 64·(part − 1.5·Σ x) with QF_MANT.
+vec4 q6_floats(uint w) {
+#ifdef QF_MANT
+    return mant4(w, 0u, 6u);
+#else
+    return bytes_minus(w, 32.0);
+#endif
+}
+float q6_scaled(float ds, float part, float xs) {
+#ifdef QF_MANT
+    precise float u = part - 1.5 * xs;
+    precise float v = (ds * 64.0) * u;
+#else
+    precise float v = ds * part;
+#endif
+    return v;
+}
 // The 6-bit quants (before the −32) of four values of each quarter 0..3, one per byte, from
 // one word of ql's first and second 32 bytes of the half (a, b) and the word of qh beside them.
 uvec4 q6_quarters(uint a, uint b, uint hh) {
@@ -390,17 +464,18 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         qhh[r] = w16x8(blk, 128u + 32u * n + l0);
 #endif
     }
+    float xs[4] = float[4](0.0, 0.0, 0.0, 0.0);   // Σ x per quarter (QF_MANT)
     [[unroll]] for (uint i = 0u; i < WORDS; i++) {
-        vec4 x0 = x4(addrX, addrG, xb, kb + 4u * i);
-        vec4 x1 = x4(addrX, addrG, xb, kb + 32u + 4u * i);
-        vec4 x2 = x4(addrX, addrG, xb, kb + 64u + 4u * i);
-        vec4 x3 = x4(addrX, addrG, xb, kb + 96u + 4u * i);
+        vec4 xq[4];
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            xq[q] = x4(addrX, addrG, xb, kb + 32u * q + 4u * i);
+#ifdef QF_MANT
+            xs[q] = sum4(xq[q], xs[q]);
+#endif
+        }
         [[unroll]] for (int r = 0; r < NR; r++) {
-            uvec4 q = q6_quarters(qa[r][i], qb[r][i], qhh[r][i]);
-            part[r][0] = dot4(bytes_minus(q.x, 32.0), x0, part[r][0]);
-            part[r][1] = dot4(bytes_minus(q.y, 32.0), x1, part[r][1]);
-            part[r][2] = dot4(bytes_minus(q.z, 32.0), x2, part[r][2]);
-            part[r][3] = dot4(bytes_minus(q.w, 32.0), x3, part[r][3]);
+            uvec4 qw = q6_quarters(qa[r][i], qb[r][i], qhh[r][i]);
+            [[unroll]] for (uint q = 0u; q < 4u; q++) part[r][q] = dot4(q6_floats(qw[q]), xq[q], part[r][q]);
         }
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
@@ -409,7 +484,7 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         precise float t = 0.0;
         [[unroll]] for (uint q = 0u; q < 4u; q++) {
             precise float ds = d * s8_float(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
-            t = t + ds * part[r][q];
+            t = t + q6_scaled(ds, part[r][q], xs[q]);
         }
         acc[r] = acc[r] + t;
     }
@@ -461,7 +536,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         vec4 wq[2][4];
         [[unroll]] for (uint i = 0u; i < 2u; i++) {
             uvec4 q = q6_quarters(qa[i], qb[i], qhh[i]);
-            [[unroll]] for (uint j = 0u; j < 4u; j++) wq[i][j] = bytes_minus(q[j], 32.0);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) wq[i][j] = q6_floats(q[j]);
         }
         float d = f16_exact(uint(WU16(blk).v[104]));
         float ds[4];
@@ -472,12 +547,18 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         [[unroll]] for (int c = 0; c < TC; c++) {
             if (TC == 1 || uint(c) < ncols) {
                 uint xb = xb0 + uint(c) * K;
-                float part[4] = float[4](0.0, 0.0, 0.0, 0.0);
+                float part[4] = float[4](0.0, 0.0, 0.0, 0.0), xs[4] = float[4](0.0, 0.0, 0.0, 0.0);
                 [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                    [[unroll]] for (uint q = 0u; q < 4u; q++) part[q] = dot4(wq[i][q], x4(addrX, addrG, xb, kb + 32u * q + 4u * i), part[q]);
+                    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+                        vec4 xv = x4(addrX, addrG, xb, kb + 32u * q + 4u * i);
+#ifdef QF_MANT
+                        xs[q] = sum4(xv, xs[q]);
+#endif
+                        part[q] = dot4(wq[i][q], xv, part[q]);
+                    }
                 }
                 precise float t = 0.0;
-                [[unroll]] for (uint q = 0u; q < 4u; q++) t = t + ds[q] * part[q];
+                [[unroll]] for (uint q = 0u; q < 4u; q++) t = t + q6_scaled(ds[q], part[q], xs[q]);
                 acc[c][r] = acc[c][r] + t;
             }
         }
@@ -589,20 +670,47 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             uint xb = xb0 + uint(c) * K;
             float part[NR];
             [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
+            precise float xs = 0.0;   // Σ x of the block (QF_MANT)
             [[unroll]] for (uint i = 0u; i < WORDS; i++) {
 #if defined(WT_Q8_0)
                 vec4 xv = x4(addrX, addrG, xb, k0 + 4u * i);
+#ifdef QF_MANT
+                // (b ^ 0x80 is q + 128: 1 + (q + 128)/256)
+                xs = sum4(xv, xs);
+                [[unroll]] for (int r = 0; r < NR; r++) part[r] = dot4(mant4(wv[r][i] ^ 0x80808080u, 0u, 8u), xv, part[r]);
+#else
                 [[unroll]] for (int r = 0; r < NR; r++) part[r] = dot4(bytes_minus(wv[r][i] ^ 0x80808080u, 128.0), xv, part[r]);
+#endif
 #else
                 vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i), xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
+#ifdef QF_MANT
+                xs = sum4(xl, xs);
+                xs = sum4(xu, xs);
+                [[unroll]] for (int r = 0; r < NR; r++) {
+                    part[r] = dot4(mant4(wv[r][i], 0u, 4u), xl, part[r]);
+                    part[r] = dot4(mant4(wv[r][i], 4u, 4u), xu, part[r]);
+                }
+#else
                 [[unroll]] for (int r = 0; r < NR; r++) {
                     part[r] = dot4(bytes_minus(wv[r][i] & 0x0F0F0F0Fu, 8.0), xl, part[r]);
                     part[r] = dot4(bytes_minus((wv[r][i] >> 4) & 0x0F0F0F0Fu, 8.0), xu, part[r]);
                 }
 #endif
+#endif
             }
             [[unroll]] for (int r = 0; r < NR; r++) {
+#ifdef QF_MANT
+                // Σ (q − 2^(b−1))·x = 2^b · (Σ (1 + u·2^-b)·x − 1.5 · Σ x), u = q + 2^(b−1)
+#if defined(WT_Q8_0)
+                precise float u = part[r] - 1.5 * xs;
+                precise float t = (dwf[r] * 256.0) * u;
+#else
+                precise float u = part[r] - 1.5 * xs;
+                precise float t = (dwf[r] * 16.0) * u;
+#endif
+#else
                 precise float t = dwf[r] * part[r];
+#endif
                 acc[c][r] = acc[c][r] + t;
             }
         }
