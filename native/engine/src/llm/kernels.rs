@@ -470,12 +470,12 @@ impl Context {
         if std::env::var("NX_VULKAN_LLM_BATCH_SHARE").map_or(true, |v| v != "0") {
             defines.push("BATCH_SHARE".into());
         }
-        // Q4_K/Q5_K/Q6_K/Q8_0/Q4_0 quants as 1 + u·2^-bits (llm_qdot.glsl's mant4; f32 activations
-        // only): a float subtraction per value (and Q4_K's nibble masks) fewer than 2^23 + q
-        // minus 2^23, where stop 46 estimated the matvec instruction-bound (≈ 1.95 TB/s at
-        // 132 MB on an H100). Slightly different rounding, still the same bits for every batch.
+        // Q4_K/Q5_K quants as 1 + q·2^-bits (llm_qdot.glsl's mant4; f32 activations only):
+        // a float subtraction per value (and Q4_K's nibble masks) fewer than 2^23 + q minus
+        // 2^23; on an H100 a Q4_K product's device time −4-5 %, 8B decode +1.6 % (stop 47).
+        // Slightly different rounding, still the same bits for every batch.
         // NX_VULKAN_LLM_QUANT_MANTISSA=0 (a measurement) keeps the old form.
-        if matches!(w.ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0) && std::env::var("NX_VULKAN_LLM_QUANT_MANTISSA").as_deref() != Ok("0") {
+        if matches!(w.ty, GgmlType::Q4_K | GgmlType::Q5_K) && std::env::var("NX_VULKAN_LLM_QUANT_MANTISSA").as_deref() != Ok("0") {
             defines.push("QF_MANT".into());
         }
         if w.x_int8 {

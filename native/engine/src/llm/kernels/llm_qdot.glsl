@@ -82,16 +82,18 @@ vec4 bytes_minus(uint w, float bias) {
 #undef QF_MANT
 #endif
 #ifdef QF_MANT
-// QF_MANT (f32 activations; Q4_K, Q5_K, Q6_K, Q8_0, Q4_0; the default,
-// NX_VULKAN_LLM_QUANT_MANTISSA=0 keeps bytes_minus): the `bits`-bit unsigned quants u at bit
-// `lsb` of each byte of w as the floats 1 + u·2^-bits — the quant's bits moved to the top of
-// 1.0's mantissa, a shift and a masked or per value (the compiler folds the constant shifts),
-// where bytes_minus also subtracts 2^23 (and its offset). The dots then sum (1 + u·2^-bits)·x;
-// the task takes Σ x back off (Q4_K/Q5_K read it anyway for the dmin term; the signed formats,
-// u = q + 2^(bits−1), take 1.5·Σ x) and the 2^bits rides on the block's scale (an exact power
-// of two). The sums' rounding grows with the 1 each value carries (a few times f32's, well
-// inside the kernel test's bound); every column still takes one fixed chain, so no bit depends
-// on the batch.
+// QF_MANT (f32 activations, Q4_K and Q5_K; the default, NX_VULKAN_LLM_QUANT_MANTISSA=0 keeps
+// bytes_minus): the `bits`-bit quants q at bit `lsb` of each byte of w as the floats
+// 1 + q·2^-bits — the quant's bits moved to the top of 1.0's mantissa, a shift and a masked or
+// per value (the compiler folds the constant shifts; Q4_K needs no nibble masks first), where
+// bytes_minus also subtracts 2^23. The dots then sum (1 + q·2^-bits)·x; the task takes Σ x
+// (which it sums anyway for the dmin term) back off, and the 2^bits rides on the sub-block's
+// scale (an exact power of two). The sums' rounding grows with the 1 each value carries (worst
+// 0.19-0.35 against 0.06-0.20 ε·Σ|w·x| in the kernel test, far inside its bound); every column
+// still takes one fixed chain, so no bit depends on the batch. H100 (stop 47 run 1): a Q4_K
+// 57344×4096 product 72.2 against 75.7 µs of device time, 8B decode +1.6 %. The same form for
+// Q6_K, Q8_0 and Q4_0 (signed quants: u = q + 2^(bits−1), with a Σ x of their own per block to
+// take 1.5·Σ x off) was no faster there (Q6_K +2 % device time, 8B Q8_0 decode −0.7 %): not kept.
 uint move_bits(uint w, int by) { return by >= 0 ? (w << uint(by)) : (w >> uint(-by)); }
 vec4 mant4(uint w, uint lsb, uint bits) {
     int top = 23 - int(bits);
@@ -413,25 +415,6 @@ uvec4 w16x8(uint64_t blk, uint off) {
     if ((uint(a) & 2u) == 0u) return uvec4(w0, w1, w2, w3);
     return uvec4((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16), (w2 >> 16) | (w3 << 16), (w3 >> 16) | (w4 << 16));
 }
-// Four quants of a q6_quarters word as the floats the dots take: q − 32, or with QF_MANT
-// 1 + q/64; and a quarter's term from its dot `part`, its Σ x `xs` (QF_MANT) and the scale ds
-// (d · the group's int8 scale): Σ (q − 32)·x = 64·(part − 1.5·Σ x) with QF_MANT.
-vec4 q6_floats(uint w) {
-#ifdef QF_MANT
-    return mant4(w, 0u, 6u);
-#else
-    return bytes_minus(w, 32.0);
-#endif
-}
-float q6_scaled(float ds, float part, float xs) {
-#ifdef QF_MANT
-    precise float u = part - 1.5 * xs;
-    precise float v = (ds * 64.0) * u;
-#else
-    precise float v = ds * part;
-#endif
-    return v;
-}
 // The 6-bit quants (before the −32) of four values of each quarter 0..3, one per byte, from
 // one word of ql's first and second 32 bytes of the half (a, b) and the word of qh beside them.
 uvec4 q6_quarters(uint a, uint b, uint hh) {
@@ -464,18 +447,17 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         qhh[r] = w16x8(blk, 128u + 32u * n + l0);
 #endif
     }
-    float xs[4] = float[4](0.0, 0.0, 0.0, 0.0);   // Σ x per quarter (QF_MANT)
     [[unroll]] for (uint i = 0u; i < WORDS; i++) {
-        vec4 xq[4];
-        [[unroll]] for (uint q = 0u; q < 4u; q++) {
-            xq[q] = x4(addrX, addrG, xb, kb + 32u * q + 4u * i);
-#ifdef QF_MANT
-            xs[q] = sum4(xq[q], xs[q]);
-#endif
-        }
+        vec4 x0 = x4(addrX, addrG, xb, kb + 4u * i);
+        vec4 x1 = x4(addrX, addrG, xb, kb + 32u + 4u * i);
+        vec4 x2 = x4(addrX, addrG, xb, kb + 64u + 4u * i);
+        vec4 x3 = x4(addrX, addrG, xb, kb + 96u + 4u * i);
         [[unroll]] for (int r = 0; r < NR; r++) {
-            uvec4 qw = q6_quarters(qa[r][i], qb[r][i], qhh[r][i]);
-            [[unroll]] for (uint q = 0u; q < 4u; q++) part[r][q] = dot4(q6_floats(qw[q]), xq[q], part[r][q]);
+            uvec4 q = q6_quarters(qa[r][i], qb[r][i], qhh[r][i]);
+            part[r][0] = dot4(bytes_minus(q.x, 32.0), x0, part[r][0]);
+            part[r][1] = dot4(bytes_minus(q.y, 32.0), x1, part[r][1]);
+            part[r][2] = dot4(bytes_minus(q.z, 32.0), x2, part[r][2]);
+            part[r][3] = dot4(bytes_minus(q.w, 32.0), x3, part[r][3]);
         }
     }
     [[unroll]] for (int r = 0; r < NR; r++) {
@@ -484,7 +466,7 @@ void task_acc_col(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, 
         precise float t = 0.0;
         [[unroll]] for (uint q = 0u; q < 4u; q++) {
             precise float ds = d * s8_float(uint(WU8(blk).v[192u + 8u * n + 2u * q + h]));
-            t = t + q6_scaled(ds, part[r][q], xs[q]);
+            t = t + ds * part[r][q];
         }
         acc[r] = acc[r] + t;
     }
@@ -536,7 +518,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         vec4 wq[2][4];
         [[unroll]] for (uint i = 0u; i < 2u; i++) {
             uvec4 q = q6_quarters(qa[i], qb[i], qhh[i]);
-            [[unroll]] for (uint j = 0u; j < 4u; j++) wq[i][j] = q6_floats(q[j]);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) wq[i][j] = bytes_minus(q[j], 32.0);
         }
         float d = f16_exact(uint(WU16(blk).v[104]));
         float ds[4];
@@ -547,18 +529,12 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
         [[unroll]] for (int c = 0; c < TC; c++) {
             if (TC == 1 || uint(c) < ncols) {
                 uint xb = xb0 + uint(c) * K;
-                float part[4] = float[4](0.0, 0.0, 0.0, 0.0), xs[4] = float[4](0.0, 0.0, 0.0, 0.0);
+                float part[4] = float[4](0.0, 0.0, 0.0, 0.0);
                 [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                    [[unroll]] for (uint q = 0u; q < 4u; q++) {
-                        vec4 xv = x4(addrX, addrG, xb, kb + 32u * q + 4u * i);
-#ifdef QF_MANT
-                        xs[q] = sum4(xv, xs[q]);
-#endif
-                        part[q] = dot4(wq[i][q], xv, part[q]);
-                    }
+                    [[unroll]] for (uint q = 0u; q < 4u; q++) part[q] = dot4(wq[i][q], x4(addrX, addrG, xb, kb + 32u * q + 4u * i), part[q]);
                 }
                 precise float t = 0.0;
-                [[unroll]] for (uint q = 0u; q < 4u; q++) t = t + q6_scaled(ds[q], part[q], xs[q]);
+                [[unroll]] for (uint q = 0u; q < 4u; q++) t = t + ds[q] * part[q];
                 acc[c][r] = acc[c][r] + t;
             }
         }
@@ -670,47 +646,20 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
             uint xb = xb0 + uint(c) * K;
             float part[NR];
             [[unroll]] for (int r = 0; r < NR; r++) part[r] = 0.0;
-            precise float xs = 0.0;   // Σ x of the block (QF_MANT)
             [[unroll]] for (uint i = 0u; i < WORDS; i++) {
 #if defined(WT_Q8_0)
                 vec4 xv = x4(addrX, addrG, xb, k0 + 4u * i);
-#ifdef QF_MANT
-                // (b ^ 0x80 is q + 128: 1 + (q + 128)/256)
-                xs = sum4(xv, xs);
-                [[unroll]] for (int r = 0; r < NR; r++) part[r] = dot4(mant4(wv[r][i] ^ 0x80808080u, 0u, 8u), xv, part[r]);
-#else
                 [[unroll]] for (int r = 0; r < NR; r++) part[r] = dot4(bytes_minus(wv[r][i] ^ 0x80808080u, 128.0), xv, part[r]);
-#endif
 #else
                 vec4 xl = x4(addrX, addrG, xb, k0 + 4u * i), xu = x4(addrX, addrG, xb, k0 + 16u + 4u * i);
-#ifdef QF_MANT
-                xs = sum4(xl, xs);
-                xs = sum4(xu, xs);
-                [[unroll]] for (int r = 0; r < NR; r++) {
-                    part[r] = dot4(mant4(wv[r][i], 0u, 4u), xl, part[r]);
-                    part[r] = dot4(mant4(wv[r][i], 4u, 4u), xu, part[r]);
-                }
-#else
                 [[unroll]] for (int r = 0; r < NR; r++) {
                     part[r] = dot4(bytes_minus(wv[r][i] & 0x0F0F0F0Fu, 8.0), xl, part[r]);
                     part[r] = dot4(bytes_minus((wv[r][i] >> 4) & 0x0F0F0F0Fu, 8.0), xu, part[r]);
                 }
 #endif
-#endif
             }
             [[unroll]] for (int r = 0; r < NR; r++) {
-#ifdef QF_MANT
-                // Σ (q − 2^(b−1))·x = 2^b · (Σ (1 + u·2^-b)·x − 1.5 · Σ x), u = q + 2^(b−1)
-#if defined(WT_Q8_0)
-                precise float u = part[r] - 1.5 * xs;
-                precise float t = (dwf[r] * 256.0) * u;
-#else
-                precise float u = part[r] - 1.5 * xs;
-                precise float t = (dwf[r] * 16.0) * u;
-#endif
-#else
                 precise float t = dwf[r] * part[r];
-#endif
                 acc[c][r] = acc[c][r] + t;
             }
         }
