@@ -472,7 +472,8 @@ impl Context {
         }
         // Q4_K/Q5_K quants as 1 + q·2^-bits (llm_qdot.glsl's mant4; f32 activations only):
         // a float subtraction per value (and Q4_K's nibble masks) fewer than 2^23 + q minus
-        // 2^23; on an H100 a Q4_K product's device time −4-5 %, 8B decode +1.6 % (stop 47).
+        // 2^23; on an H100 a Q4_K product's device time −4-5 %, decode +1.6-2.5 % (8B
+        // Q4_K_M-like) and +6-8 % (1B Q5_K_M-like; stop 47).
         // Slightly different rounding, still the same bits for every batch.
         // NX_VULKAN_LLM_QUANT_MANTISSA=0 (a measurement) keeps the old form.
         if matches!(w.ty, GgmlType::Q4_K | GgmlType::Q5_K) && std::env::var("NX_VULKAN_LLM_QUANT_MANTISSA").as_deref() != Ok("0") {
