@@ -476,7 +476,7 @@ impl Context {
         // Q4_K_M-like) and +6-8 % (1B Q5_K_M-like; stop 47).
         // Slightly different rounding, still the same bits for every batch.
         // NX_VULKAN_LLM_QUANT_MANTISSA=0 (a measurement) keeps the old form.
-        if matches!(w.ty, GgmlType::Q4_K | GgmlType::Q5_K) && std::env::var("NX_VULKAN_LLM_QUANT_MANTISSA").as_deref() != Ok("0") {
+        if !w.x_int8 && matches!(w.ty, GgmlType::Q4_K | GgmlType::Q5_K) && std::env::var("NX_VULKAN_LLM_QUANT_MANTISSA").as_deref() != Ok("0") {
             defines.push("QF_MANT".into());
         }
         if w.x_int8 {

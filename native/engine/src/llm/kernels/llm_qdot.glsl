@@ -78,9 +78,6 @@ vec4 bytes_minus(uint w, float bias) {
                 uintBitsToFloat(((w >> 16) & 255u) | 0x4B000000u) - o, uintBitsToFloat((w >> 24) | 0x4B000000u) - o);
 }
 
-#if defined(QF_MANT) && defined(X_INT8)
-#undef QF_MANT
-#endif
 #ifdef QF_MANT
 // QF_MANT (f32 activations, Q4_K and Q5_K; the default, NX_VULKAN_LLM_QUANT_MANTISSA=0 keeps
 // bytes_minus): the `bits`-bit quants q at bit `lsb` of each byte of w as the floats
