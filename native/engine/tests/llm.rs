@@ -316,6 +316,38 @@ fn the_norm_kernels_forms_give_the_same_bits() {
 }
 
 #[test]
+fn every_norm_way_stays_on_the_reference_and_sums_save_the_dispatches() {
+    // RMSNorms from block sums (the default: the residual products write the next norm's
+    // scaled rows and sums, a dispatch writes the first layer's), fused into the products
+    // (NX_VULKAN_LLM_NORM=fused) or as dispatches (separate): all three near the reference with
+    // KV decode near full recompute, and the dispatch counts say where the norms ran — per
+    // step, separate runs 2 per layer, sums one (the first layer's), fused none. (Alone: the
+    // variables change other tests' kernels.)
+    common::on_engine_alone(|ctx| {
+        for (kernel, name) in [("row", "llama-q4_k"), ("row", "qwen3-q6_k"), ("row", "qwen2-q4_k"), ("workgroup", "llama-q8_0")] {
+            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            let f = fixture(name);
+            let mut counts = vec![];
+            for way in ["sums", "fused", "separate"] {
+                std::env::set_var("NX_VULKAN_LLM_NORM", way);
+                let o = check(name, false);
+                assert!(o.prompt_err < 1e-3 && o.decode_err < 1e-3 && o.agree == o.comparable && o.recompute_err <= 1e-4, "{name} ({kernel} matvec) with norms {way}");
+                let m = load(name, false, 2);
+                let before = ctx.stats().dispatches;
+                run_fixture(&m, &f, 0);
+                counts.push((ctx.stats().dispatches - before, m.config.n_layer as u64));
+                std::env::remove_var("NX_VULKAN_LLM_NORM");
+            }
+            let steps = 1 + f.greedy.len() as u64;
+            let ((sums, layers), (fused, _), (separate, _)) = (counts[0], counts[1], counts[2]);
+            assert_eq!(sums, fused + steps, "{name}: dispatches with sums {sums}, fused {fused}");
+            assert_eq!(separate, sums + steps * (2 * layers - 1), "{name}: dispatches with sums {sums}, separate {separate}");
+        }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+    });
+}
+
+#[test]
 fn separate_norms_and_the_prefill_gemm_match_too() {
     // Wide models run their RMSNorms as dispatches of their own, and prompt chunks on a device
     // with tensor cores take the GEMM (at its default split precision); the fixtures are

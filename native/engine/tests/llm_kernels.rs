@@ -9,7 +9,7 @@
 mod common;
 
 use common::on_engine_alone;
-use nx_vulkan_engine::llm::kernels::{Epilogue, QMatrix, RmsNorm};
+use nx_vulkan_engine::llm::kernels::{llm_norm_blocks, Epilogue, NextNorm, NormSums, QMatrix, RmsNorm};
 use nx_vulkan_engine::llm::quant::{dequantize, random_rows, GgmlType};
 use nx_vulkan_engine::llm::sample::Rng;
 use nx_vulkan_engine::{Context, DType, Tensor};
@@ -45,6 +45,16 @@ fn run_normed(ctx: &Context, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, gamm
 }
 
 const NORM_EPS: f32 = 1e-5;
+
+/// The block sums of squares a residual product or the norm-sums kernel writes for a row: per
+/// block of 8 values, from zero, ascending, each square rounded before it is added.
+fn block_sums(row: &[f32]) -> Vec<f32> {
+    row.chunks(8).map(|b| b.iter().fold(0f32, |a, &v| a + v * v)).collect()
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
+}
 
 fn silu(g: f64) -> f64 {
     g / (1.0 + (-g).exp())
@@ -188,6 +198,125 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                         assert!(alone.iter().zip(&plain[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel} {ty:?}: column 0 changed with T={t}");
                         let alone = run_normed(&ctx, &w, Some(&u), &x0, &gt, None);
                         assert!(alone.iter().zip(&normed_glu[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel} {ty:?}: normed column 0 changed with T={t}");
+                    }
+                }
+            }
+        }
+        std::env::remove_var("NX_VULKAN_LLM_MATVEC");
+    });
+}
+
+/// RMSNorms by block sums (the runtime's default): a residual product also writes its output
+/// times the next norm's weight and each row's sums of squares of blocks of 8 outputs, bit for
+/// bit as the CPU computes them from the product's output (rows not a multiple of 8: a short
+/// last block); the norm-sums kernel writes the same for given rows; and the products after the
+/// norm, reading those rows and sums, match rmsnorm(x) · W in f64 within the normed product's
+/// bound, read the sums (not x's squares: scaled sums move the result), and give column 0 the
+/// same bits alone and among others. Both kernels.
+#[test]
+fn summed_norms_match_the_cpu_reference_in_both_kernels() {
+    on_engine_alone(|_| {
+        let ctx = common::ctx();
+        let mut rng = Rng::new(23);
+        let k = 4096usize;
+        for kernel in ["row", "workgroup"] {
+            std::env::set_var("NX_VULKAN_LLM_MATVEC", kernel);
+            assert!(ctx.llm_summed_norms_fit(), "{kernel}: the default shapes fit");
+            for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+                for t in [1usize, 3, 9] {
+                    // The producer: out = res + W·a over 37 rows (blocks of 8, 8, 8, 8, 5).
+                    let n = 37usize;
+                    let wb = random_rows(ty, n, k, &mut rng);
+                    let w = QMatrix::upload(&ctx, ty, n, k, &wb).unwrap();
+                    let av: Vec<f32> = (0..t * k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32).collect();
+                    let resv: Vec<f32> = (0..t * n).map(|i| (i % 7) as f32 - 3.0).collect();
+                    let gnext: Vec<f32> = (0..n).map(|_| (rng.next_f64() * 1.5 + 0.25) as f32).collect();
+                    let (a, res, gt) = (f32_tensor(&ctx, &[t, k], &av), f32_tensor(&ctx, &[t, n], &resv), f32_tensor(&ctx, &[n], &gnext));
+                    let (out, scaled, sums) = (ctx.empty(DType::F32, &[t, n]).unwrap(), ctx.empty(DType::F32, &[t, n]).unwrap(), ctx.empty(DType::F32, &[t, llm_norm_blocks(n)]).unwrap());
+                    let mut batch = ctx.batch().unwrap();
+                    ctx.record_llm_matvec_norm_out(&mut batch, &w, &a, Epilogue { bias: None, residual: Some(&res) }, &out, NextNorm { gamma: &gt, scaled: &scaled, sums: &sums }).unwrap();
+                    batch.finish().unwrap();
+                    let (ov, sv, bv) = (download(&ctx, &out), download(&ctx, &scaled), download(&ctx, &sums));
+                    assert!(same_bits(&ov, &run(&ctx, &w, None, &a, None, Some(&res))), "{kernel} {ty:?} T={t}: the product's output changed");
+                    for c in 0..t {
+                        let row = &ov[c * n..(c + 1) * n];
+                        let want: Vec<f32> = row.iter().zip(&gnext).map(|(v, g)| v * g).collect();
+                        assert!(same_bits(&sv[c * n..(c + 1) * n], &want), "{kernel} {ty:?} T={t} col {c}: scaled rows");
+                        assert!(same_bits(&bv[c * 5..(c + 1) * 5], &block_sums(row)), "{kernel} {ty:?} T={t} col {c}: block sums {:?} vs {:?}", &bv[c * 5..(c + 1) * 5], block_sums(row));
+                    }
+                }
+                // The products after a norm, on K = 4096 rows prepared by the norm-sums kernel.
+                let n = 37usize;
+                let (wb, ub) = (random_rows(ty, n, k, &mut rng), random_rows(ty, n, k, &mut rng));
+                let (mut wd, mut ud) = (vec![0f32; n * k], vec![0f32; n * k]);
+                dequantize(ty, &wb, &mut wd).unwrap();
+                dequantize(ty, &ub, &mut ud).unwrap();
+                let (w, u) = (QMatrix::upload(&ctx, ty, n, k, &wb).unwrap(), QMatrix::upload(&ctx, ty, n, k, &ub).unwrap());
+                let gamma: Vec<f32> = (0..k).map(|_| (rng.next_f64() * 1.5 + 0.25) as f32).collect();
+                let gt = f32_tensor(&ctx, &[k], &gamma);
+                let mut first_column = None;
+                for t in [1usize, 3, 9] {
+                    // (column 0 the same in every T, for the alone-versus-among check)
+                    let mut xv: Vec<f32> = first_column.clone().unwrap_or_default();
+                    xv.extend((xv.len()..t * k).map(|_| (rng.next_f64() * 2.0 - 1.0) as f32));
+                    if t == 9 {
+                        // a row of tiny values: its sums underflow to subnormals and zeros
+                        xv[5 * k..6 * k].iter_mut().for_each(|v| *v *= 1e-22);
+                    }
+                    first_column.get_or_insert_with(|| xv[..k].to_vec());
+                    let x = f32_tensor(&ctx, &[t, k], &xv);
+                    let (scaled, sums) = (ctx.empty(DType::F32, &[t, k]).unwrap(), ctx.empty(DType::F32, &[t, llm_norm_blocks(k)]).unwrap());
+                    let mut batch = ctx.batch().unwrap();
+                    ctx.record_llm_norm_sums(&mut batch, &x, &gt, &scaled, &sums).unwrap();
+                    batch.finish().unwrap();
+                    let (sv, bv) = (download(&ctx, &scaled), download(&ctx, &sums));
+                    for c in 0..t {
+                        let row = &xv[c * k..(c + 1) * k];
+                        let want: Vec<f32> = row.iter().zip(&gamma).map(|(v, g)| v * g).collect();
+                        assert!(same_bits(&sv[c * k..(c + 1) * k], &want) && same_bits(&bv[c * 512..(c + 1) * 512], &block_sums(row)), "{ty:?} T={t} col {c}: the norm-sums kernel");
+                    }
+                    let product = |up: Option<&QMatrix>, sums: &nx_vulkan_engine::Tensor| {
+                        let out = ctx.empty(DType::F32, &[t, n]).unwrap();
+                        let mut batch = ctx.batch().unwrap();
+                        ctx.record_llm_normed_matvec(&mut batch, &w, up, &scaled, NormSums { sums, eps: NORM_EPS }, Epilogue::default(), &out).unwrap();
+                        batch.finish().unwrap();
+                        download(&ctx, &out)
+                    };
+                    let (normed, normed_glu) = (product(None, &sums), product(Some(&u), &sums));
+                    // four times the sums: the scale halves (up to eps's share)
+                    let quadrupled = f32_tensor(&ctx, &[t, 512], &bv.iter().map(|v| v * 4.0).collect::<Vec<_>>());
+                    let halved = product(None, &quadrupled);
+                    for c in 0..t {
+                        let row = &xv[c * k..(c + 1) * k];
+                        let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / k as f64;
+                        let rs = 1.0 / (ms + NORM_EPS as f64).sqrt();
+                        let rs4 = 1.0 / (4.0 * ms + NORM_EPS as f64).sqrt();
+                        for r in 0..n {
+                            let (mut d, mut du, mut mag) = (0f64, 0f64, 0f64);
+                            for j in 0..k {
+                                let xj = row[j] as f64 * gamma[j] as f64;
+                                d += wd[r * k + j] as f64 * xj;
+                                du += ud[r * k + j] as f64 * xj;
+                                mag += (wd[r * k + j] as f64 * xj).abs() + (ud[r * k + j] as f64 * xj).abs();
+                            }
+                            let tol = mag * rs * 4.0 * k as f64 * f32::EPSILON as f64 / 64.0 + 1e-6;
+                            let at = c * n + r;
+                            let what = format!("{kernel} {ty:?} T={t} row {r} col {c}");
+                            assert!((normed[at] as f64 - d * rs).abs() <= tol, "{what} summed norm: {} vs {}", normed[at], d * rs);
+                            assert!((halved[at] as f64 - d * rs4).abs() <= tol, "{what} quadrupled sums: {} vs {}", halved[at], d * rs4);
+                            let wg = silu(d * rs) * du * rs;
+                            assert!((normed_glu[at] as f64 - wg).abs() <= tol * (1.0 + (du * rs).abs() + (d * rs).abs()), "{what} summed norm swiglu: {} vs {wg}", normed_glu[at]);
+                        }
+                    }
+                    if t > 1 {
+                        let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
+                        let (s0, b0) = (ctx.empty(DType::F32, &[1, k]).unwrap(), ctx.empty(DType::F32, &[1, 512]).unwrap());
+                        let mut batch = ctx.batch().unwrap();
+                        ctx.record_llm_norm_sums(&mut batch, &x0, &gt, &s0, &b0).unwrap();
+                        let out = ctx.empty(DType::F32, &[1, n]).unwrap();
+                        ctx.record_llm_normed_matvec(&mut batch, &w, Some(&u), &s0, NormSums { sums: &b0, eps: NORM_EPS }, Epilogue::default(), &out).unwrap();
+                        batch.finish().unwrap();
+                        assert!(same_bits(&download(&ctx, &out), &normed_glu[..n]), "{kernel} {ty:?}: summed-norm column 0 changed with T={t}");
                     }
                 }
             }

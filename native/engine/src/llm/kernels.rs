@@ -280,6 +280,56 @@ pub struct RmsNorm<'a> {
     pub eps: f32,
 }
 
+/// An RMSNorm whose input was prepared by what wrote it ([`NextNorm`] of the residual product
+/// before, or [`Context::record_llm_norm_sums`]): the product reads those rows (x · gamma
+/// already) and scales each sum by `1 / sqrt(S / K + eps)`, S the row's sum of squares taken
+/// from its blocks' sums. Neither the product nor a dispatch of its own reads gamma or squares x
+/// again (llm_matvec.glsl's NORM_SUMS).
+#[derive(Clone, Copy, Debug)]
+pub struct NormSums<'a> {
+    /// `[T, llm_norm_blocks(K)]` f32: each row's sums of squares of its blocks of 8 values.
+    pub sums: &'a Tensor,
+    pub eps: f32,
+}
+
+/// How a product normalises its input: fused ([`RmsNorm`]: gamma and the squares in the
+/// product) or from block sums ([`NormSums`]).
+#[derive(Clone, Copy, Debug)]
+pub enum InputNorm<'a> {
+    Fused(RmsNorm<'a>),
+    Sums(NormSums<'a>),
+}
+
+impl<'a> From<RmsNorm<'a>> for InputNorm<'a> {
+    fn from(n: RmsNorm<'a>) -> Self {
+        InputNorm::Fused(n)
+    }
+}
+
+impl<'a> From<NormSums<'a>> for InputNorm<'a> {
+    fn from(n: NormSums<'a>) -> Self {
+        InputNorm::Sums(n)
+    }
+}
+
+/// What a residual product writes for the RMSNorm after it ([`Context::record_llm_matvec_norm_out`]):
+/// `scaled = out · gamma` and `sums`, each row's sums of squares of its blocks of 8 outputs — a
+/// [`NormSums`] product's input.
+#[derive(Clone, Copy, Debug)]
+pub struct NextNorm<'a> {
+    /// `[N]` f32 at its buffer's start: the next norm's weight.
+    pub gamma: &'a Tensor,
+    /// `[T, N]` f32.
+    pub scaled: &'a Tensor,
+    /// `[T, llm_norm_blocks(N)]` f32.
+    pub sums: &'a Tensor,
+}
+
+/// Block sums per row of `h` values ([`NormSums`]): one per 8 values.
+pub fn llm_norm_blocks(h: usize) -> usize {
+    h.div_ceil(8)
+}
+
 /// What [`Context::record_llm_rope_store`] does to the Q, K and V products, done by the products
 /// themselves ([`Context::record_llm_qkv_rope`]): q rotated in place, k rotated and v stored
 /// into the layer's caches at each row's (slot, position). Adjacent-pair (llama) or NEOX
@@ -317,8 +367,62 @@ impl Context {
     /// kernel scales x by gamma as it reads it and the sum by the row's 1/rms. One dispatch
     /// (the plain norm and product are two, with a write and a read of the normalised rows).
     #[allow(clippy::too_many_arguments)]
-    pub fn record_llm_normed_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: RmsNorm<'_>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
-        self.record_matvec(batch, w, up, x, Some(norm), epi, out)
+    /// (With [`NormSums`], `x` is the rows its writer scaled by gamma.)
+    pub fn record_llm_normed_matvec<'n>(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: impl Into<InputNorm<'n>>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
+        self.record_matvec(batch, w, up, x, Some(norm.into()), epi, out)
+    }
+
+    /// [`Context::record_llm_matvec`] (a residual product: `epi.residual` given) that also
+    /// writes the next RMSNorm's input (`next`, for [`NormSums`] products): one dispatch, where
+    /// the norm would be one more and a barrier. Only where [`Context::llm_summed_norms_fit`].
+    pub fn record_llm_matvec_norm_out(&self, batch: &mut Batch<'_>, w: &QMatrix, x: &Tensor, epi: Epilogue<'_>, out: &Tensor, next: NextNorm<'_>) -> Result<()> {
+        self.record_matvec_in(batch, w, None, x, None, epi, out, false, None, Some(next))
+    }
+
+    /// What [`NextNorm`] holds, for rows no product wrote (the first layer's input): `scaled =
+    /// x · gamma`, `sums` each row's block sums of squares. `x` `[T, H]` f32, `gamma` `[H]` and
+    /// `scaled` `[T, H]` at their buffers' starts, `sums` `[T, llm_norm_blocks(H)]` f32.
+    pub fn record_llm_norm_sums(&self, batch: &mut Batch<'_>, x: &Tensor, gamma: &Tensor, scaled: &Tensor, sums: &Tensor) -> Result<()> {
+        const OP: &str = "llm norm sums";
+        let (t, h) = matrix(x, DType::F32, OP, "x")?;
+        vector(gamma, DType::F32, h, OP, "gamma")?;
+        check_dense_output(scaled, DType::F32, &[t, h], OP)?;
+        check_dense_output(sums, DType::F32, &[t, llm_norm_blocks(h)], OP)?;
+        if gamma.offset != 0 || scaled.offset != 0 {
+            return Err(invalid!("{OP}: gamma and scaled must start at their buffer's start"));
+        }
+        if t == 0 || h == 0 {
+            return Ok(());
+        }
+        let defines = ["SUMS"];
+        let kernel = self.kernels.get("llm norm sums", 256, 1, || source(None, &defines, include_str!("kernels/llm_rows.glsl")))?;
+        let mut p = ParamBlock::new(OP);
+        p.addrs([x, sums, gamma, scaled].map(|t| t.buffer.address()));
+        p.i32s([t, h, 0, x.offset, sums.offset, 0])?;
+        for b in [x, sums, gamma, scaled] {
+            batch.keep(&b.buffer);
+        }
+        batch.dispatch_grid(&kernel, p.bytes(), t as u32, [t.min(65535) as u32, 1, 1])
+    }
+
+    /// Whether [`NextNorm`] products can run here: the residual products' workgroups cover
+    /// whole blocks of 8 rows per pass (true for the defaults; the NX_VULKAN_LLM_* kernel
+    /// overrides may break it).
+    pub fn llm_summed_norms_fit(&self) -> bool {
+        let (wg, lane_rows, nt) = if self.matvec_row_per_thread() { (MATVEC_WG_ROW as usize, 1, 1) } else { (matvec_wg() as usize, matvec_lane_rows(1), matvec_lanes()) };
+        let rows = if self.matvec_row_per_thread() { wg } else { wg / nt * lane_rows };
+        rows > 0 && rows % 8 == 0
+    }
+
+    /// Whether the matvec runs one row per invocation (CPU drivers; see record_matvec_in).
+    fn matvec_row_per_thread(&self) -> bool {
+        // NX_VULKAN_LLM_MATVEC=workgroup|row overrides the choice (tests run the GPU kernel on
+        // lavapipe with it).
+        match std::env::var("NX_VULKAN_LLM_MATVEC").as_deref() {
+            Ok("workgroup") => false,
+            Ok("row") => true,
+            _ => self.caps.device_type == "cpu",
+        }
     }
 
     /// The attention block's input projections `q, k, v = (wq, wk, wv) · rmsnorm(x)` (or of x
@@ -327,12 +431,12 @@ impl Context {
     /// the device overlaps them (K and V are small: alone, each would leave most of a GPU
     /// idle).
     #[allow(clippy::too_many_arguments)]
-    pub fn record_llm_qkv(&self, batch: &mut Batch<'_>, w: [&QMatrix; 3], x: &Tensor, norm: Option<RmsNorm<'_>>, bias: [Option<&Tensor>; 3], out: [&Tensor; 3]) -> Result<()> {
+    pub fn record_llm_qkv(&self, batch: &mut Batch<'_>, w: [&QMatrix; 3], x: &Tensor, norm: Option<InputNorm<'_>>, bias: [Option<&Tensor>; 3], out: [&Tensor; 3]) -> Result<()> {
         if out.iter().any(|o| Arc::ptr_eq(&o.buffer, &x.buffer)) || Arc::ptr_eq(&out[0].buffer, &out[1].buffer) || Arc::ptr_eq(&out[0].buffer, &out[2].buffer) || Arc::ptr_eq(&out[1].buffer, &out[2].buffer) {
             return Err(invalid!("llm qkv: q, k, v and x must be four distinct buffers (the products run concurrently)"));
         }
         for i in 0..3 {
-            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out[i], i > 0, None)?;
+            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out[i], i > 0, None, None)?;
         }
         Ok(())
     }
@@ -343,7 +447,7 @@ impl Context {
     /// and barrier fewer. Both rotations: adjacent pairs (llama) and NEOX's pairs half the
     /// rotated dimensions apart (qwen2); not the QK norm (qwen3: record_llm_rope_store).
     #[allow(clippy::too_many_arguments)]
-    pub fn record_llm_qkv_rope(&self, batch: &mut Batch<'_>, w: [&QMatrix; 3], x: &Tensor, norm: Option<RmsNorm<'_>>, bias: [Option<&Tensor>; 3], q: &Tensor, rope: RopeStore<'_>) -> Result<()> {
+    pub fn record_llm_qkv_rope(&self, batch: &mut Batch<'_>, w: [&QMatrix; 3], x: &Tensor, norm: Option<InputNorm<'_>>, bias: [Option<&Tensor>; 3], q: &Tensor, rope: RopeStore<'_>) -> Result<()> {
         const OP: &str = "llm qkv rope";
         let shape = rope.shape;
         shape.check(OP)?;
@@ -363,21 +467,34 @@ impl Context {
             (FusedStore::Cache { rope: false, store: rope }, rope.cache_v),
         ];
         for (i, (store, out)) in stores.into_iter().enumerate() {
-            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out, i > 0, Some(store))?;
+            self.record_matvec_in(batch, w[i], None, x, norm, Epilogue { bias: bias[i], residual: None }, out, i > 0, Some(store), None)?;
         }
         Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn record_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
-        self.record_matvec_in(batch, w, up, x, norm, epi, out, false, None)
+    fn record_matvec(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<InputNorm<'_>>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
+        self.record_matvec_in(batch, w, up, x, norm, epi, out, false, None, None)
     }
 
     /// The one matvec recorder; `concurrent`: without a barrier in front (the caller vouches
     /// that the dispatches since the last barrier touch nothing this one writes); `fused`: the
-    /// RoPE / KV-cache store of [`Context::record_llm_qkv_rope`] (checked there).
+    /// RoPE / KV-cache store of [`Context::record_llm_qkv_rope`] (checked there); `next`: the
+    /// next norm's input written too ([`Context::record_llm_matvec_norm_out`]).
     #[allow(clippy::too_many_arguments)]
-    fn record_matvec_in(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: Option<RmsNorm<'_>>, epi: Epilogue<'_>, out: &Tensor, concurrent: bool, fused: Option<FusedStore<'_>>) -> Result<()> {
+    fn record_matvec_in(
+        &self,
+        batch: &mut Batch<'_>,
+        w: &QMatrix,
+        up: Option<&QMatrix>,
+        x: &Tensor,
+        norm: Option<InputNorm<'_>>,
+        epi: Epilogue<'_>,
+        out: &Tensor,
+        concurrent: bool,
+        fused: Option<FusedStore<'_>>,
+        next: Option<NextNorm<'_>>,
+    ) -> Result<()> {
         const OP: &str = "llm matvec";
         // a cache store's out is the cache (checked by record_llm_qkv_rope), indexed by the
         // kernel by slot and position
@@ -390,13 +507,40 @@ impl Context {
             Some(FusedStore::Rope(st)) => (true, false, Some(st)),
             Some(FusedStore::Cache { rope, store }) => (rope, true, Some(store)),
         };
-        if let Some(nm) = norm {
-            vector(nm.gamma, DType::F32, k, OP, "norm weight")?;
-            if nm.gamma.offset != 0 {
-                return Err(invalid!("{OP}: the norm weight must start at its buffer's start"));
+        let eps = match norm {
+            Some(InputNorm::Fused(nm)) => {
+                vector(nm.gamma, DType::F32, k, OP, "norm weight")?;
+                if nm.gamma.offset != 0 {
+                    return Err(invalid!("{OP}: the norm weight must start at its buffer's start"));
+                }
+                Some(nm.eps)
             }
-            if !(nm.eps.is_finite() && nm.eps >= 0.0) {
-                return Err(invalid!("{OP}: norm eps {} must be finite and non-negative", nm.eps));
+            Some(InputNorm::Sums(ns)) => {
+                if matrix(ns.sums, DType::F32, OP, "norm sums")? != (t, llm_norm_blocks(k)) {
+                    return Err(invalid!("{OP}: norm sums {:?} must be [{t}, {}]", ns.sums.shape, llm_norm_blocks(k)));
+                }
+                Some(ns.eps)
+            }
+            None => None,
+        };
+        if let Some(eps) = eps {
+            if !(eps.is_finite() && eps >= 0.0) {
+                return Err(invalid!("{OP}: norm eps {eps} must be finite and non-negative"));
+            }
+        }
+        if let Some(nx) = next {
+            vector(nx.gamma, DType::F32, n, OP, "next norm weight")?;
+            if matrix(nx.scaled, DType::F32, OP, "next norm input")? != (t, n) || matrix(nx.sums, DType::F32, OP, "next norm sums")? != (t, llm_norm_blocks(n)) {
+                return Err(invalid!("{OP}: the next norm's input {:?} and sums {:?} must be [{t}, {n}] and [{t}, {}]", nx.scaled.shape, nx.sums.shape, llm_norm_blocks(n)));
+            }
+            if nx.gamma.offset != 0 {
+                return Err(invalid!("{OP}: the next norm weight must start at its buffer's start"));
+            }
+            if up.is_some() || fused.is_some() || epi.residual.is_none() {
+                return Err(invalid!("{OP}: the next norm's input is written by residual products alone"));
+            }
+            if !self.llm_summed_norms_fit() {
+                return Err(invalid!("{OP}: this matvec configuration cannot write the next norm's block sums"));
             }
         }
         if t == 0 || n == 0 {
@@ -410,11 +554,7 @@ impl Context {
         // A CPU driver pays for every workgroup and barrier: one row per invocation there.
         // NX_VULKAN_LLM_MATVEC=workgroup|row overrides the choice (tests run the GPU kernel on
         // lavapipe with it).
-        let row_per_thread = match std::env::var("NX_VULKAN_LLM_MATVEC").as_deref() {
-            Ok("workgroup") => false,
-            Ok("row") => true,
-            _ => cpu,
-        };
+        let row_per_thread = self.matvec_row_per_thread();
         let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { matvec_tc() };
         let nsum = if up.is_some() { 2 } else { 1 };
         let nt = matvec_lanes();
@@ -485,7 +625,8 @@ impl Context {
             }
             defines.push("X_INT8".into());
         }
-        for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (norm.is_some(), "NORM")] {
+        let (fused_norm, summed_norm) = (matches!(norm, Some(InputNorm::Fused(_))), matches!(norm, Some(InputNorm::Sums(_))));
+        for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (fused_norm, "NORM"), (summed_norm, "NORM_SUMS"), (next.is_some(), "NORM_OUT")] {
             if on {
                 defines.push(d.into());
             }
@@ -514,17 +655,37 @@ impl Context {
         let w2 = up.map_or(&w.data, |u| &u.data);
         let bias = epi.bias.unwrap_or(out);
         let res = epi.residual.unwrap_or(out);
-        let gamma = norm.map_or(out, |nm| nm.gamma);
+        let gamma = match norm {
+            Some(InputNorm::Fused(nm)) => nm.gamma,
+            _ => out,
+        };
         let mut p = ParamBlock::new(OP);
         p.addrs([&w.data, w2, x, bias, res, out, gamma].map(|t| t.buffer.address()));
         p.i32s([n, k, t, w.row_bytes(), x.offset, bias.offset, res.offset, out.offset])?;
-        p.i32(norm.map_or(0.0f32, |nm| nm.eps).to_bits() as i32)?;
+        p.i32(eps.unwrap_or(0.0).to_bits() as i32)?;
         if let Some(st) = store {
             // (rows, cos/sin) at byte 96, (ctx, slots, the rows' first row) at 112
             p.i32(0)?;
             p.addrs([st.rows, st.cos_sin].map(|t| t.buffer.address()));
             p.i32s([st.shape.ctx, st.shape.slots, st.rows.offset / 2])?;
             for b in [st.rows, st.cos_sin] {
+                batch.keep(&b.buffer);
+            }
+        }
+        // (the norm sums, XG and gamma' at byte 128, their offsets at 152)
+        let sums = match (norm, next) {
+            (Some(InputNorm::Sums(ns)), _) => Some(ns.sums),
+            (_, Some(nx)) => Some(nx.sums),
+            _ => None,
+        };
+        if let Some(sums) = sums {
+            while p.len() < 128 {
+                p.i32(0)?;
+            }
+            let (scaled, gn) = next.map_or((out, out), |nx| (nx.scaled, nx.gamma));
+            p.addrs([sums, scaled, gn].map(|t| t.buffer.address()));
+            p.i32s([sums.offset, scaled.offset])?;
+            for b in [sums, scaled, gn] {
                 batch.keep(&b.buffer);
             }
         }

@@ -4,7 +4,7 @@
 
 use super::config::LlmConfig;
 use super::gguf::{Gguf, TensorInfo};
-use super::kernels::{AttnShape, Epilogue, QMatrix, RmsNorm, RopeStore};
+use super::kernels::{llm_norm_blocks, AttnShape, Epilogue, InputNorm, NextNorm, NormSums, QMatrix, RmsNorm, RopeStore};
 use super::prefill::{llm_gemm_pays, LlmGemmPrecision};
 use crate::device::DeviceCaps;
 use super::quant::{dequantize, GgmlType};
@@ -332,15 +332,23 @@ impl Llm {
         ctx.record_llm_get_rows(batch, &self.token_embd, &ids, &x)?;
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
         let scratch = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
-        // On narrow models each RMSNorm runs inside the matvecs that read it (the normalised
-        // rows are never written; see fused_norms): 9 dispatches per layer (7 where RoPE and
-        // the attention's combine run inside their neighbours, below), Q, K and V without
-        // barriers between them. A prompt chunk long enough takes the tensor-core GEMM instead
-        // (its segment; the GEMM reads normalised rows, so a step with one writes them once
-        // per norm).
-        let separate = !fused_norms(h);
+        // Each RMSNorm runs inside the matvecs that read it (see NormWay: by default from the
+        // block sums and scaled rows the residual product before it writes), not as a
+        // dispatch of its own: 9 dispatches per layer (7 where RoPE and the attention's
+        // combine run inside their neighbours, below), Q, K and V without barriers between
+        // them. A prompt chunk long enough takes the tensor-core GEMM instead (its segment;
+        // the GEMM reads normalised rows, so a step with one writes them once per norm).
+        let way = norm_way(ctx);
+        let separate = way == NormWay::Separate;
         let gemm_rows = segs.iter().filter(|s| s.gemm).map(|s| s.len).max();
         let xn = if separate || gemm_rows.is_some() { Some(ctx.empty(DType::F32, &[t, h])?) } else { None };
+        // NormWay::Sums: every norm's scaled rows and block sums, written by the first layer's
+        // norm-sums dispatch and then by the residual products (where a step has matvec rows).
+        let summed = if way == NormWay::Sums && segs.iter().any(|s| !s.gemm) {
+            Some((ctx.empty(DType::F32, &[t, h])?, ctx.empty(DType::F32, &[t, llm_norm_blocks(h)])?))
+        } else {
+            None
+        };
         let gemm = match (gemm_rows, self.layers.first()) {
             (Some(rows), Some(l)) => {
                 let products = [(&l.wq, false), (&l.wk, false), (&l.wv, false), (&l.wo, false), (&l.gate, true), (&l.down, false)];
@@ -349,20 +357,34 @@ impl Llm {
             _ => None,
         };
         let part = |tensor: &Tensor, s: &Segment| -> Result<Tensor> { tensor.slice(&[s.start, 0], &[s.len, tensor.shape()[1]], &[1, 1]) };
-        // One product `w · input` (+ up, epilogue) over every segment's rows.
-        let product = |batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, input: &Tensor, bias: Option<&Tensor>, residual: Option<&Tensor>, out: &Tensor| -> Result<()> {
+        // One product `w · input` (+ up, epilogue) over every segment's rows; `next`: the weight
+        // of the norm after a residual product, whose input its matvec segments write (summed).
+        let product = |batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, input: &Tensor, bias: Option<&Tensor>, residual: Option<&Tensor>, out: &Tensor, next: Option<&Tensor>| -> Result<()> {
             for s in segs {
                 let (xs, os) = (part(input, s)?, part(out, s)?);
                 let rs = residual.map(|r| part(r, s)).transpose()?;
                 let epi = Epilogue { bias, residual: rs.as_ref() };
-                match (&gemm, s.gemm) {
-                    (Some(scratch), true) => ctx.record_llm_gemm_in(batch, scratch, w, up, &xs, epi, &os)?,
+                match (&gemm, s.gemm, &summed, next) {
+                    (Some(scratch), true, _, _) => ctx.record_llm_gemm_in(batch, scratch, w, up, &xs, epi, &os)?,
+                    (_, _, Some((scaled, sums)), Some(gamma)) => {
+                        let (scaled, sums) = (part(scaled, s)?, part(sums, s)?);
+                        ctx.record_llm_matvec_norm_out(batch, w, &xs, epi, &os, NextNorm { gamma, scaled: &scaled, sums: &sums })?
+                    }
                     _ => ctx.record_llm_matvec(batch, w, up, &xs, epi, &os)?,
                 }
             }
             Ok(())
         };
-        for l in &self.layers {
+        if let (Some((scaled, sums)), Some(l)) = (&summed, self.layers.first()) {
+            ctx.record_llm_norm_sums(batch, &x, &l.attn_norm, scaled, sums)?;
+        }
+        let step_norm = match (&summed, &xn) {
+            (Some((scaled, sums)), _) => StepNorm::Sums { scaled, sums },
+            (None, Some(xn)) if separate => StepNorm::Separate(xn),
+            _ => StepNorm::Fused,
+        };
+        for (li, l) in self.layers.iter().enumerate() {
+            let next_attn_norm = self.layers.get(li + 1).map(|n| &n.attn_norm);
             let bias = |i: usize| l.qkv_bias.as_ref().map(|b| [&b.0, &b.1, &b.2][i]);
             let (attn_norm, ffn_norm) = (RmsNorm { gamma: &l.attn_norm, eps: cfg.rms_eps }, RmsNorm { gamma: &l.ffn_norm, eps: cfg.rms_eps });
             if let Some(xn) = &xn {
@@ -373,7 +395,7 @@ impl Llm {
             let rope_in_products = gemm.is_none() && l.qk_norm.is_none() && rope_in_products();
             for s in segs {
                 let outs = [part(&q, s)?, part(&k, s)?, part(&v, s)?];
-                match normed_input(gemm.as_ref(), xn.as_ref(), &x, separate, s, attn_norm)? {
+                match normed_input(gemm.as_ref(), xn.as_ref(), &x, &step_norm, s, attn_norm)? {
                     NormedInput::Gemm(scratch, xs) => {
                         for (i, wm) in [&l.wq, &l.wk, &l.wv].into_iter().enumerate() {
                             ctx.record_llm_gemm_in(batch, scratch, wm, None, &xs, Epilogue { bias: bias(i), residual: None }, &outs[i])?;
@@ -382,9 +404,9 @@ impl Llm {
                     NormedInput::Matvec(xs, norm) if rope_in_products => {
                         let rows = part(&meta, s)?;
                         let rope = RopeStore { shape: &self.attn, rows: &rows, cos_sin: &self.cos_sin, cache_k: &l.cache_k, cache_v: &l.cache_v };
-                        ctx.record_llm_qkv_rope(batch, [&l.wq, &l.wk, &l.wv], &xs, norm, [bias(0), bias(1), bias(2)], &outs[0], rope)?
+                        ctx.record_llm_qkv_rope(batch, [&l.wq, &l.wk, &l.wv], &xs, norm.input(), [bias(0), bias(1), bias(2)], &outs[0], rope)?
                     }
-                    NormedInput::Matvec(xs, norm) => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &xs, norm, [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
+                    NormedInput::Matvec(xs, norm) => ctx.record_llm_qkv(batch, [&l.wq, &l.wk, &l.wv], &xs, norm.input(), [bias(0), bias(1), bias(2)], [&outs[0], &outs[1], &outs[2]])?,
                 }
             }
             if !rope_in_products {
@@ -392,22 +414,28 @@ impl Llm {
                 ctx.record_llm_rope_store(batch, &self.attn, &q, &k, &v, &meta, &self.cos_sin, qk_norm, &l.cache_k, &l.cache_v)?;
             }
             ctx.record_llm_attention(batch, &self.attn, &q, &meta, &l.cache_k, &l.cache_v, scale, &scratch, &att)?;
-            product(batch, &l.wo, None, &att, None, Some(&x), &x)?;
+            product(batch, &l.wo, None, &att, None, Some(&x), &x, Some(&l.ffn_norm))?;
             if let Some(xn) = &xn {
                 ctx.record_llm_rmsnorm(batch, &x, None, &l.ffn_norm, cfg.rms_eps, xn)?;
             }
             for s in segs {
                 let out = part(&act, s)?;
-                match normed_input(gemm.as_ref(), xn.as_ref(), &x, separate, s, ffn_norm)? {
+                match normed_input(gemm.as_ref(), xn.as_ref(), &x, &step_norm, s, ffn_norm)? {
                     NormedInput::Gemm(scratch, xs) => ctx.record_llm_gemm_in(batch, scratch, &l.gate, Some(&l.up), &xs, Epilogue::default(), &out)?,
-                    NormedInput::Matvec(xs, None) => ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), &xs, Epilogue::default(), &out)?,
-                    NormedInput::Matvec(xs, Some(norm)) => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), &xs, norm, Epilogue::default(), &out)?,
+                    NormedInput::Matvec(xs, norm) => match norm.input() {
+                        None => ctx.record_llm_matvec(batch, &l.gate, Some(&l.up), &xs, Epilogue::default(), &out)?,
+                        Some(n) => ctx.record_llm_normed_matvec(batch, &l.gate, Some(&l.up), &xs, n, Epilogue::default(), &out)?,
+                    },
                 }
             }
-            product(batch, &l.down, None, &act, None, Some(&x), &x)?;
+            product(batch, &l.down, None, &act, None, Some(&x), &x, next_attn_norm)?;
         }
         if let Some(xn) = &xn {
             batch.keep(&xn.buffer);
+        }
+        if let Some((scaled, sums)) = &summed {
+            batch.keep(&scaled.buffer);
+            batch.keep(&sums.buffer);
         }
         let fin = ctx.empty(DType::F32, &[w, h])?;
         ctx.record_llm_rmsnorm(batch, &x, Some(&wanted), &self.output_norm, cfg.rms_eps, &fin)?;
@@ -543,17 +571,42 @@ fn rope_in_products() -> bool {
     std::env::var("NX_VULKAN_LLM_ROPE").as_deref() != Ok("separate")
 }
 
-/// Whether RMSNorms over `h` values run inside the products that read them or as dispatches of
-/// their own. Fusing saves a dispatch and a barrier but makes every lane of the product read
-/// gamma and the row's squares beside x: on an H200 that cost 1–2 µs on SmolLM2's 576-wide
-/// products and 25 µs on the 8B model's 4096-wide gate/up (a norm dispatch costs 5–11 µs), so
-/// only narrow models fuse. NX_VULKAN_LLM_NORM=fused|separate overrides (benchmarks).
-fn fused_norms(h: usize) -> bool {
+/// Where a step's RMSNorms over `h` values are computed (the products after each norm always
+/// apply its scale):
+/// - `Sums` (the default): the residual product before each norm also writes its output times
+///   the norm's weight and the squares' sums of each block of 8 outputs (the first layer's by a
+///   dispatch of its own); the products after it read those rows and take the row's sum from
+///   the block sums — no norm dispatch and no extra work in their hot loops.
+/// - `Fused`: the products read x, multiply it by gamma as they read it and sum its squares
+///   themselves: on an H200 that cost 1–2 µs on SmolLM2's 576-wide products and 25 µs on the 8B
+///   model's 4096-wide gate/up.
+/// - `Separate`: a norm dispatch writes the normalised rows (5–11 µs each on an H200; 64 per
+///   8B token, 468 µs of its critical path on an H100, stop 46).
+/// Each gives its own rounding (all within the runtime's tolerances), and every row of every
+/// step takes the same way, so no bit depends on the batch. NX_VULKAN_LLM_NORM=sums|fused|
+/// separate chooses (benchmarks and tests); Sums needs the matvec's default workgroup shapes
+/// (Context::llm_summed_norms_fit) and falls back to Separate where they were overridden.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NormWay {
+    Sums,
+    Fused,
+    Separate,
+}
+
+fn norm_way(ctx: &Context) -> NormWay {
     match std::env::var("NX_VULKAN_LLM_NORM").as_deref() {
-        Ok("separate") => false,
-        Ok("fused") => true,
-        _ => h <= 1024,
+        Ok("separate") => NormWay::Separate,
+        Ok("fused") => NormWay::Fused,
+        _ if ctx.llm_summed_norms_fit() => NormWay::Sums,
+        _ => NormWay::Separate,
     }
+}
+
+/// A step's norm inputs for its matvec segments ([`NormWay`]).
+enum StepNorm<'t> {
+    Sums { scaled: &'t Tensor, sums: &'t Tensor },
+    Separate(&'t Tensor),
+    Fused,
 }
 
 
@@ -569,11 +622,29 @@ pub(crate) struct Segment {
 }
 
 /// What a segment's products after an RMSNorm read: the GEMM's segments the normalised rows
-/// (written by the step's norm dispatch); the matvec's the same rows where norms run
-/// separately, else x with the norm fused into the product.
+/// (written by the step's norm dispatch); the matvec's the scaled rows and block sums
+/// (NormWay::Sums), the normalised rows (Separate) or x (Fused).
 enum NormedInput<'g, 'n> {
     Gemm(&'g super::prefill::LlmGemmScratch, Tensor),
-    Matvec(Tensor, Option<RmsNorm<'n>>),
+    Matvec(Tensor, MatvecNorm<'n>),
+}
+
+/// The norm a matvec segment applies: none (its rows are normalised), fused, or from the
+/// segment's rows of the block sums (owned: a view of the step's).
+enum MatvecNorm<'n> {
+    None,
+    Fused(RmsNorm<'n>),
+    Sums(Tensor, f32),
+}
+
+impl MatvecNorm<'_> {
+    fn input(&self) -> Option<InputNorm<'_>> {
+        match self {
+            MatvecNorm::None => None,
+            MatvecNorm::Fused(n) => Some(InputNorm::Fused(*n)),
+            MatvecNorm::Sums(sums, eps) => Some(InputNorm::Sums(NormSums { sums, eps: *eps })),
+        }
+    }
 }
 
 /// The [`NormedInput`] of segment `s`: `xn` is the step's normalised rows (written when norms
@@ -582,15 +653,16 @@ fn normed_input<'g, 'n>(
     gemm: Option<&'g super::prefill::LlmGemmScratch>,
     xn: Option<&Tensor>,
     x: &Tensor,
-    separate: bool,
+    way: &StepNorm<'n>,
     s: &Segment,
     norm: RmsNorm<'n>,
 ) -> Result<NormedInput<'g, 'n>> {
     let rows = |t: &Tensor| t.slice(&[s.start, 0], &[s.len, t.shape()[1]], &[1, 1]);
-    Ok(match (gemm, s.gemm, xn) {
-        (Some(scratch), true, Some(xn)) => NormedInput::Gemm(scratch, rows(xn)?),
-        (_, _, Some(xn)) if separate => NormedInput::Matvec(rows(xn)?, None),
-        _ => NormedInput::Matvec(rows(x)?, Some(norm)),
+    Ok(match (gemm, s.gemm, xn, way) {
+        (Some(scratch), true, Some(xn), _) => NormedInput::Gemm(scratch, rows(xn)?),
+        (_, _, _, StepNorm::Sums { scaled, sums }) => NormedInput::Matvec(rows(scaled)?, MatvecNorm::Sums(rows(sums)?, norm.eps)),
+        (_, _, _, StepNorm::Separate(xn)) => NormedInput::Matvec(rows(xn)?, MatvecNorm::None),
+        _ => NormedInput::Matvec(rows(x)?, MatvecNorm::Fused(norm)),
     })
 }
 

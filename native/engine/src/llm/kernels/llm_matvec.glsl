@@ -17,6 +17,17 @@
 // the row is stored into the KV cache at column t's (slot, position) — f16 with KV_F16 —
 // instead of out. Together they do what llm_rope.glsl does for these products, with the same
 // arithmetic (so the same bits), and save its dispatch.
+//
+// RMSNorm by block sums (wide and narrow models alike; llm::model's summed norms), so that no
+// norm needs a dispatch of its own and no lane reads gamma or squares x in the hot loop:
+// NORM_OUT (a residual product, the norm after it known): besides out, the product writes
+// out · gamma' (gamma' the next norm's weight) to XG and, per column, the sum of squares of
+// each block of 8 consecutive output rows to SUMS (from zero, rows ascending, each square
+// rounded before its addition: no fma, which a driver may split).
+// NORM_SUMS (a product after that norm): x is XG's rows (gamma already applied) and each sum
+// is multiplied by 1 / sqrt(S / K + eps), S the row's sum of squares from its block sums in a
+// fixed order (sum_of_blocks). llm_rows.glsl's SUMS writes both for rows no product wrote
+// (the first layer's). Neither order depends on T, the columns' chunk or the workgroup size.
 
 layout(local_size_x = WG) in;
 
@@ -30,6 +41,10 @@ struct Args {
     // the cos/sin table, positions per slot and slots.
     uint64_t rows, cs;
     uint ctx, slots, offRows;
+    // NORM_SUMS / NORM_OUT: the block sums (SUMS), XG and gamma' (GN); the element offsets of
+    // the sums and of XG.
+    uint64_t sums, xg, gn;
+    uint offS, offG;
 };
 
 Args args() {
@@ -37,7 +52,7 @@ Args args() {
     ParamsI32 m = ParamsI32(pc.params + 56ul);
     Args r = Args(a.v[0], a.v[1], a.v[2], a.v[3], a.v[4], a.v[5], a.v[6],
                   uint(m.v[0]), uint(m.v[1]), uint(m.v[2]), uint(m.v[3]), uint(m.v[4]), uint(m.v[5]), uint(m.v[6]), uint(m.v[7]),
-                  intBitsToFloat(m.v[8]), 0ul, 0ul, 0u, 0u, 0u);
+                  intBitsToFloat(m.v[8]), 0ul, 0ul, 0u, 0u, 0u, 0ul, 0ul, 0ul, 0u, 0u);
 #if defined(ROPE) || defined(KV_OUT)
     // (only these blocks are that long)
     ParamsU64 e = ParamsU64(pc.params + 96ul);
@@ -48,8 +63,48 @@ Args args() {
     r.slots = uint(f.v[1]);
     r.offRows = uint(f.v[2]);
 #endif
+#if defined(NORM_SUMS) || defined(NORM_OUT)
+    // (at byte 128, after the RoPE block's room)
+    ParamsU64 s = ParamsU64(pc.params + 128ul);
+    ParamsI32 o = ParamsI32(pc.params + 152ul);
+    r.sums = s.v[0];
+    r.xg = s.v[1];
+    r.gn = s.v[2];
+    r.offS = uint(o.v[0]);
+    r.offG = uint(o.v[1]);
+#endif
     return r;
 }
+
+#if defined(NORM_OUT) && defined(ROPE)
+#error "NORM_OUT is for residual products"
+#endif
+
+// Blocks of 8 rows per sum: ceil(n / 8).
+uint norm_blocks(uint n) { return (n + 7u) / 8u; }
+
+#ifdef NORM_SUMS
+// The sum of squares of column t's K values from its block sums: NSC chains (chain q adds
+// blocks q, q + NSC, q + 2·NSC, ... in ascending order, from zero), then the fixed tree over
+// the chains (level s: chain l absorbs chain l + s). sums_chain is one chain; the GPU path
+// runs the chains on separate invocations and the tree in shared memory, the row path all of
+// it in one invocation (sum_of_blocks) — the same additions in the same order.
+const uint NSC = 64u;
+float sums_chain(Args p, uint t, uint q) {
+    uint nb = norm_blocks(p.K);
+    uint base = p.offS + t * nb;
+    precise float a = 0.0;
+    // (eight loads issued before their additions; the chain's order is unchanged)
+    for (uint b0 = q; b0 < nb; b0 += 8u * NSC) {
+        float v[8];
+        [[unroll]] for (uint e = 0u; e < 8u; e++) v[e] = uintBitsToFloat(BufU32(p.sums).v[base + min(b0 + e * NSC, nb - 1u)]);
+        [[unroll]] for (uint e = 0u; e < 8u; e++) {
+            if (b0 + e * NSC < nb) a = a + v[e];
+        }
+    }
+    return a;
+}
+#endif
 
 // The output row that lane row n computes: n itself, except with ROPE_NEOX (NEOX rotation, as
 // qwen2's, pairs dimensions i and i + ROPE_DIMS/2 of a head), where lane rows 2i and 2i + 1 of
@@ -90,7 +145,7 @@ void add_task(Args p, uint n0, uint task, uint t0, inout float acc[TC][NR], inou
 // out[t, n]'s value from column t's sums (gate and, with SWIGLU, up) and Σ x²: the norm's
 // scale, then the epilogue.
 float epilogue(Args p, float v, float up, float ss, uint n, uint t) {
-#ifdef NORM
+#if defined(NORM) || defined(NORM_SUMS)
     precise float rs = 1.0 / sqrt(ss / float(p.K) + p.eps);
     v = v * rs;
     up = up * rs;
@@ -143,37 +198,103 @@ const int UP = LANE_ROWS;
 const int UP = 0;
 #endif
 
+#ifdef NORM_OUT
+// Writes XG's element (the output times gamma').
+void norm_out_store(Args p, float v, uint n, uint t) {
+    BufU32(p.xg).v[p.offG + t * p.N + n] = floatBitsToUint(v * uintBitsToFloat(BufU32(p.gn).v[n]));
+}
+
+// A workgroup's outputs of one pass (BLK_ROWS consecutive rows from `first`, a multiple of 8;
+// the host checks both) are kept in blk for their block sums.
+#ifdef ROW_PER_THREAD
+const uint BLK_ROWS = uint(WG);
+#else
+const uint BLK_ROWS = (uint(WG) / uint(NT)) * uint(LANE_ROWS);
+#endif
+shared float blk[TC][BLK_ROWS];
+
+// SUMS[t, b] for the blocks of rows first .. first + BLK_ROWS - 1 (after a barrier): each
+// block's squares added from zero, rows ascending (a last block may be short).
+void norm_out_sums(Args p, uint first, uint t0, uint tid) {
+    uint nb = norm_blocks(p.N);
+    for (uint i = tid; i < uint(TC) * (BLK_ROWS / 8u); i += uint(WG)) {
+        uint c = i / (BLK_ROWS / 8u), b = i % (BLK_ROWS / 8u), t = t0 + c;
+        uint n = first + 8u * b;
+        if (t < p.T && n < p.N) {
+            precise float a = 0.0;
+            for (uint r = 0u; r < 8u && n + r < p.N; r++) {
+                float v = blk[c][8u * b + r];
+                a = a + v * v;
+            }
+            BufU32(p.sums).v[p.offS + t * nb + n / 8u] = floatBitsToUint(a);
+        }
+    }
+}
+#endif
+
 #ifdef ROW_PER_THREAD
 // CPU devices (lavapipe): one invocation per (LANE_ROWS rows — 1, or a RoPE pair — chunk of TC
-// columns), the rows' tasks in ascending order — no barriers, which a CPU driver pays for per workgroup.
+// columns), the rows' tasks in ascending order — no barriers, which a CPU driver pays for per
+// workgroup (except NORM_OUT's two per WG rows, for the block sums).
 void main() {
     Args p = args();
     uint tasks = p.K / TASK_VALUES;
     uint t0 = gl_WorkGroupID.y * uint(TC);
-    uint step = gl_NumWorkGroups.x * uint(WG) * uint(LANE_ROWS);
-    for (uint n0 = gl_GlobalInvocationID.x * uint(LANE_ROWS); n0 < p.N; n0 += step) {
-        float acc[TC][NR];
-        float ss[TC];
-        [[unroll]] for (int c = 0; c < TC; c++) {
-            ss[c] = 0.0;
-            [[unroll]] for (int j = 0; j < NR; j++) acc[c][j] = 0.0;
+    uint lid = gl_LocalInvocationID.x;
+    uint span = uint(WG) * uint(LANE_ROWS);
+    float ssum[TC];
+#ifdef NORM_SUMS
+    // column c's sum of squares from its block sums: the GPU path's chains and tree, in turn
+    [[unroll]] for (int c = 0; c < TC; c++) {
+        float ch[NSC];
+        uint t = min(t0 + uint(c), p.T - 1u);
+        for (uint q = 0u; q < NSC; q++) ch[q] = sums_chain(p, t, q);
+        for (uint s = NSC / 2u; s > 0u; s >>= 1) {
+            for (uint l = 0u; l < s; l++) ch[l] = ch[l] + ch[l + s];
         }
-        for (uint u = 0u; u < tasks; u++) add_task(p, n0, u, t0, acc, ss);
-        for (int c = 0; c < TC; c++) {
-            uint t = t0 + uint(c);
-            [[unroll]] for (int j = 0; j < LANE_ROWS; j++) {
-                if (t < p.T && n0 + uint(j) < p.N) {
-                    float v = epilogue(p, acc[c][j], acc[c][UP + j], ss[c], out_row(n0 + uint(j)), t);
-#ifdef ROPE
-                    int q = j ^ 1;
-                    float pair = epilogue(p, acc[c][q], acc[c][UP + q], ss[c], out_row(n0 + uint(q)), t);
-#else
-                    float pair = 0.0;
+        ssum[c] = ch[0];
+    }
 #endif
-                    store_out(p, v, pair, n0 + uint(j), t);
+    // (the loop bound is uniform over the workgroup: NORM_OUT's barriers are inside)
+    for (uint it = gl_WorkGroupID.x; it * span < p.N; it += gl_NumWorkGroups.x) {
+        uint n0 = (it * uint(WG) + lid) * uint(LANE_ROWS);
+        if (n0 < p.N) {
+            float acc[TC][NR];
+            float ss[TC];
+            [[unroll]] for (int c = 0; c < TC; c++) {
+                ss[c] = 0.0;
+                [[unroll]] for (int j = 0; j < NR; j++) acc[c][j] = 0.0;
+            }
+            for (uint u = 0u; u < tasks; u++) add_task(p, n0, u, t0, acc, ss);
+#ifdef NORM_SUMS
+            [[unroll]] for (int c = 0; c < TC; c++) ss[c] = ssum[c];
+#endif
+            for (int c = 0; c < TC; c++) {
+                uint t = t0 + uint(c);
+                [[unroll]] for (int j = 0; j < LANE_ROWS; j++) {
+                    if (t < p.T && n0 + uint(j) < p.N) {
+                        float v = epilogue(p, acc[c][j], acc[c][UP + j], ss[c], out_row(n0 + uint(j)), t);
+#ifdef ROPE
+                        int q = j ^ 1;
+                        float pair = epilogue(p, acc[c][q], acc[c][UP + q], ss[c], out_row(n0 + uint(q)), t);
+#else
+                        float pair = 0.0;
+#endif
+                        store_out(p, v, pair, n0 + uint(j), t);
+#ifdef NORM_OUT
+                        // (LANE_ROWS is 1 here: no RoPE pair)
+                        norm_out_store(p, v, n0, t);
+                        blk[c][lid] = v;
+#endif
+                    }
                 }
             }
         }
+#ifdef NORM_OUT
+        barrier();
+        norm_out_sums(p, it * uint(WG), t0, lid);
+        barrier();
+#endif
     }
 }
 #else
@@ -191,11 +312,32 @@ const int NRED = TC * NR;
 #endif
 shared float red[NRED][WG];
 
+#ifdef NORM_SUMS
+// Each column's NSC chains, then (in place, by the tree) its sum of squares at [c][0].
+shared float nsc[TC][NSC];
+#endif
+
 void main() {
     Args p = args();
     uint tid = gl_LocalInvocationID.x, lane = tid % uint(NT), grp = tid / uint(NT);
     uint tasks = p.K / TASK_VALUES;
     uint t0 = gl_WorkGroupID.y * uint(TC);
+#ifdef NORM_SUMS
+    // The columns' sums of squares from their block sums (sums_chain's order): the chains on
+    // separate invocations, then the tree's levels in shared memory.
+    for (uint i = tid; i < uint(TC) * NSC; i += uint(WG)) {
+        uint c = i / NSC;
+        nsc[c][i % NSC] = sums_chain(p, min(t0 + c, p.T - 1u), i % NSC);
+    }
+    barrier();
+    for (uint s = NSC / 2u; s > 0u; s >>= 1) {
+        for (uint i = tid; i < uint(TC) * s; i += uint(WG)) {
+            uint c = i / s, l = i % s;
+            nsc[c][l] = nsc[c][l] + nsc[c][l + s];
+        }
+        barrier();
+    }
+#endif
     // The loop bound is uniform over the workgroup (barriers inside); rows past N idle.
     for (uint g = gl_WorkGroupID.x; g * ROWS < p.N; g += gl_NumWorkGroups.x) {
         uint n0 = g * ROWS + grp * uint(LANE_ROWS);
@@ -259,8 +401,10 @@ void main() {
             uint j = o / uint(TC), c = o % uint(TC);
             uint n = n0 + j, t = t0 + c;
             if (live && n < p.N && t < p.T) {
-#ifdef NORM
+#if defined(NORM)
                 float sq = red[TC * NR + int(c)][base];
+#elif defined(NORM_SUMS)
+                float sq = nsc[c][0];
 #else
                 float sq = 0.0;
 #endif
@@ -272,9 +416,17 @@ void main() {
                 float pair = 0.0;
 #endif
                 store_out(p, v, pair, n, t);
+#ifdef NORM_OUT
+                norm_out_store(p, v, n, t);
+                blk[c][grp * uint(LANE_ROWS) + j] = v;
+#endif
             }
         }
         barrier();
+#ifdef NORM_OUT
+        norm_out_sums(p, g * ROWS, t0, tid);
+        barrier();
+#endif
     }
 }
 #endif

@@ -4,6 +4,9 @@
 // RMSNORM: out[r] = x[src(r)] · (1 / sqrt(mean(x²) + eps)) · g, src(r) = rows[r] when GATHER
 //   (the final norm of only the rows whose logits are wanted), else r. The sum of squares is
 //   f32 over a fixed tree: a row's bits depend on that row alone.
+// SUMS: what a residual product writes for the next norm (llm_matvec.glsl's NORM_OUT), for rows
+//   no product wrote: out[r] = x[r] · g, and sums[r, b] the squares of x[r]'s block b of 8
+//   values added from zero, ascending (as NORM_OUT adds them).
 
 layout(local_size_x = 256) in;
 shared float red[256];
@@ -24,6 +27,19 @@ void main() {
             float w[32];
             dq_unit(row, u, w);
             [[unroll]] for (uint j = 0u; j < 32u; j++) BufU32(addrO).v[r * H + u * 32u + j] = floatBitsToUint(w[j]);
+        }
+#elif defined(SUMS)
+        // A = x, B = sums, G = gamma
+        uint nb = (H + 7u) / 8u;
+        for (uint b = tid; b < nb; b += 256u) {
+            precise float a = 0.0;
+            for (uint e = 0u; e < 8u && 8u * b + e < H; e++) {
+                uint c = 8u * b + e;
+                float v = uintBitsToFloat(BufU32(addrA).v[offA + r * H + c]);
+                a = a + v * v;
+                BufU32(addrO).v[r * H + c] = floatBitsToUint(v * uintBitsToFloat(BufU32(addrG).v[c]));
+            }
+            BufU32(addrB).v[offB + r * nb + b] = floatBitsToUint(a);
         }
 #else
         // A = x, B = rows (GATHER), G = gamma

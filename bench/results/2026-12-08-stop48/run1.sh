@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Stop 48 run 1: RMSNorms by block sums (NX_VULKAN_LLM_NORM=sums, the new default: the residual
+# products write the next norm's scaled rows and 8-row sums of squares, so no norm dispatch)
+# against the old defaults — separate norm dispatches for wide models (8B, 1B) and norms fused
+# into the products for narrow ones (SmolLM2-shaped). (1) The kernel and runtime tests on the
+# GPU; (2) decode/prefill on 8B and 1B Q4_K_M-like and SmolLM2-shaped Q4_1 files, the ways
+# alternating over two rounds, llama.cpp b11669 first on the same files in the same command.
+# Carry .gl, $BIN, .bench-carry.
+export BIN=${BIN:-.gpurun/s48a}
+source bench/results/2026-12-06-stop43/common.sh
+mkdir -p /tmp/py /tmp/models
+tar -xJf .bench-carry/cyllama-trim.tar.xz -C /tmp/py
+for w in .bench-carry/*.whl; do python3 -m zipfile -e "$w" /tmp/py; done
+export PYTHONPATH=/tmp/py
+for m in "8b q4km" "1b q4km" "smollm2 q4_1"; do
+  set -- $m
+  [ -f /tmp/models/$1-$2.gguf ] || python3 bench/llm/gen_model.py /tmp/models/$1-$2.gguf $1 $2 > /dev/null
+done
+echo "models at $SECONDS s"
+source .gl/env.sh
+gpu_test llm_kernels
+gpu_test llm summed_norms every_norm_way batched_decode the_gpu_matvec every_fixture separate_norms
+echo "tests done at $SECONDS s"
+unpack nx-vulkan
+for m in "8b-q4km separate" "1b-q4km separate" "smollm2-q4_1 fused"; do
+  set -- $m
+  f=/tmp/models/$1.gguf
+  timeout 60 python3 bench/llm/llbench.py "$f" 2>>"$OUT/llama.log" | tag "\"variant\":\"llama.cpp-vulkan\"" >> "$OUT/llm.jsonl"
+  for v in sums $2 sums $2; do
+    NX_VULKAN_LLM_NORM=$v timeout 60 /tmp/t/nx-vulkan bench --model "$f" --pp 512 --tg 128 --runs 3 --sessions 0 2>>"$OUT/ours.err" | tag "\"variant\":\"$v\"" >> "$OUT/llm.jsonl"
+  done
+done
+python3 -c "
+import json
+for l in open('$OUT/llm.jsonl'):
+    j = json.loads(l); print(j.get('model'), j['variant'], 'tg', round(j['tg_tok_s'], 1), 'pp', round(j['pp_tok_s'], 1), j.get('tg_runs'))"
+echo "all done at $SECONDS s"
