@@ -283,6 +283,13 @@ fn summed_norms_match_the_cpu_reference_in_both_kernels() {
                         download(&ctx, &out)
                     };
                     let (normed, normed_glu) = (product(None, &sums), product(Some(&u), &sums));
+                    if kernel == "workgroup" {
+                        // the sum's chains over the dot sums' tree (a measurement): the same bits
+                        std::env::set_var("NX_VULKAN_LLM_SUMS_IN_TREE", "1");
+                        let in_tree = product(Some(&u), &sums);
+                        std::env::remove_var("NX_VULKAN_LLM_SUMS_IN_TREE");
+                        assert!(same_bits(&in_tree, &normed_glu), "{ty:?} T={t}: NX_VULKAN_LLM_SUMS_IN_TREE=1 changed a bit");
+                    }
                     // four times the sums: the scale halves (up to eps's share)
                     let quadrupled = f32_tensor(&ctx, &[t, 512], &bv.iter().map(|v| v * 4.0).collect::<Vec<_>>());
                     let halved = product(None, &quadrupled);

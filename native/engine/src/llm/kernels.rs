@@ -626,6 +626,12 @@ impl Context {
             defines.push("X_INT8".into());
         }
         let (fused_norm, summed_norm) = (matches!(norm, Some(InputNorm::Fused(_))), matches!(norm, Some(InputNorm::Sums(_))));
+        // A norm's sum from its block sums: by a prologue of its own (chains, then a tree in
+        // shared memory), or — NX_VULKAN_LLM_SUMS_IN_TREE=1, a measurement, where a lane group
+        // has as many lanes as the sum has chains (64) — over the dot sums' tree: the same bits.
+        if summed_norm && !row_per_thread && nt == 64 && std::env::var("NX_VULKAN_LLM_SUMS_IN_TREE").as_deref() == Ok("1") {
+            defines.push("SUMS_IN_TREE".into());
+        }
         for (on, d) in [(up.is_some(), "SWIGLU"), (epi.bias.is_some(), "BIAS"), (epi.residual.is_some(), "RESIDUAL"), (fused_norm, "NORM"), (summed_norm, "NORM_SUMS"), (next.is_some(), "NORM_OUT")] {
             if on {
                 defines.push(d.into());

@@ -305,16 +305,19 @@ void main() {
 // a token's result is the same bits however many tokens share a step.
 const uint GROUPS = uint(WG) / uint(NT);
 const uint ROWS = GROUPS * uint(LANE_ROWS);
-#ifdef NORM
+#if defined(NORM) || defined(SUMS_IN_TREE)
 const int NRED = TC * NR + TC;
 #else
 const int NRED = TC * NR;
 #endif
 shared float red[NRED][WG];
 
-#ifdef NORM_SUMS
+#if defined(NORM_SUMS) && !defined(SUMS_IN_TREE)
 // Each column's NSC chains, then (in place, by the tree) its sum of squares at [c][0].
 shared float nsc[TC][NSC];
+#endif
+#if defined(SUMS_IN_TREE) && !defined(NORM_SUMS)
+#error "SUMS_IN_TREE is a way of NORM_SUMS"
 #endif
 
 void main() {
@@ -322,9 +325,11 @@ void main() {
     uint tid = gl_LocalInvocationID.x, lane = tid % uint(NT), grp = tid / uint(NT);
     uint tasks = p.K / TASK_VALUES;
     uint t0 = gl_WorkGroupID.y * uint(TC);
-#ifdef NORM_SUMS
+#if defined(NORM_SUMS) && !defined(SUMS_IN_TREE)
     // The columns' sums of squares from their block sums (sums_chain's order): the chains on
-    // separate invocations, then the tree's levels in shared memory.
+    // separate invocations, then the tree's levels in shared memory. (SUMS_IN_TREE, where a
+    // lane group has NSC lanes: lane q takes chain q after its tasks and the chains meet over
+    // the dot sums' own tree — the same pairs in the same order, no barriers of their own.)
     for (uint i = tid; i < uint(TC) * NSC; i += uint(WG)) {
         uint c = i / NSC;
         nsc[c][i % NSC] = sums_chain(p, min(t0 + c, p.T - 1u), i % NSC);
@@ -361,9 +366,12 @@ void main() {
 #else
         for (uint u = lane; live && u < tasks; u += uint(NT)) add_task(p, n0, u, t0, acc, ss);
 #endif
+#ifdef SUMS_IN_TREE
+        [[unroll]] for (int c = 0; c < TC; c++) ss[c] = sums_chain(p, min(t0 + uint(c), p.T - 1u), lane);
+#endif
         [[unroll]] for (int c = 0; c < TC; c++) {
             [[unroll]] for (int j = 0; j < NR; j++) red[c * NR + j][tid] = acc[c][j];
-#ifdef NORM
+#if defined(NORM) || defined(SUMS_IN_TREE)
             red[TC * NR + c][tid] = ss[c];
 #endif
         }
@@ -401,7 +409,7 @@ void main() {
             uint j = o / uint(TC), c = o % uint(TC);
             uint n = n0 + j, t = t0 + c;
             if (live && n < p.N && t < p.T) {
-#if defined(NORM)
+#if defined(NORM) || defined(SUMS_IN_TREE)
                 float sq = red[TC * NR + int(c)][base];
 #elif defined(NORM_SUMS)
                 float sq = nsc[c][0];
