@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stop 48 run 1: RMSNorms by block sums (NX_VULKAN_LLM_NORM=sums, the new default: the residual
+# Stop 48 run 1 (prepared; the device lent none in stop 48): RMSNorms by block sums
+# (NX_VULKAN_LLM_NORM=sums, opt-in until measured: the residual
 # products write the next norm's scaled rows and 8-row sums of squares, so no norm dispatch)
 # against the old defaults — separate norm dispatches for wide models (8B, 1B) and norms fused
 # into the products for narrow ones (SmolLM2-shaped); "tree": sums with the sum's chains over the
@@ -7,7 +8,8 @@
 # GPU; (2) decode/prefill on 8B and 1B Q4_K_M-like and SmolLM2-shaped Q4_1 files, the ways
 # alternating over two rounds, llama.cpp b11669 first on the same files in the same command;
 # (3) 8B aggregate decode with 8 and 32 sessions, both ways.
-# Carry .gl, $BIN, .bench-carry.
+# Carry .gl, $BIN (nx-vulkan and the llm_kernels and llm test binaries of main, stripped, xz),
+# .bench-carry.
 export BIN=${BIN:-.gpurun/s48a}
 source bench/results/2026-12-06-stop43/common.sh
 mkdir -p /tmp/py /tmp/models

@@ -317,9 +317,9 @@ fn the_norm_kernels_forms_give_the_same_bits() {
 
 #[test]
 fn every_norm_way_stays_on_the_reference_and_sums_save_the_dispatches() {
-    // RMSNorms from block sums (the default: the residual products write the next norm's
-    // scaled rows and sums, a dispatch writes the first layer's), fused into the products
-    // (NX_VULKAN_LLM_NORM=fused) or as dispatches (separate): all three near the reference with
+    // RMSNorms from block sums (NX_VULKAN_LLM_NORM=sums: the residual products write the next
+    // norm's scaled rows and sums, a dispatch writes the first layer's), fused into the
+    // products (fused) or as dispatches (separate): all three near the reference with
     // KV decode near full recompute, and the dispatch counts say where the norms ran — per
     // step, separate runs 2 per layer, sums one (the first layer's), fused none. (Alone: the
     // variables change other tests' kernels.)

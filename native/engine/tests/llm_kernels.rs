@@ -206,7 +206,7 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
     });
 }
 
-/// RMSNorms by block sums (the runtime's default): a residual product also writes its output
+/// RMSNorms by block sums (the runtime's NX_VULKAN_LLM_NORM=sums): a residual product also writes its output
 /// times the next norm's weight and each row's sums of squares of blocks of 8 outputs, bit for
 /// bit as the CPU computes them from the product's output (rows not a multiple of 8: a short
 /// last block); the norm-sums kernel writes the same for given rows; and the products after the

@@ -332,13 +332,13 @@ impl Llm {
         ctx.record_llm_get_rows(batch, &self.token_embd, &ids, &x)?;
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
         let scratch = ctx.llm_attention_scratch(&self.attn, t, max_pos)?;
-        // Each RMSNorm runs inside the matvecs that read it (see NormWay: by default from the
-        // block sums and scaled rows the residual product before it writes), not as a
-        // dispatch of its own: 9 dispatches per layer (7 where RoPE and the attention's
-        // combine run inside their neighbours, below), Q, K and V without barriers between
-        // them. A prompt chunk long enough takes the tensor-core GEMM instead (its segment;
-        // the GEMM reads normalised rows, so a step with one writes them once per norm).
-        let way = norm_way(ctx);
+        // On narrow models each RMSNorm runs inside the matvecs that read it (see NormWay; the
+        // normalised rows are never written): 9 dispatches per layer (7 where RoPE and the
+        // attention's combine run inside their neighbours, below), Q, K and V without barriers
+        // between them. A prompt chunk long enough takes the tensor-core GEMM instead (its
+        // segment; the GEMM reads normalised rows, so a step with one writes them once per
+        // norm).
+        let way = norm_way(ctx, h);
         let separate = way == NormWay::Separate;
         let gemm_rows = segs.iter().filter(|s| s.gemm).map(|s| s.len).max();
         let xn = if separate || gemm_rows.is_some() { Some(ctx.empty(DType::F32, &[t, h])?) } else { None };
@@ -573,15 +573,17 @@ fn rope_in_products() -> bool {
 
 /// Where a step's RMSNorms over `h` values are computed (the products after each norm always
 /// apply its scale):
-/// - `Sums` (the default): the residual product before each norm also writes its output times
-///   the norm's weight and the squares' sums of each block of 8 outputs (the first layer's by a
-///   dispatch of its own); the products after it read those rows and take the row's sum from
-///   the block sums — no norm dispatch and no extra work in their hot loops.
-/// - `Fused`: the products read x, multiply it by gamma as they read it and sum its squares
-///   themselves: on an H200 that cost 1–2 µs on SmolLM2's 576-wide products and 25 µs on the 8B
-///   model's 4096-wide gate/up.
-/// - `Separate`: a norm dispatch writes the normalised rows (5–11 µs each on an H200; 64 per
-///   8B token, 468 µs of its critical path on an H100, stop 46).
+/// - `Fused` (the default up to 1,024 wide): the products read x, multiply it by gamma as they
+///   read it and sum its squares themselves: on an H200 that cost 1–2 µs on SmolLM2's 576-wide
+///   products and 25 µs on the 8B model's 4096-wide gate/up.
+/// - `Separate` (the default beyond): a norm dispatch writes the normalised rows (5–11 µs each
+///   on an H200; 64 per 8B token, 468 µs of its critical path on an H100, stop 46).
+/// - `Sums` (NX_VULKAN_LLM_NORM=sums; built at stop 48 to replace both, not yet measured on a
+///   GPU — bench/results/2026-12-08-stop48/run1.sh is prepared): the residual product before
+///   each norm also writes its output times the norm's weight and the squares' sums of each
+///   block of 8 outputs (the first layer's by a dispatch of its own); the products after it
+///   read those rows and take the row's sum from the block sums — no norm dispatch and no
+///   extra work in their hot loops.
 /// Each gives its own rounding (all within the runtime's tolerances), and every row of every
 /// step takes the same way, so no bit depends on the batch. NX_VULKAN_LLM_NORM=sums|fused|
 /// separate chooses (benchmarks and tests); Sums needs the matvec's default workgroup shapes
@@ -593,11 +595,13 @@ enum NormWay {
     Separate,
 }
 
-fn norm_way(ctx: &Context) -> NormWay {
+fn norm_way(ctx: &Context, h: usize) -> NormWay {
     match std::env::var("NX_VULKAN_LLM_NORM").as_deref() {
         Ok("separate") => NormWay::Separate,
         Ok("fused") => NormWay::Fused,
-        _ if ctx.llm_summed_norms_fit() => NormWay::Sums,
+        Ok("sums") if ctx.llm_summed_norms_fit() => NormWay::Sums,
+        Ok("sums") => NormWay::Separate,
+        _ if h <= 1024 => NormWay::Fused,
         _ => NormWay::Separate,
     }
 }

@@ -18,7 +18,7 @@
 // instead of out. Together they do what llm_rope.glsl does for these products, with the same
 // arithmetic (so the same bits), and save its dispatch.
 //
-// RMSNorm by block sums (wide and narrow models alike; llm::model's summed norms), so that no
+// RMSNorm by block sums (NX_VULKAN_LLM_NORM=sums; llm::model's NormWay), so that no
 // norm needs a dispatch of its own and no lane reads gamma or squares x in the hot loop:
 // NORM_OUT (a residual product, the norm after it known): besides out, the product writes
 // out · gamma' (gamma' the next norm's weight) to XG and, per column, the sum of squares of
