@@ -8,9 +8,9 @@
 # GPU; (2) decode/prefill on 8B and 1B Q4_K_M-like and SmolLM2-shaped Q4_1 files, the ways
 # alternating over two rounds, llama.cpp b11669 first on the same files in the same command;
 # (3) 8B aggregate decode with 8 and 32 sessions, both ways.
-# Carry .gl, $BIN (nx-vulkan and the llm_kernels and llm test binaries of main, stripped, xz),
-# .bench-carry.
-export BIN=${BIN:-.gpurun/s48a}
+# Carry .gl (../shared/tools/gpu-prep), $BIN (`bench/gpurun-build.sh s48 llm llm_kernels`) and
+# .bench-carry (bench/llm/prepare.sh's downloads).
+export BIN=${BIN:-.gpurun/s48}
 source bench/results/2026-12-06-stop43/common.sh
 mkdir -p /tmp/py /tmp/models
 tar -xJf .bench-carry/cyllama-trim.tar.xz -C /tmp/py
