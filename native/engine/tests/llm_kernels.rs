@@ -237,6 +237,21 @@ fn summed_norms_match_the_cpu_reference_in_both_kernels() {
                     ctx.record_llm_matvec_norm_out(&mut batch, &w, &a, Epilogue { bias: None, residual: Some(&res) }, &out, NextNorm { gamma: &gt, scaled: &scaled, sums: &sums }).unwrap();
                     batch.finish().unwrap();
                     let (ov, sv, bv) = (download(&ctx, &out), download(&ctx, &scaled), download(&ctx, &sums));
+                    if t == 3 {
+                        // Misuse is an error, not a race or an out-of-range write: the next
+                        // norm's outputs in a buffer the product reads or writes, sums of the
+                        // wrong shape, a product without a residual.
+                        let mut batch = ctx.batch().unwrap();
+                        let bad_sums = ctx.empty(DType::F32, &[t, 4]).unwrap();
+                        let epi = Epilogue { bias: None, residual: Some(&res) };
+                        assert!(ctx.record_llm_matvec_norm_out(&mut batch, &w, &a, epi, &out, NextNorm { gamma: &gt, scaled: &out, sums: &sums }).is_err(), "scaled = out");
+                        assert!(ctx.record_llm_matvec_norm_out(&mut batch, &w, &a, epi, &out, NextNorm { gamma: &gt, scaled: &scaled, sums: &res }).is_err(), "sums = residual");
+                        assert!(ctx.record_llm_matvec_norm_out(&mut batch, &w, &a, epi, &out, NextNorm { gamma: &gt, scaled: &scaled, sums: &bad_sums }).is_err(), "sums [T, 4]");
+                        assert!(ctx.record_llm_matvec_norm_out(&mut batch, &w, &a, Epilogue::default(), &out, NextNorm { gamma: &gt, scaled: &scaled, sums: &sums }).is_err(), "no residual");
+                        let bad_k = ctx.empty(DType::F32, &[t, 9]).unwrap();
+                        assert!(ctx.record_llm_normed_matvec(&mut batch, &w, None, &a, NormSums { sums: &bad_k, eps: NORM_EPS }, Epilogue::default(), &out).is_err(), "norm sums [T, 9] for K = 4096");
+                        batch.finish().unwrap();
+                    }
                     assert!(same_bits(&ov, &run(&ctx, &w, None, &a, None, Some(&res))), "{kernel} {ty:?} T={t}: the product's output changed");
                     for c in 0..t {
                         let row = &ov[c * n..(c + 1) * n];

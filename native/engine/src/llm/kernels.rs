@@ -366,8 +366,8 @@ impl Context {
     /// [`Context::record_llm_matvec`] of `rmsnorm(x)` without writing the normalised rows: the
     /// kernel scales x by gamma as it reads it and the sum by the row's 1/rms. One dispatch
     /// (the plain norm and product are two, with a write and a read of the normalised rows).
+    /// With [`NormSums`], `x` is the rows its writer scaled by gamma.
     #[allow(clippy::too_many_arguments)]
-    /// (With [`NormSums`], `x` is the rows its writer scaled by gamma.)
     pub fn record_llm_normed_matvec<'n>(&self, batch: &mut Batch<'_>, w: &QMatrix, up: Option<&QMatrix>, x: &Tensor, norm: impl Into<InputNorm<'n>>, epi: Epilogue<'_>, out: &Tensor) -> Result<()> {
         self.record_matvec(batch, w, up, x, Some(norm.into()), epi, out)
     }
@@ -409,8 +409,8 @@ impl Context {
     /// whole blocks of 8 rows per pass (true for the defaults; the NX_VULKAN_LLM_* kernel
     /// overrides may break it).
     pub fn llm_summed_norms_fit(&self) -> bool {
-        let (wg, lane_rows, nt) = if self.matvec_row_per_thread() { (MATVEC_WG_ROW as usize, 1, 1) } else { (matvec_wg() as usize, matvec_lane_rows(1), matvec_lanes()) };
-        let rows = if self.matvec_row_per_thread() { wg } else { wg / nt * lane_rows };
+        // (rows per workgroup pass of a residual product: llm_matvec.glsl's BLK_ROWS)
+        let rows = if self.matvec_row_per_thread() { MATVEC_WG_ROW as usize } else { matvec_wg() as usize / matvec_lanes() * matvec_lane_rows(1) };
         rows > 0 && rows % 8 == 0
     }
 
@@ -538,6 +538,12 @@ impl Context {
             }
             if up.is_some() || fused.is_some() || epi.residual.is_none() {
                 return Err(invalid!("{OP}: the next norm's input is written by residual products alone"));
+            }
+            // (other workgroups still read x and the residual while one writes these)
+            let written = [&nx.scaled.buffer, &nx.sums.buffer];
+            let others: Vec<_> = [Some(x), Some(out), Some(nx.gamma), epi.residual].into_iter().flatten().map(|t| &t.buffer).collect();
+            if Arc::ptr_eq(written[0], written[1]) || written.iter().any(|b| others.iter().any(|r| Arc::ptr_eq(b, r))) {
+                return Err(invalid!("{OP}: the next norm's input and sums need buffers of their own"));
             }
             if !self.llm_summed_norms_fit() {
                 return Err(invalid!("{OP}: this matvec configuration cannot write the next norm's block sums"));

@@ -26,7 +26,7 @@
 // rounded before its addition: no fma, which a driver may split).
 // NORM_SUMS (a product after that norm): x is XG's rows (gamma already applied) and each sum
 // is multiplied by 1 / sqrt(S / K + eps), S the row's sum of squares from its block sums in a
-// fixed order (sum_of_blocks). llm_rows.glsl's SUMS writes both for rows no product wrote
+// fixed order (sums_chain). llm_rows.glsl's SUMS writes both for rows no product wrote
 // (the first layer's). Neither order depends on T, the columns' chunk or the workgroup size.
 
 layout(local_size_x = WG) in;
@@ -88,7 +88,7 @@ uint norm_blocks(uint n) { return (n + 7u) / 8u; }
 // blocks q, q + NSC, q + 2·NSC, ... in ascending order, from zero), then the fixed tree over
 // the chains (level s: chain l absorbs chain l + s). sums_chain is one chain; the GPU path
 // runs the chains on separate invocations and the tree in shared memory, the row path all of
-// it in one invocation (sum_of_blocks) — the same additions in the same order.
+// it in each invocation (its main's prologue) — the same additions in the same order.
 const uint NSC = 64u;
 float sums_chain(Args p, uint t, uint q) {
     uint nb = norm_blocks(p.K);
@@ -235,15 +235,15 @@ void norm_out_sums(Args p, uint first, uint t0, uint tid) {
 #ifdef ROW_PER_THREAD
 // CPU devices (lavapipe): one invocation per (LANE_ROWS rows — 1, or a RoPE pair — chunk of TC
 // columns), the rows' tasks in ascending order — no barriers, which a CPU driver pays for per
-// workgroup (except NORM_OUT's two per WG rows, for the block sums).
+// workgroup (except NORM_OUT's two per pass over WG rows, for the block sums).
 void main() {
     Args p = args();
     uint tasks = p.K / TASK_VALUES;
     uint t0 = gl_WorkGroupID.y * uint(TC);
     uint lid = gl_LocalInvocationID.x;
     uint span = uint(WG) * uint(LANE_ROWS);
-    float ssum[TC];
 #ifdef NORM_SUMS
+    float ssum[TC];
     // column c's sum of squares from its block sums: the GPU path's chains and tree, in turn
     [[unroll]] for (int c = 0; c < TC; c++) {
         float ch[NSC];
@@ -316,8 +316,8 @@ shared float red[NRED][WG];
 // Each column's NSC chains, then (in place, by the tree) its sum of squares at [c][0].
 shared float nsc[TC][NSC];
 #endif
-#if defined(SUMS_IN_TREE) && !defined(NORM_SUMS)
-#error "SUMS_IN_TREE is a way of NORM_SUMS"
+#if defined(SUMS_IN_TREE) && (!defined(NORM_SUMS) || NT != 64)
+#error "SUMS_IN_TREE is a way of NORM_SUMS for lane groups of NSC (64) lanes"
 #endif
 
 void main() {
