@@ -224,6 +224,19 @@ void kq_floats(uvec4 q0, uvec4 q1, uvec4 h0, uvec4 h1, uint m, uint i, out vec4 
 #endif
 #endif
 }
+// A task's term from its two sub-blocks' dots sa, sb (of q·x, or with QF_MANT of
+// (1 + q·2^-KQ_BITS)·x) and their Σ x (xa, xh): the scales da, db (with QF_MANT times 2^KQ_BITS)
+// on the dots, the mins ma, mb on the Σ x — one expression for both sum paths below.
+float kq_pair_term(float da, float ma, float db, float mb, float sa, float sb, float xa, float xh) {
+#ifdef QF_MANT
+    precise float t = da * (sa - xa) - ma * xa;
+    t = t + (db * (sb - xh) - mb * xh);
+#else
+    precise float t = da * sa - ma * xa;
+    t = t + (db * sb - mb * xh);
+#endif
+    return t;
+}
 void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint xb0, uint K, uint ncols, inout float acc[TC][NR]) {
 #ifdef KQ_SPLIT
     uint s = task >> 3, m = (task >> 1) & 3u, f = task & 1u;
@@ -333,14 +346,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
     [[unroll]] for (int c = 0; c < TC; c++) {
         if (TC == 1 || uint(c) < ncols) {
             [[unroll]] for (int r = 0; r < NR; r++) {
-#ifdef QF_MANT
-                precise float t = da[r] * (sa[c][r] - xa[c]) - ma[r] * xa[c];
-                t = t + (db[r] * (sb[c][r] - xh[c]) - mb[r] * xh[c]);
-#else
-                precise float t = da[r] * sa[c][r] - ma[r] * xa[c];
-                t = t + (db[r] * sb[c][r] - mb[r] * xh[c]);
-#endif
-                acc[c][r] = acc[c][r] + t;
+                acc[c][r] = acc[c][r] + kq_pair_term(da[r], ma[r], db[r], mb[r], sa[c][r], sb[c][r], xa[c], xh[c]);
             }
         }
     }
@@ -364,14 +370,7 @@ void task_acc(uint64_t rows[NR], uint task, uint64_t addrX, uint64_t addrG, uint
                 }
             }
             [[unroll]] for (int r = 0; r < NR; r++) {
-#ifdef QF_MANT
-                precise float t = da[r] * (sa[r] - xa) - ma[r] * xa;
-                t = t + (db[r] * (sb[r] - xh) - mb[r] * xh);
-#else
-                precise float t = da[r] * sa[r] - ma[r] * xa;
-                t = t + (db[r] * sb[r] - mb[r] * xh);
-#endif
-                acc[c][r] = acc[c][r] + t;
+                acc[c][r] = acc[c][r] + kq_pair_term(da[r], ma[r], db[r], mb[r], sa[r], sb[r], xa, xh);
             }
         }
     }
