@@ -221,6 +221,25 @@ fn matvec_wg() -> u32 {
     }
 }
 
+/// Threads per workgroup of either matvec kernel.
+fn matvec_workgroup(row_per_thread: bool) -> u32 {
+    if row_per_thread {
+        MATVEC_WG_ROW
+    } else {
+        matvec_wg()
+    }
+}
+
+/// Output rows one pass of a matvec workgroup computes (llm_matvec.glsl's BLK_ROWS): a row
+/// group per invocation (row kernel) or per lane group of `nt` lanes, `lane_rows` rows each.
+fn matvec_rows_per_pass(row_per_thread: bool, wg: u32, nt: usize, lane_rows: usize) -> usize {
+    if row_per_thread {
+        wg as usize * lane_rows
+    } else {
+        wg as usize / nt * lane_rows
+    }
+}
+
 /// Weight rows each lane group of the GPU kernel takes (sharing its reads of x): four
 /// pointers in all, so two rows of a SwiGLU pair. NX_VULKAN_LLM_ROWS=1|2|4|8 overrides it
 /// (benchmarks; it cannot change a bit).
@@ -409,8 +428,9 @@ impl Context {
     /// whole blocks of 8 rows per pass (true for the defaults; the NX_VULKAN_LLM_* kernel
     /// overrides may break it).
     pub fn llm_summed_norms_fit(&self) -> bool {
-        // (rows per workgroup pass of a residual product: llm_matvec.glsl's BLK_ROWS)
-        let rows = if self.matvec_row_per_thread() { MATVEC_WG_ROW as usize } else { matvec_wg() as usize / matvec_lanes() * matvec_lane_rows(1) };
+        // (a residual product's lane rows: one product, no RoPE pair)
+        let row_per_thread = self.matvec_row_per_thread();
+        let rows = matvec_rows_per_pass(row_per_thread, matvec_workgroup(row_per_thread), matvec_lanes(), if row_per_thread { 1 } else { matvec_lane_rows(1) });
         rows > 0 && rows % 8 == 0
     }
 
@@ -558,8 +578,6 @@ impl Context {
         // barrier kernel with all of TC's columns unrolled for minutes: one column there.)
         let cpu = self.caps.device_type == "cpu";
         // A CPU driver pays for every workgroup and barrier: one row per invocation there.
-        // NX_VULKAN_LLM_MATVEC=workgroup|row overrides the choice (tests run the GPU kernel on
-        // lavapipe with it).
         let row_per_thread = self.matvec_row_per_thread();
         let tc = if t == 1 || (cpu && !row_per_thread) { 1 } else { matvec_tc() };
         let nsum = if up.is_some() { 2 } else { 1 };
@@ -570,7 +588,7 @@ impl Context {
             (true, true) => 2,
             (false, _) => matvec_lane_rows(nsum).next_multiple_of(if rope { 2 } else { 1 }),
         };
-        let wg = if row_per_thread { MATVEC_WG_ROW } else { matvec_wg() };
+        let wg = matvec_workgroup(row_per_thread);
         let mut defines = vec![format!("WG {wg}"), format!("NT {nt}"), format!("TC {tc}"), format!("LANE_ROWS {lane_rows}"), format!("NR {}", lane_rows * nsum)];
         if x.offset % 4 == 0 {
             defines.push("X_VEC4".into());
@@ -705,7 +723,7 @@ impl Context {
             batch.keep(&b.buffer);
         }
         let max = self.caps.max_workgroup_count;
-        let rows_per_group = if row_per_thread { wg as usize * lane_rows } else { wg as usize / nt * lane_rows };
+        let rows_per_group = matvec_rows_per_pass(row_per_thread, wg, nt, lane_rows);
         // NX_VULKAN_LLM_GROUPS=N (a measurement; the same bits: each workgroup loops over row
         // groups, and a row's sums do not depend on which workgroup computes them) caps the
         // grid's row groups — fewer, longer-lived workgroups instead of one per row group.
