@@ -175,8 +175,7 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                             let glu_one = run(&ctx, &w, Some(&u), &x, None, None);
                             let normed_one = run_normed(&ctx, &w, Some(&u), &x, &gt, None);
                             std::env::remove_var(var);
-                            let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
-                            assert!(same(&one, &plain) && same(&glu_one, &glu) && same(&normed_one, &normed_glu), "{ty:?} T={t}: {var}={value} changed a bit");
+                            assert!(same_bits(&one, &plain) && same_bits(&glu_one, &glu) && same_bits(&normed_one, &normed_glu), "{ty:?} T={t}: {var}={value} changed a bit");
                         }
                     }
                     // Steps of several columns with the Q4_K/Q5_K/Q6_K quant words made floats once
@@ -188,16 +187,15 @@ fn matvec_matches_the_cpu_reference_in_both_kernels() {
                         let glu_per_column = run(&ctx, &w, Some(&u), &x, None, None);
                         let normed_per_column = run_normed(&ctx, &w, Some(&u), &x, &gt, None);
                         std::env::remove_var("NX_VULKAN_LLM_BATCH_SHARE");
-                        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
-                        assert!(same(&per_column, &plain) && same(&glu_per_column, &glu) && same(&normed_per_column, &normed_glu), "{ty:?} T={t}: NX_VULKAN_LLM_BATCH_SHARE=0 changed a bit");
+                        assert!(same_bits(&per_column, &plain) && same_bits(&glu_per_column, &glu) && same_bits(&normed_per_column, &normed_glu), "{ty:?} T={t}: NX_VULKAN_LLM_BATCH_SHARE=0 changed a bit");
                     }
                     // Column 0 alone gives the same bits as column 0 among t.
                     if t > 1 {
                         let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
                         let alone = run(&ctx, &w, None, &x0, None, None);
-                        assert!(alone.iter().zip(&plain[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel} {ty:?}: column 0 changed with T={t}");
+                        assert!(same_bits(&alone, &plain[..n]), "{kernel} {ty:?}: column 0 changed with T={t}");
                         let alone = run_normed(&ctx, &w, Some(&u), &x0, &gt, None);
-                        assert!(alone.iter().zip(&normed_glu[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel} {ty:?}: normed column 0 changed with T={t}");
+                        assert!(same_bits(&alone, &normed_glu[..n]), "{kernel} {ty:?}: normed column 0 changed with T={t}");
                     }
                 }
             }
@@ -455,7 +453,7 @@ fn int8_activations_stay_within_the_quantization_bound() {
                     if t > 1 {
                         let x0 = f32_tensor(&ctx, &[1, k], &xv[..k]);
                         let alone = run(&ctx, &w, None, &x0, None, None);
-                        assert!(alone.iter().zip(&got[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "{at}: int8 column 0 changed with T={t}");
+                        assert!(same_bits(&alone, &got[..n]), "{at}: int8 column 0 changed with T={t}");
                     }
                 }
             }
@@ -539,7 +537,7 @@ fn fused_rope_store_gives_the_separate_bits() {
                     };
                     let (q_sep, k_sep, v_sep) = run(false);
                     let (q_fused, k_fused, v_fused) = run(true);
-                    assert!(q_sep.iter().zip(&q_fused).all(|(a, b)| a.to_bits() == b.to_bits()), "{at}: q differs");
+                    assert!(same_bits(&q_sep, &q_fused), "{at}: q differs");
                     assert!(k_sep == k_fused, "{at}: the k cache differs");
                     assert!(v_sep == v_fused, "{at}: the v cache differs");
                     assert!(k_fused.iter().any(|&b| b != 0), "{at}: nothing reached the k cache");
