@@ -27,3 +27,19 @@ for l in open(sys.argv[1]):
         print(j.get("peer", "nx_vulkan"), j.get("variant", ""), j.get("round", ""), j.get("precision"), f'{j.get("batch")}x{j.get("seq")}', j.get("scope", ""), round(j.get("inputs_per_s", 0), 1))
 PY
 }
+# setup_peer: llama.cpp's wheel (cyllama, trimmed) and the gguf/tqdm/PyYAML wheels from
+# .bench-carry unpacked into /tmp/py, on PYTHONPATH (the model generator and the peer).
+setup_peer() {
+  mkdir -p /tmp/py
+  tar -xJf .bench-carry/cyllama-trim.tar.xz -C /tmp/py
+  for w in .bench-carry/*.whl; do python3 -m zipfile -e "$w" /tmp/py; done
+  export PYTHONPATH=/tmp/py
+}
+# gen_models "PRESET MIX"...: random-weight GGUFs /tmp/models/PRESET-MIX.gguf (bench/llm/gen_model.py), once each.
+gen_models() {
+  mkdir -p /tmp/models
+  local m; for m in "$@"; do
+    set -- $m
+    [ -f /tmp/models/$1-$2.gguf ] || python3 bench/llm/gen_model.py /tmp/models/$1-$2.gguf $1 $2 > /dev/null
+  done
+}

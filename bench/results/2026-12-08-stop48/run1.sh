@@ -12,14 +12,8 @@
 # .bench-carry (bench/llm/prepare.sh's downloads).
 export BIN=${BIN:-.gpurun/s48}
 source bench/results/2026-12-06-stop43/common.sh
-mkdir -p /tmp/py /tmp/models
-tar -xJf .bench-carry/cyllama-trim.tar.xz -C /tmp/py
-for w in .bench-carry/*.whl; do python3 -m zipfile -e "$w" /tmp/py; done
-export PYTHONPATH=/tmp/py
-for m in "8b q4km" "1b q4km" "smollm2 q4_1"; do
-  set -- $m
-  [ -f /tmp/models/$1-$2.gguf ] || python3 bench/llm/gen_model.py /tmp/models/$1-$2.gguf $1 $2 > /dev/null
-done
+setup_peer
+gen_models "8b q4km" "1b q4km" "smollm2 q4_1"
 echo "models at $SECONDS s"
 source .gl/env.sh
 gpu_test llm_kernels

@@ -6,11 +6,9 @@
 # of what run 1 measures end to end. Carry .gl, $BIN (as run 1), .bench-carry.
 export BIN=${BIN:-.gpurun/s48}
 source bench/results/2026-12-06-stop43/common.sh
-mkdir -p /tmp/py /tmp/models
-for w in .bench-carry/*.whl; do python3 -m zipfile -e "$w" /tmp/py; done
-export PYTHONPATH=/tmp/py
+setup_peer
+gen_models "8b q4km"
 f=/tmp/models/8b-q4km.gguf
-[ -f $f ] || python3 bench/llm/gen_model.py $f 8b q4km > /dev/null
 source .gl/env.sh
 unpack nx-vulkan
 for v in sums separate; do
